@@ -1,0 +1,86 @@
+// GPUs page: refreshes the worker table every few seconds and runs an on-demand probe task.
+
+const container = document.getElementById("workers");
+const probeButton = document.getElementById("probe");
+const probeResult = document.getElementById("probe-result");
+
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  return td;
+}
+
+function render(workers) {
+  if (!workers.length) return;  // keep the server-rendered empty state
+  container.replaceChildren(...workers.map((worker) => {
+    const section = document.createElement("section");
+    section.className = "card worker";
+    const title = document.createElement("h2");
+    title.textContent = `${worker.hostname} `;
+    const badge = document.createElement("span");
+    badge.className = `status ${worker.online ? "status-ready" : "status-failed"}`;
+    badge.textContent = worker.online ? "online" : "offline";
+    title.append(badge);
+    const hint = document.createElement("p");
+    hint.className = "hint";
+    hint.textContent = `Last heartbeat ${worker.seconds_since_heartbeat} s ago.`;
+    const table = document.createElement("table");
+    table.innerHTML = "<thead><tr><th>Device</th><th>Name</th><th>Memory used / total</th><th>Utilisation</th><th>Temperature</th></tr></thead>";
+    const body = document.createElement("tbody");
+    for (const device of worker.devices) {
+      const row = document.createElement("tr");
+      row.append(
+        cell(`${device.kind.toUpperCase()} ${device.index}`),
+        cell(device.cores ? `${device.name} (${device.cores} cores)` : device.name),
+        cell(`${device.memory_used_mb} / ${device.memory_total_mb} MiB`),
+        cell(device.utilization_percent == null ? "–" : `${device.utilization_percent} %`),
+        cell(device.temperature_c == null ? "–" : `${device.temperature_c} °C`),
+      );
+      body.append(row);
+    }
+    table.append(body);
+    section.append(title, hint, table);
+    return section;
+  }));
+}
+
+async function refresh() {
+  try {
+    const response = await fetch(container.dataset.api, { headers: { Accept: "application/json" } });
+    if (response.ok) render((await response.json()).workers);
+  } catch (error) {
+    // The server may be restarting; the next refresh tries again.
+  }
+}
+
+async function probe() {
+  probeButton.disabled = true;
+  probeResult.textContent = "Queued…";
+  try {
+    const response = await fetch(container.dataset.probeUrl, { method: "POST", headers: { "X-CSRFToken": csrfToken() } });
+    const { task_id: taskId } = await response.json();
+    for (let attempt = 0; attempt < 60; attempt += 1) {
+      const status = await (await fetch(`/api/tasks/${taskId}/`)).json();
+      if (status.state === "SUCCESS") {
+        probeResult.textContent = `Worker ${status.result.hostname} answered: ${status.result.devices.length} device(s).`;
+        return;
+      }
+      if (status.state === "FAILURE") {
+        probeResult.textContent = `The probe failed: ${status.error}`;
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    probeResult.textContent = "No worker answered within 30 s.";
+  } finally {
+    probeButton.disabled = false;
+  }
+}
+
+probeButton.addEventListener("click", probe);
+setInterval(refresh, 5000);

@@ -1,0 +1,34 @@
+"""Real services for the test suite: an embedded Redis-compatible server, started once per run."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import signal
+import subprocess
+from pathlib import Path
+
+from workbench.embedded_redis import embedded_redis_command, wait_until_ready
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM when the test runner dies, so nothing is left behind."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_test_redis(data_dir: Path) -> str:
+    command = embedded_redis_command(data_dir=data_dir, persist=False)
+    process = subprocess.Popen(command.argv, preexec_fn=die_with_parent)  # noqa: PLW1509
+    atexit.register(_stop, process)
+    wait_until_ready(command.url, process=process)
+    return command.url
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()

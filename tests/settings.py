@@ -1,0 +1,23 @@
+"""Settings for the test suite: the real settings, on a private data dir and a private Redis.
+
+Child processes the tests start (Celery worker, daphne, the run command) inherit the environment
+set here, so they share the same data dir, test database and Redis.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+if not os.environ.get("WORKBENCH_DATA_DIR"):
+    os.environ["WORKBENCH_DATA_DIR"] = tempfile.mkdtemp(prefix="workbench-test-")
+if not os.environ.get("REDIS_URL"):
+    from tests.services import start_test_redis
+
+    os.environ["REDIS_URL"] = start_test_redis(Path(os.environ["WORKBENCH_DATA_DIR"]))
+os.environ.setdefault("WORKBENCH_HEARTBEAT_SECONDS", "0.5")
+os.environ.setdefault("WORKBENCH_WORKER_TIMEOUT_SECONDS", "5")
+
+from workbench.settings import *  # noqa: E402,F403
+
+# Hashing passwords slowly protects real accounts; in tests it only costs time.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,64 @@
+"""REST endpoints of the platform: who am I, API tokens, workers, and a probe task."""
+
+from __future__ import annotations
+
+import uuid
+
+from celery.result import AsyncResult
+from django.db import transaction
+from rest_framework import status
+from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+from workbench import throttle
+from workbench.health import workers
+from workbench.tasks import probe_devices
+
+
+@api_view(["GET"])
+def me(request):
+    user = request.user
+    return Response({"id": user.pk, "username": user.username, "is_staff": user.is_staff})
+
+
+class ThrottledObtainAuthToken(ObtainAuthToken):
+    """POST username and password, get the API token; failures count like the login page's."""
+
+    def post(self, request, *args, **kwargs):
+        username = str(request.data.get("username", ""))
+        ip = throttle.client_ip(request)
+        if throttle.login_locked(username=username, ip=ip):
+            return Response({"detail": throttle.locked_message()}, status=status.HTTP_429_TOO_MANY_REQUESTS)
+        serializer = self.get_serializer(data=request.data)
+        if not serializer.is_valid():
+            throttle.login_failed(username=username, ip=ip)
+            return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)
+        throttle.login_succeeded(username=username)
+        token, _ = Token.objects.get_or_create(user=serializer.validated_data["user"])
+        return Response({"token": token.key})
+
+
+@api_view(["GET"])
+def worker_list(request):
+    return Response({"workers": workers()})
+
+
+@api_view(["POST"])
+def probe(request):
+    """Queue a probe of the devices on a worker; poll /api/tasks/<id>/ for its answer."""
+    task_id = str(uuid.uuid4())
+    transaction.on_commit(lambda: probe_devices.apply_async(task_id=task_id))
+    return Response({"task_id": task_id}, status=status.HTTP_202_ACCEPTED)
+
+
+@api_view(["GET"])
+def probe_result(request, task_id: uuid.UUID):
+    result = AsyncResult(str(task_id))
+    body = {"task_id": str(task_id), "state": result.state}
+    if result.successful():
+        body["result"] = result.result
+    elif result.failed():
+        body["error"] = str(result.result)
+    return Response(body)

@@ -1,0 +1,114 @@
+"""Typed readers for environment variables.
+
+Each helper returns a typed value or raises ImproperlyConfigured naming the variable and the
+value it could not understand, so a typo in a deployment fails at start-up instead of silently
+falling back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    """A filesystem path; relative values are taken from the current directory."""
+    raw = os.environ.get(name)
+    path = Path(raw) if raw else default
+    return path.expanduser().resolve()
+
+
+def env_path_list(name: str) -> list[Path]:
+    """Paths separated by the OS path separator (':' on Linux), like PATH."""
+    raw = os.environ.get(name, "")
+    paths = []
+    for item in raw.split(os.pathsep):
+        if not item.strip():
+            continue
+        path = Path(item.strip()).expanduser()
+        if not path.is_absolute():
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an absolute path")
+        paths.append(path.resolve())
+    return paths
+
+
+def read_or_create_secret(path: Path) -> str:
+    """The secret key kept in the data dir: generated once, readable only by its owner."""
+    from django.core.management.utils import get_random_secret_key
+
+    try:
+        secret = path.read_text().strip()
+    except FileNotFoundError:
+        secret = ""
+    if secret:
+        return secret
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Write a private temp file, then hard-link it into place: link() fails if the name exists,
+    # so when two processes start at once exactly one secret wins and nobody reads a half file.
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(get_random_secret_key() + get_random_secret_key())
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        pass
+    finally:
+        temp.unlink()
+    return path.read_text().strip()

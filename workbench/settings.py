@@ -1,0 +1,223 @@
+"""Settings for the workbench, read from the environment (see README.md for every variable).
+
+The defaults run everything on one machine with nothing but what pip installs: SQLite in the
+data dir and, when REDIS_URL is unset, the embedded Redis-compatible server that
+`manage.py runworkbench` starts and hands to its children through REDIS_URL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from workbench.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_path_list,
+    env_str,
+    read_or_create_secret,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = env_path("WORKBENCH_DATA_DIR", BASE_DIR / "var")
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+# Production mode turns on every HTTPS and cookie hardening that `check --deploy` asks for;
+# it is for a deployment behind TLS (see docs/deployment.md).
+PRODUCTION = env_bool("WORKBENCH_PRODUCTION", False)
+DEBUG = env_bool("DEBUG", False)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG must be off when WORKBENCH_PRODUCTION is on")
+
+SECRET_KEY = env_str("SECRET_KEY") or read_or_create_secret(DATA_DIR / "secret_key")
+if len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured("SECRET_KEY must be at least 50 characters long")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "channels",
+    "workbench",
+    "workbench.runs",
+    "datasets",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "workbench.middleware.LoginRequiredMiddleware",
+]
+
+ROOT_URLCONF = "workbench.urls"
+ASGI_APPLICATION = "workbench.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "db.sqlite3",
+            "OPTIONS": {
+                # WAL lets the web, the worker and the trainer readers work at once; IMMEDIATE
+                # takes the write lock at BEGIN so two allocators never both read "free" and
+                # then collide on the write.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+            # The Celery worker and daphne run in other processes during tests: they need a
+            # test database on disk, not SQLite's private in-memory one.
+            "TEST": {"NAME": str(DATA_DIR / "test-db.sqlite3")},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # Slow browsers must not slow the others: drop, do not block (clients replay gaps).
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        }
+    }
+else:
+    # Without a broker the pages still work (manage.py, tests of views); health says what is off.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": DATA_DIR / "cache",
+        }
+    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+# Failed logins allowed per account and per client address within the window, before the
+# login form refuses further attempts for the rest of the window.
+LOGIN_FAILURES_PER_ACCOUNT = env_int("WORKBENCH_LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
+LOGIN_FAILURES_PER_IP = env_int("WORKBENCH_LOGIN_FAILURES_PER_IP", 20, minimum=1)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("WORKBENCH_LOGIN_FAILURE_WINDOW_SECONDS", 900, minimum=1)
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env_path("WORKBENCH_STATIC_ROOT", DATA_DIR / "static")
+# daphne serves static files itself in the single-machine setup; behind nginx, turn this off and
+# let nginx serve STATIC_ROOT after collectstatic.
+SERVE_STATIC = env_bool("WORKBENCH_SERVE_STATIC", True)
+
+# Uploads above this size stream to a temp file in the data dir instead of memory.
+FILE_UPLOAD_TEMP_DIR = DATA_DIR / "uploads" / "tmp"
+FILE_UPLOAD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+MAX_UPLOAD_BYTES = env_int("WORKBENCH_MAX_UPLOAD_BYTES", 20 * 1024**3, minimum=1)
+
+# Folders on this server that users may import datasets from.
+IMPORT_ROOTS = env_path_list("WORKBENCH_IMPORT_ROOTS")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+
+# Celery: JSON only; a task is acknowledged after it finishes so a dead worker's task is
+# redelivered; one task prefetched at a time so a long training task never sits behind another.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_RESULT_EXPIRES = 24 * 3600
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis redelivers an unacknowledged task after the visibility timeout: it must outlast the
+# longest training run, or a healthy run would be started twice.
+LONGEST_RUN_SECONDS = env_int("WORKBENCH_LONGEST_RUN_SECONDS", 14 * 24 * 3600, minimum=60)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": LONGEST_RUN_SECONDS + 3600}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": LONGEST_RUN_SECONDS + 3600}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Workers announce themselves and their devices this often; a worker silent for
+# WORKER_TIMEOUT_SECONDS is offline.
+HEARTBEAT_SECONDS = env_float("WORKBENCH_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
+WORKER_TIMEOUT_SECONDS = env_float("WORKBENCH_WORKER_TIMEOUT_SECONDS", 20.0, minimum=1.0)
+
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("WORKBENCH_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("WORKBENCH_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("WORKBENCH_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,28 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from workbench import api, views
+
+api_patterns = [
+    path("me/", api.me, name="api-me"),
+    path("auth/token/", api.ThrottledObtainAuthToken.as_view(), name="api-token"),
+    path("workers/", api.worker_list, name="api-workers"),
+    path("tasks/probe/", api.probe, name="api-probe"),
+    path("tasks/<uuid:task_id>/", api.probe_result, name="api-task"),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("gpus/", views.gpus, name="gpus"),
+    path("healthz", views.healthz, name="healthz"),
+    path("setup/", views.first_admin, name="first-admin"),
+    path("accounts/login/", views.WorkbenchLoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    path("admin/", admin.site.urls),
+    path("runs/", include("workbench.runs.urls")),
+    path("datasets/", include("datasets.urls")),
+    path("api/", include(api_patterns)),
+]

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.views import LoginView
+from django.db import transaction
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from datasets.models import Dataset
+from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm
+from workbench.health import health_report, workers
+from workbench.runs.models import Run
+
+
+def _visible(queryset, user):
+    """Staff see everyone's rows; everybody else sees their own."""
+    return queryset if user.is_staff else queryset.filter(owner=user)
+
+
+def home(request):
+    datasets = _visible(Dataset.objects.select_related("owner"), request.user)[:20]
+    runs = _visible(Run.objects.select_related("owner", "dataset"), request.user)[:20]
+    return render(request, "workbench/home.html", {"datasets": datasets, "runs": runs})
+
+
+def gpus(request):
+    return render(request, "workbench/gpus.html", {"workers": workers()})
+
+
+@login_not_required
+@never_cache
+@require_GET
+def healthz(request):
+    report = health_report()
+    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+
+
+class WorkbenchLoginView(LoginView):
+    form_class = ThrottledAuthenticationForm
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["needs_first_admin"] = not get_user_model().objects.exists()
+        return context
+
+
+@login_not_required
+@never_cache
+def first_admin(request):
+    """The first-run page: creates the first (admin) account, and only while none exists."""
+    user_model = get_user_model()
+    if user_model.objects.exists():
+        raise Http404("The workbench already has accounts")
+    form = FirstAdminForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        with transaction.atomic():
+            # Two browsers racing on a fresh install: only the first one gets an admin.
+            if user_model.objects.select_for_update().exists():
+                raise Http404("The workbench already has accounts")
+            user = form.save(commit=False)
+            user.is_staff = True
+            user.is_superuser = True
+            user.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("home")
+    return render(request, "workbench/first_admin.html", {"form": form})
