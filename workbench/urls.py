@@ -24,5 +24,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("runs/", include("workbench.runs.urls")),
     path("datasets/", include("datasets.urls")),
+    path("api/datasets/", include("datasets.api_urls")),
     path("api/", include(api_patterns)),
 ]

@@ -1,0 +1,3 @@
+"""REST routes of the datasets app, mounted at /api/datasets/."""
+
+urlpatterns: list = []
