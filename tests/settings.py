@@ -21,3 +21,9 @@ from workbench.settings import *  # noqa: E402,F403
 
 # Hashing passwords slowly protects real accounts; in tests it only costs time.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Service processes started by the tests (worker, daphne) work on the test database that
+# pytest-django created, not on the development one.
+if os.environ.get("WORKBENCH_USE_TEST_DATABASE"):
+    _database = DATABASES["default"]  # noqa: F405
+    _database["NAME"] = _database.get("TEST", {}).get("NAME") or f"test_{_database['NAME']}"

@@ -1,0 +1,192 @@
+"""Shared fixtures: users, a logged-in client, and the real services the suite runs against.
+
+- `owner`, `other_user`, `staff_user`: users whose password is PASSWORD.
+- `owner_client`: a Django test Client logged in as `owner`.
+- `celery_worker`: a real Celery worker process (threads pool) on the suite's Redis, using the
+  test database; tests that need it use `transactional_db` so the worker sees committed rows.
+- `live_server_url`: a real daphne (HTTP + websockets) serving the app on the test database.
+- `browser` / `page`: Debian's Chromium driven by Playwright; `log_in(page, base_url, user, pw)`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.services import die_with_parent
+from workbench.embedded_redis import free_port
+
+# Playwright's sync API keeps an event loop in the main thread, which Django's ORM would take for
+# async code. Only this test process relaxes the check; child processes get a clean environment.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+PASSWORD = "correct horse battery staple 42"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user("bob", "bob@example.com", PASSWORD)
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    return django_user_model.objects.create_user("carol", "carol@example.com", PASSWORD, is_staff=True)
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a service process: this suite's settings, data dir, Redis and test DB."""
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        WORKBENCH_USE_TEST_DATABASE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    env.update(extra)
+    return env
+
+
+class ServiceProcess:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self.log_path = Path(settings.DATA_DIR) / f"{name}.log"
+        self.log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+        )
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            pytest.fail(f"{self.name} exited with {self.process.returncode}:\n{self.tail()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    from workbench.celery import app
+
+    worker = ServiceProcess(
+        "celery-worker",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "--app",
+            "workbench",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "4",
+            "--hostname",
+            "test-worker@%h",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+        ],  # fmt: skip
+        child_env(),
+    )
+    deadline = time.monotonic() + 90
+    while not app.control.ping(timeout=0.5):
+        worker.check_alive()
+        if time.monotonic() > deadline:
+            worker.stop()
+            pytest.fail(f"the Celery worker did not answer a ping within 90 s:\n{worker.tail()}")
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup):
+    port = free_port()
+    server = ServiceProcess(
+        "daphne",
+        [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "workbench.asgi:application"],
+        child_env(),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        server.check_alive()
+        try:
+            urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
+            break
+        except urllib.error.HTTPError:
+            break  # it answers (503 while no worker is up)
+        except OSError:
+            if time.monotonic() > deadline:
+                server.stop()
+                pytest.fail(f"daphne did not answer within 60 s:\n{server.tail()}")
+            time.sleep(0.2)
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make test does it)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context()
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()

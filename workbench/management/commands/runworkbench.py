@@ -1,0 +1,134 @@
+"""`manage.py runworkbench`: the whole workbench on one machine, supervised.
+
+Applies migrations, starts the embedded Redis-compatible server when REDIS_URL is unset, then
+daphne (HTTP and websockets) and one Celery worker; restarts a crashed one; Ctrl-C stops all.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+import urllib.request
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from workbench.embedded_redis import embedded_redis_command, wait_until_ready
+from workbench.supervisor import Service, Supervisor, child_environment, python_argv
+
+
+def _wait_for_http(url: str, timeout: float = 60.0):
+    def wait(process) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise CommandError(f"the web server exited during start-up ({process.returncode})")
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                return
+            except urllib.error.HTTPError:
+                return  # it answered: /healthz says 503 until the worker's first heartbeat
+            except OSError:
+                time.sleep(0.2)
+        raise CommandError(f"the web server did not answer at {url} within {timeout:.0f} s")
+
+    return wait
+
+
+class Command(BaseCommand):
+    help = "Start the workbench (web, worker and, without REDIS_URL, an embedded Redis); Ctrl-C stops it."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1", help="address daphne listens on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8000, help="port daphne listens on (default 8000)")
+        parser.add_argument(
+            "--worker-concurrency", type=int, default=4, help="tasks one worker runs at once (default 4)"
+        )
+        parser.add_argument("--no-migrate", action="store_true", help="do not apply migrations first")
+
+    def handle(self, *args, **options):
+        host, port = options["host"], options["port"]
+        self._check_port_free(host, port)
+        if not options["no_migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write("[workbench] database is up to date")
+
+        services = []
+        redis_url = settings.REDIS_URL
+        if not redis_url:
+            command = embedded_redis_command(data_dir=settings.DATA_DIR)
+            redis_url = command.url
+            services.append(
+                Service(
+                    name="redis",
+                    argv=command.argv,
+                    env=child_environment({}),
+                    wait_ready=lambda process: wait_until_ready(command.url, process=process),
+                )
+            )
+        env = child_environment({"REDIS_URL": redis_url})
+        services.append(
+            Service(
+                name="web",
+                argv=python_argv("-m", "daphne", "--bind", host, "--port", str(port), "workbench.asgi:application"),
+                env=env,
+                wait_ready=_wait_for_http(f"http://{host}:{port}/healthz"),
+            )
+        )
+        services.append(
+            Service(
+                name="worker",
+                argv=python_argv(
+                    "-m",
+                    "celery",
+                    "--app",
+                    "workbench",
+                    "worker",
+                    # Threads: tasks mostly wait on trainer and build processes they start, and
+                    # forking a process that holds CUDA or torch state is unsafe.
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    str(options["worker_concurrency"]),
+                    "--hostname",
+                    f"workbench@{socket.gethostname()}",
+                    "--loglevel",
+                    "INFO",
+                ),  # fmt: skip
+                env=env,
+            )
+        )
+
+        supervisor = Supervisor(services, out=self.stdout)
+        signal.signal(signal.SIGINT, supervisor.request_stop)
+        signal.signal(signal.SIGTERM, supervisor.request_stop)
+        try:
+            supervisor.start()
+        except Exception as error:
+            supervisor.stop_all()
+            raise CommandError(f"could not start the workbench: {error}") from error
+        self._greet(host, port)
+        code = supervisor.run()
+        if code:
+            raise CommandError("stopped after repeated crashes (see the lines above)")
+
+    def _check_port_free(self, host: str, port: int) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as error:
+                raise CommandError(f"cannot listen on {host}:{port}: {error.strerror}; choose --port") from None
+
+    def _greet(self, host: str, port: int) -> None:
+        url = f"http://{host}:{port}/"
+        self.stdout.write(f"[workbench] ready at {url}  (data in {settings.DATA_DIR}; Ctrl-C stops everything)")
+        if not get_user_model().objects.exists():
+            self.stdout.write(
+                "[workbench] no accounts yet: open "
+                f"{url}setup/ to create the administrator account, or run "
+                "`.venv/bin/python manage.py createsuperuser`"
+            )
