@@ -1,0 +1,149 @@
+"""Checkpoints in `<run_dir>/checkpoints/`: atomic, complete, last K kept plus the best.
+
+Files: `step_00001234.pt` (one per snapshot), `best.pt` (a hard link to the best snapshot's file,
+so pruning old snapshots never loses it) and `index.json` (what exists, with metrics; for the web
+app). A write goes to a temp file in the same folder, is fsynced, `os.replace`d into place and the
+folder fsynced: a crash at any point leaves either the old set or the new one, never a torn file
+under a final name. "Latest" is the highest step among complete files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+FORMAT = "workbench-trainer-checkpoint"
+VERSION = 1
+_NAME = re.compile(r"^step_(\d{8,})\.pt$")
+
+
+def rng_state() -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Any) -> None:
+    """Call `write(fileobj)` into a temp file next to `path`, fsync, rename over `path`, fsync dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+class CheckpointStore:
+    def __init__(self, run_dir: str | os.PathLike[str], keep_last: int = 3) -> None:
+        self.dir = Path(run_dir) / "checkpoints"
+        self.keep_last = keep_last
+
+    def snapshots(self) -> list[tuple[int, Path]]:
+        if not self.dir.is_dir():
+            return []
+        found = [(int(m.group(1)), self.dir / m.group(0)) for name in os.listdir(self.dir)
+                 if (m := _NAME.match(name))]
+        return sorted(found)
+
+    def latest(self) -> Path | None:
+        snaps = self.snapshots()
+        return snaps[-1][1] if snaps else None
+
+    def best(self) -> Path | None:
+        path = self.dir / "best.pt"
+        return path if path.exists() else None
+
+    def save(self, state: dict[str, Any], *, step: int, is_best: bool = False,
+             metrics: dict[str, Any] | None = None) -> Path:
+        state = {"format": FORMAT, "version": VERSION, **state}
+        path = self.dir / f"step_{step:08d}.pt"
+        atomic_write(path, lambda fh: torch.save(state, fh))
+        if is_best:
+            self._link_best(path)
+        self._prune()
+        self._write_index(step, metrics, is_best)
+        return path
+
+    def _link_best(self, path: Path) -> None:
+        # A hard link shares the bytes (no second write) and survives pruning of step files.
+        tmp = self.dir / f".best.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        try:
+            os.link(path, tmp)
+        except OSError:  # filesystems without hard links: copy instead
+            atomic_write(tmp, lambda fh: fh.write(path.read_bytes()))
+        os.replace(tmp, self.dir / "best.pt")
+        _fsync_dir(self.dir)
+
+    def _prune(self) -> None:
+        for _, old in self.snapshots()[:-self.keep_last]:
+            with contextlib.suppress(FileNotFoundError):
+                old.unlink()
+        for stale in self.dir.glob(".*.tmp"):  # leftovers of writes killed mid-way
+            with contextlib.suppress(FileNotFoundError):
+                if stale.stat().st_mtime < _now() - 3600:
+                    stale.unlink()
+
+    def _write_index(self, step: int, metrics: dict[str, Any] | None, is_best: bool) -> None:
+        index_path = self.dir / "index.json"
+        try:
+            index = json.loads(index_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            index = {"snapshots": {}, "best": None}
+        index["snapshots"][f"step_{step:08d}.pt"] = {"step": step, **(metrics or {})}
+        present = {p.name for _, p in self.snapshots()}
+        index["snapshots"] = {k: v for k, v in index["snapshots"].items() if k in present}
+        if is_best:
+            index["best"] = {"file": f"step_{step:08d}.pt", "step": step, **(metrics or {})}
+        data = json.dumps(index, indent=1).encode()
+        atomic_write(index_path, lambda fh: fh.write(data))
+
+    @staticmethod
+    def load(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
+        # Our own files: they hold numpy RNG state and the config dict, which weights_only rejects.
+        state = torch.load(path, map_location=map_location, weights_only=False)
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a trainer checkpoint")
+        return state
+
+
+def _now() -> float:
+    import time
+
+    return time.time()

@@ -1,0 +1,266 @@
+"""The run configuration: dataclasses loaded from JSON and validated once, up front.
+
+Every error names the field and, where there is a closed set, the allowed values, so the web form
+and the CLI can show it verbatim. The validated config is saved into every checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+NETWORKS = ("lenet", "alexnet", "googlenet", "resnet18", "resnet34", "resnet50", "vgg16",
+            "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0", "vit_b_16", "custom")
+OPTIMIZERS = ("sgd", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
+LR_POLICIES = ("fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid", "cosine", "onecycle")
+PRECISIONS = ("fp32", "bf16", "fp16")
+MEAN_MODES = ("image", "pixel", "none")
+BEST_METRICS = ("top1", "val_loss")
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names the field."""
+
+
+@dataclass
+class DataConfig:
+    dataset: str = ""                 # a dataset folder (see docs/formats.md)
+    crop_size: int | None = None      # random crop for training, centre crop for validation
+    random_flip: bool = False         # horizontal flips during training
+    vertical_flip: bool = False
+    mean_subtraction: str = "image"   # image | pixel | none
+    num_workers: int = 2              # DataLoader worker processes per training process
+    prefetch_factor: int = 4          # batches each worker keeps ready
+
+
+@dataclass
+class SolverConfig:
+    optimizer: str = "sgd"
+    base_lr: float = 0.01
+    momentum: float = 0.9             # sgd/nesterov/rmsprop
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)  # adam/adamw
+    lr_policy: str = "fixed"
+    gamma: float = 0.1                # step, multistep, exp, inv, sigmoid
+    power: float = 1.0                # inv, poly
+    step_size: float = 33.0           # step, sigmoid: percent of the run (DIGITS convention)
+    step_values: list[float] = field(default_factory=lambda: [50.0, 75.0])  # multistep, percent
+    min_lr: float = 0.0               # cosine floor
+    onecycle_pct_start: float = 0.3
+    onecycle_div_factor: float = 25.0
+    onecycle_final_div_factor: float = 1e4
+    warmup_percent: float = 0.0       # linear warmup over this share of the run (percent)
+    grad_clip_norm: float | None = None
+
+
+@dataclass
+class TrainConfig:
+    run_dir: str = ""
+    data: DataConfig = field(default_factory=DataConfig)
+    network: str = "lenet"
+    custom_layers: list[dict[str, Any]] | None = None  # network == "custom"
+    pretrained: str | None = None     # a state_dict file for fine-tuning
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    epochs: float = 10.0
+    batch_size: int = 64              # global: divided over the processes
+    grad_accum: int = 1               # micro-batches per optimizer step
+    devices: list[str | int] = field(default_factory=lambda: ["cpu"])
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    seed: int = 0
+    val_interval: float = 1.0         # epochs between validations (0 = only at the end)
+    snapshot_interval: float = 1.0    # epochs between checkpoints (0 = only at the end)
+    keep_last: int = 3                # checkpoints kept besides the best
+    best_metric: str = "top1"
+    metrics_interval: int = 10        # steps between metrics events
+    stop_check_interval: int = 10     # steps between multi-process "should we stop?" agreements
+    dist_timeout_s: float = 300.0     # a collective that waits longer than this fails the run
+
+    # ---------------------------------------------------------------- derived values
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
+
+    @property
+    def per_process_batch(self) -> int:
+        return self.batch_size // self.world_size
+
+    @property
+    def micro_batch(self) -> int:
+        return self.per_process_batch // self.grad_accum
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------
+
+def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected an object, got {type(raw).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(known))})"
+        )
+    kwargs = {}
+    for name, value in raw.items():
+        sub = {"data": DataConfig, "solver": SolverConfig}.get(name) if cls is TrainConfig else None
+        kwargs[name] = _build(sub, value, f"{prefix}{name}.") if sub else value
+    return cls(**kwargs)
+
+
+def parse_devices(value: Any) -> list[str | int]:
+    """`["cpu"]`, `["cpu", "cpu"]`, `"cpu x 2"`, `[0, 1]`, `"0,1"`, `"cuda:0"` -> a device list."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        match = re.fullmatch(r"(cpu|cuda)\s*[x*]\s*(\d+)", text)
+        if match:
+            count = int(match.group(2))
+            return ["cpu"] * count if match.group(1) == "cpu" else list(range(count))
+        value = [part.strip() for part in text.split(",") if part.strip()]
+    if not isinstance(value, list) or not value:
+        raise ConfigError("devices: expected a non-empty list such as [\"cpu\"], [0, 1] or \"cpu x 2\"")
+    devices: list[str | int] = []
+    for item in value:
+        if isinstance(item, bool):
+            raise ConfigError(f"devices: {item!r} is not a device")
+        if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
+            devices.append(int(item))
+        elif isinstance(item, str) and item.startswith("cuda:") and item[5:].isdigit():
+            devices.append(int(item[5:]))
+        elif item == "cpu":
+            devices.append("cpu")
+        else:
+            raise ConfigError(f"devices: {item!r} is not 'cpu' or a CUDA index")
+    kinds = {"cpu" if d == "cpu" else "cuda" for d in devices}
+    if len(kinds) > 1:
+        raise ConfigError("devices: mixes CPU and CUDA devices; use one kind per run")
+    cuda = [d for d in devices if d != "cpu"]
+    if len(set(cuda)) != len(cuda):
+        raise ConfigError(f"devices: a CUDA device appears twice in {devices}")
+    return devices
+
+
+def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
+    """Check every field; raises ConfigError naming the first bad one. Returns cfg."""
+    cfg.devices = parse_devices(cfg.devices)
+    _one_of("network", cfg.network, NETWORKS)
+    _one_of("precision", cfg.precision, PRECISIONS)
+    _one_of("best_metric", cfg.best_metric, BEST_METRICS)
+    _one_of("solver.optimizer", cfg.solver.optimizer, OPTIMIZERS)
+    _one_of("solver.lr_policy", cfg.solver.lr_policy, LR_POLICIES)
+    _one_of("data.mean_subtraction", cfg.data.mean_subtraction, MEAN_MODES)
+
+    def positive(name: str, value: Any, *, integer: bool = False, allow_zero: bool = False) -> None:
+        ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type or not math.isfinite(value) or value < 0 or (
+            value == 0 and not allow_zero
+        ):
+            kind = "integer" if integer else "number"
+            raise ConfigError(f"{name}: {value!r} must be a {'non-negative' if allow_zero else 'positive'} {kind}")
+
+    positive("epochs", cfg.epochs)
+    positive("batch_size", cfg.batch_size, integer=True)
+    positive("grad_accum", cfg.grad_accum, integer=True)
+    positive("solver.base_lr", cfg.solver.base_lr)
+    positive("solver.weight_decay", cfg.solver.weight_decay, allow_zero=True)
+    positive("solver.momentum", cfg.solver.momentum, allow_zero=True)
+    positive("solver.gamma", cfg.solver.gamma, allow_zero=True)
+    positive("solver.power", cfg.solver.power, allow_zero=True)
+    positive("solver.min_lr", cfg.solver.min_lr, allow_zero=True)
+    positive("val_interval", cfg.val_interval, allow_zero=True)
+    positive("snapshot_interval", cfg.snapshot_interval, allow_zero=True)
+    positive("keep_last", cfg.keep_last, integer=True)
+    positive("metrics_interval", cfg.metrics_interval, integer=True)
+    positive("stop_check_interval", cfg.stop_check_interval, integer=True)
+    positive("dist_timeout_s", cfg.dist_timeout_s)
+    positive("data.num_workers", cfg.data.num_workers, integer=True, allow_zero=True)
+    positive("data.prefetch_factor", cfg.data.prefetch_factor, integer=True)
+    if cfg.solver.grad_clip_norm is not None:
+        positive("solver.grad_clip_norm", cfg.solver.grad_clip_norm)
+    if cfg.data.crop_size is not None:
+        positive("data.crop_size", cfg.data.crop_size, integer=True)
+    for name in ("step_size", "warmup_percent", "onecycle_pct_start"):
+        value = getattr(cfg.solver, name)
+        scale = 1.0 if name == "onecycle_pct_start" else 100.0
+        if not isinstance(value, int | float) or not 0 <= value <= scale:
+            raise ConfigError(f"solver.{name}: {value!r} must be between 0 and {scale:g}")
+    if not isinstance(cfg.solver.step_values, list) or any(
+        not isinstance(v, int | float) or not 0 <= v <= 100 for v in cfg.solver.step_values
+    ):
+        raise ConfigError("solver.step_values: must be a list of percents between 0 and 100")
+    cfg.solver.step_values = sorted(float(v) for v in cfg.solver.step_values)
+    betas = tuple(cfg.solver.betas)
+    if len(betas) != 2 or not all(isinstance(b, int | float) and 0 <= b < 1 for b in betas):
+        raise ConfigError(f"solver.betas: {list(betas)} must be two numbers in [0, 1)")
+    cfg.solver.betas = (float(betas[0]), float(betas[1]))
+
+    world = len(cfg.devices)
+    if cfg.batch_size % world:
+        raise ConfigError(
+            f"batch_size: {cfg.batch_size} is not divisible by the {world} processes (devices {cfg.devices})"
+        )
+    if cfg.per_process_batch % cfg.grad_accum:
+        raise ConfigError(
+            f"grad_accum: per-process batch {cfg.per_process_batch} is not divisible by grad_accum {cfg.grad_accum}"
+        )
+    on_cpu = cfg.devices[0] == "cpu"
+    if cfg.precision == "fp16" and on_cpu:
+        raise ConfigError("precision: 'fp16' needs CUDA devices; on the CPU use 'bf16' or 'fp32'")
+    if cfg.network == "custom" and not cfg.custom_layers:
+        raise ConfigError("custom_layers: network 'custom' needs a non-empty list of layers")
+    if cfg.network != "custom" and cfg.custom_layers:
+        raise ConfigError(f"custom_layers: only used with network 'custom', not {cfg.network!r}")
+    if not isinstance(cfg.compile, bool) or not isinstance(cfg.channels_last, bool):
+        raise ConfigError("compile/channels_last: must be true or false")
+    if not cfg.run_dir:
+        raise ConfigError("run_dir: required (the folder for checkpoints and events)")
+    if check_paths:
+        if not cfg.data.dataset or not Path(cfg.data.dataset).is_dir():
+            raise ConfigError(f"data.dataset: folder {cfg.data.dataset!r} not found")
+        if cfg.pretrained and not Path(cfg.pretrained).is_file():
+            raise ConfigError(f"pretrained: file {cfg.pretrained!r} not found")
+        if not on_cpu:
+            import torch
+
+            count = torch.cuda.device_count()
+            missing = [d for d in cfg.devices if d >= count]
+            if missing:
+                raise ConfigError(
+                    f"devices: CUDA device(s) {missing} not present (this machine has {count})"
+                )
+    return cfg
+
+
+def config_from_dict(raw: dict[str, Any], *, check_paths: bool = True) -> TrainConfig:
+    cfg = _build(TrainConfig, raw, "")
+    return validate(cfg, check_paths=check_paths)
+
+
+def load_config(path: str | os.PathLike[str], *, check_paths: bool = True) -> TrainConfig:
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    return config_from_dict(raw, check_paths=check_paths)

@@ -1,0 +1,149 @@
+"""Multi-process training: one process per device, launched and supervised by us.
+
+The launcher spawns N ranks (gloo on CPU, NCCL on CUDA), relays rank 0's events to the caller's
+reporter through a queue (so any Reporter works, including in-process ones), and owns the final
+status: if any rank dies, the others are terminated (SIGTERM, then SIGKILL after a grace period)
+and the run ends with the first failure's message, never a hang. SIGTERM/SIGINT to the launcher
+is forwarded to the ranks, which stop together and save a checkpoint.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import multiprocessing as mp
+import os
+import queue
+import signal
+import socket
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainer.config import TrainConfig, config_from_dict
+from trainer.engine import EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, Outcome, StopFlag, run_rank
+from trainer.events import EventLogHandler, Events
+
+log = logging.getLogger("trainer")
+KILL_GRACE_S = 10.0  # after a rank failed: how long the others get to exit on SIGTERM
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class QueueReporter:
+    def __init__(self, q: Any) -> None:
+        self.q = q
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.q.put(("event", event))
+
+
+def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q: Any) -> None:
+    cfg = config_from_dict(raw_cfg, check_paths=False)
+    stop = StopFlag()
+    stop.install()
+    events = Events(QueueReporter(q) if rank == 0 else None)
+    handler = EventLogHandler(events)
+    if rank == 0:
+        logging.getLogger("trainer").addHandler(handler)
+        logging.getLogger("trainer").setLevel(logging.INFO)
+    on_cuda = cfg.devices[rank] != "cpu"
+    if on_cuda:
+        torch.cuda.set_device(cfg.devices[rank])
+    outcome: Outcome
+    try:
+        dist.init_process_group(
+            "nccl" if on_cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+            world_size=world, timeout=datetime.timedelta(seconds=cfg.dist_timeout_s),
+            device_id=torch.device("cuda", cfg.devices[rank]) if on_cuda else None,
+        )
+        outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
+    except Exception as exc:
+        outcome = Outcome(EXIT_FAILED, "failed", f"rank {rank}: {type(exc).__name__}: {exc}")
+    q.put(("outcome", rank, outcome.code, outcome.state, outcome.message, outcome.fields))
+    if dist.is_initialized() and outcome.code in (EXIT_DONE, EXIT_STOPPED):
+        dist.destroy_process_group()
+    # Exit without interpreter teardown: a failed peer can leave gloo threads that block exit.
+    q.close()
+    q.join_thread()
+    os._exit(outcome.code)
+
+
+def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) -> Outcome:
+    world = cfg.world_size
+    ctx = mp.get_context("spawn")  # fork after torch/CUDA initialisation is unsafe
+    q = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_rank_main, args=(r, world, port, cfg.to_dict(), resume, q),
+                         name=f"trainer-rank{r}") for r in range(world)]
+    for p in procs:
+        p.start()
+    outcomes: dict[int, tuple] = {}
+    failed_at: float | None = None
+    forwarded = False
+    first_failure: int | None = None
+
+    def drain(timeout: float) -> None:
+        try:
+            item = q.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            if item[0] == "event":
+                events.reporter.emit(item[1])
+            else:
+                outcomes[item[1]] = item[2:]
+            try:
+                item = q.get_nowait()
+            except queue.Empty:
+                return
+
+    while any(p.is_alive() for p in procs) or not q.empty():
+        drain(0.2)
+        if stop.requested and not forwarded:
+            forwarded = True
+            for p in procs:
+                if p.is_alive():
+                    os.kill(p.pid, signal.SIGTERM)
+        for r, p in enumerate(procs):
+            code = p.exitcode
+            if code is not None and code not in (EXIT_DONE, EXIT_STOPPED) and failed_at is None:
+                failed_at, first_failure = time.monotonic(), r
+                for other in procs:
+                    if other.is_alive():
+                        other.terminate()
+        if failed_at is not None and time.monotonic() - failed_at > KILL_GRACE_S:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+        if not any(p.is_alive() for p in procs):
+            drain(0.05)
+            break
+    for p in procs:
+        p.join()
+    return _summarise(procs, outcomes, first_failure)
+
+
+def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None) -> Outcome:
+    codes = [p.exitcode for p in procs]
+    if first_failure is None and all(c == EXIT_DONE for c in codes):
+        _, _, message, fields = outcomes.get(0, (EXIT_DONE, "done", "finished", {}))
+        return Outcome(EXIT_DONE, "done", message, fields)
+    if first_failure is None and all(c in (EXIT_DONE, EXIT_STOPPED) for c in codes):
+        _, state, message, fields = outcomes.get(0, (EXIT_STOPPED, "stopped", "stopped", {}))
+        return Outcome(EXIT_STOPPED, "stopped", message, fields)
+    # Prefer rank 0's own explanation (it sees OOM/NaN first), else the first rank that died.
+    for r in ([0] if 0 in outcomes and outcomes[0][0] not in (EXIT_DONE, EXIT_STOPPED) else []) + [first_failure]:
+        if r is not None and r in outcomes and outcomes[r][0] not in (EXIT_DONE, EXIT_STOPPED):
+            code, state, message, fields = outcomes[r]
+            return Outcome(code, "failed", message if message.startswith("rank") else f"rank {r}: {message}", fields)
+    r = first_failure if first_failure is not None else 0
+    code = codes[r]
+    how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+    return Outcome(EXIT_FAILED, "failed", f"rank {r} (pid {procs[r].pid}) {how}; the other ranks were stopped")

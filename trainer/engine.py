@@ -1,0 +1,413 @@
+"""The training engine: build everything, `train_one_epoch`, `evaluate`, and `run_rank` that
+orchestrates one process. `trainer.run.train()` is the entry point (one or N processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
+from trainer.config import ConfigError, TrainConfig
+from trainer.custom_net import CustomNetError
+from trainer.data import Data, DevicePrefetcher, build_data
+from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
+from trainer.events import Events
+from trainer.memory import OutOfMemory, is_oom, oom_message
+from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
+from trainer.solver import build_optimizer, build_scheduler
+
+log = logging.getLogger("trainer")
+
+# Exit codes of `python -m trainer train` (documented in docs/formats.md).
+EXIT_DONE = 0        # finished all epochs
+EXIT_FAILED = 1      # any other error (message in the final status event)
+EXIT_CONFIG = 2      # invalid config or dataset, nothing trained
+EXIT_STOPPED = 3     # SIGTERM/SIGINT: stopped at an agreed step, checkpoint saved, resumable
+EXIT_OOM = 4         # out of memory (message names batch sizes and device memory)
+EXIT_NONFINITE = 5   # loss became NaN/inf
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+@dataclass
+class Outcome:
+    code: int
+    state: str        # done | stopped | failed
+    message: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT (or by a caller); the ranks agree on it at the same step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal_name: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def request(self, name: str = "request") -> None:
+        self.requested, self.signal_name = True, name
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, lambda s, f: self.request(signal.Signals(s).name))
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+class Meter:
+    """Loss, throughput and data-wait over the current metrics interval. The loss is summed on
+    the device and read once per interval, so the loop never forces a sync per step."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss_sum: torch.Tensor | float = 0.0
+        self.loss_count = 0
+        self.images = 0
+        self.data_wait = 0.0
+        self.start = time.perf_counter()
+
+    def update(self, loss: torch.Tensor, images: int, wait: float) -> None:
+        self.loss_sum = self.loss_sum + loss.detach().float()
+        self.loss_count += 1
+        self.images += images
+        self.data_wait += wait
+
+    def loss(self) -> float:
+        total = self.loss_sum.item() if isinstance(self.loss_sum, torch.Tensor) else self.loss_sum
+        return total / max(1, self.loss_count)
+
+    def state(self) -> dict[str, float]:
+        return {"loss_sum": float(self.loss()) * self.loss_count, "loss_count": self.loss_count}
+
+
+@dataclass
+class Run:
+    """Everything one process trains with."""
+
+    cfg: TrainConfig
+    info: DatasetInfo
+    data: Data
+    model: nn.Module                # what the loop calls (maybe DDP, maybe compiled)
+    model_without_ddp: nn.Module    # what is saved and exported
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    device: torch.device
+    rank: int
+    world: int
+    events: Events
+    stop: StopFlag
+    store: CheckpointStore
+    total_steps: int
+    step: int = 0
+    best: float | None = None
+    meter: Meter = field(default_factory=Meter)
+    started: float = field(default_factory=time.perf_counter)
+    start_step: int = 0
+
+    @property
+    def epoch(self) -> float:
+        return self.step / self.data.steps_per_epoch
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.cfg.precision)
+        return torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
+
+
+# ----------------------------------------------------------------------------------- building
+
+def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
+    """Everything that can be checked before any process starts: dataset, sizes, network."""
+    from trainer.data import input_shape
+
+    try:
+        info = load_dataset_folder(cfg.data.dataset)
+    except DatasetFolderError as exc:
+        raise ConfigError(f"data.dataset: {exc}") from None
+    channels, height, width = input_shape(cfg, info)
+    spec = InputSpec(channels, height, width, info.num_classes, cfg.custom_layers or [])
+    try:
+        check_input_size(cfg.network, spec)
+    except (NetworkError, CustomNetError) as exc:
+        raise ConfigError(f"network: {exc}") from None
+    if info.splits["train"].count and info.splits["train"].count < cfg.batch_size:
+        raise ConfigError(
+            f"batch_size: {cfg.batch_size} is larger than the {info.splits['train'].count} training images"
+        )
+    return info, spec
+
+
+def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, events: Events,
+              stop: StopFlag) -> Run:
+    info, spec = prepare(cfg)
+    data = build_data(cfg, info, rank=rank, world=world, pin_memory=device.type == "cuda")
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+    model = build_model(cfg.network, spec)
+    if cfg.pretrained:
+        load_pretrained(model, cfg.pretrained)
+    model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
+    torch.manual_seed(cfg.seed + rank)  # but independent dropout streams
+    total_steps = max(1, round(cfg.epochs * data.steps_per_epoch))
+    optimizer = build_optimizer(cfg.solver, model.parameters())
+    scheduler = build_scheduler(cfg.solver, optimizer, total_steps)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
+    wrapped: nn.Module = model
+    if cfg.compile:
+        wrapped = torch.compile(wrapped)
+    if world > 1:
+        wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if device.type == "cuda" else None)
+    data.normalize = data.normalize.to(device)
+    return Run(cfg, info, data, wrapped, model, optimizer, scheduler, scaler, device, rank, world,
+               events, stop, CheckpointStore(cfg.run_dir, cfg.keep_last), total_steps)
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+
+def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] | None = None) -> None:
+    """Called on every rank (RNG states are gathered); only rank 0 writes."""
+    rngs: list[Any] = [rng_state()]
+    if run.world > 1:
+        rngs = [None] * run.world
+        dist.all_gather_object(rngs, rng_state())
+    if run.rank != 0:
+        return
+    state = {
+        "model": run.model_without_ddp.state_dict(),
+        "optimizer": run.optimizer.state_dict(),
+        "scheduler": run.scheduler.state_dict(),
+        "scaler": run.scaler.state_dict(),
+        "step": run.step,
+        "epoch": run.epoch,
+        "best": run.best,
+        "meter": run.meter.state(),
+        "rng": rngs,
+        "config": run.cfg.to_dict(),
+        "labels": run.info.labels,
+        "input_shape": list(run.data.input_shape),
+    }
+    path = run.store.save(state, step=run.step, is_best=is_best, metrics=metrics)
+    log.info("checkpoint saved: %s", path)
+
+
+def resume_from_latest(run: Run) -> bool:
+    path = run.store.latest()
+    if path is None:
+        return False
+    state = run.store.load(path)
+    run.model_without_ddp.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.scaler.load_state_dict(state["scaler"])
+    run.step = run.start_step = int(state["step"])
+    run.best = state.get("best")
+    rngs = state["rng"]
+    set_rng_state(rngs[run.rank] if len(rngs) == run.world else rngs[0])
+    meter = state.get("meter") or {}
+    if meter.get("loss_count"):
+        run.meter.loss_sum, run.meter.loss_count = meter["loss_sum"], meter["loss_count"]
+    changed = [k for k, v in state["config"].items() if run.cfg.to_dict().get(k) != v
+               and k not in ("devices", "run_dir")]
+    if changed:
+        log.warning("resuming with changed config fields: %s", ", ".join(changed))
+    log.info("resumed from %s at step %d (epoch %.3f)", path, run.step, run.epoch)
+    return True
+
+
+# ----------------------------------------------------------------------------------- the loop
+
+def _should_stop(run: Run) -> bool:
+    if run.world == 1:
+        return run.stop.requested
+    if run.step % run.cfg.stop_check_interval:
+        return False
+    # Every rank reaches this all_reduce at the same step, so they all stop at the same step.
+    flag = torch.tensor([1.0 if run.stop.requested else 0.0], device=run.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def report_metrics(run: Run) -> None:
+    loss = run.meter.loss()
+    if not math.isfinite(loss):
+        raise NonFiniteLoss(
+            f"training loss became {loss} by step {run.step} (epoch {run.epoch:.2f}, "
+            f"lr {run.optimizer.param_groups[0]['lr']:.4g}); lower solver.base_lr, add warmup "
+            f"(solver.warmup_percent) or gradient clipping (solver.grad_clip_norm)"
+        )
+    elapsed = max(1e-9, time.perf_counter() - run.meter.start)
+    per_process = run.meter.images / elapsed
+    fields: dict[str, Any] = {
+        "step": run.step, "epoch": round(run.epoch, 5), "images_seen": run.step * run.cfg.batch_size,
+        "loss": loss, "lr": run.optimizer.param_groups[0]["lr"],
+        "images_per_sec": per_process * run.world, "images_per_sec_per_process": per_process,
+        "data_wait_share": min(1.0, run.meter.data_wait / elapsed),
+    }
+    if run.device.type == "cuda":
+        fields["gpu_memory_bytes"] = torch.cuda.max_memory_allocated(run.device)
+        fields["gpu_memory_reserved_bytes"] = torch.cuda.memory_reserved(run.device)
+    run.events.metrics(**fields)
+    done = run.step - run.start_step
+    wall = time.perf_counter() - run.started
+    eta = wall / done * (run.total_steps - run.step) if done else None
+    run.events.progress(100.0 * run.step / run.total_steps, eta, wall, step=run.step)
+    run.meter.reset()
+
+
+def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
+    """Train from the current step to the end of `epoch` (or of the run). True if stopped early."""
+    cfg, accum = run.cfg, run.cfg.grad_accum
+    start_batch = run.step - epoch * run.data.steps_per_epoch
+    run.data.train_sampler.set_epoch(epoch, start_batch)
+    val_every = round(cfg.val_interval * run.data.steps_per_epoch) or run.total_steps
+    snap_every = round(cfg.snapshot_interval * run.data.steps_per_epoch) or run.total_steps
+    end_step = min(run.total_steps, (epoch + 1) * run.data.steps_per_epoch)
+    run.model.train()
+    micro, wait_start = 0, time.perf_counter()
+    for images, labels in DevicePrefetcher(run.data.train_loader, run.device):
+        wait = time.perf_counter() - wait_start
+        x = run.data.normalize(images.to(run.device, non_blocking=True))
+        y = labels.to(run.device, non_blocking=True)
+        micro += 1
+        last_micro = micro % accum == 0
+        # DDP: skip the gradient all-reduce on all but the last micro-batch of a step.
+        sync = run.model.no_sync() if run.world > 1 and not last_micro else contextlib.nullcontext()
+        with sync:
+            with run.autocast():
+                loss = criterion(run.model(x), y)
+            run.scaler.scale(loss / accum).backward()
+        run.meter.update(loss, x.shape[0], wait)
+        if last_micro:
+            if cfg.solver.grad_clip_norm:
+                run.scaler.unscale_(run.optimizer)
+                nn.utils.clip_grad_norm_(run.model.parameters(), cfg.solver.grad_clip_norm)
+            run.scaler.step(run.optimizer)
+            run.scaler.update()
+            run.optimizer.zero_grad(set_to_none=True)
+            run.scheduler.step()
+            run.step += 1
+            if run.step % cfg.metrics_interval == 0:
+                if run.rank == 0:
+                    report_metrics(run)
+                else:
+                    run.meter.reset()
+            if run.step % val_every == 0 and run.step < run.total_steps:
+                validate_and_maybe_save(run, criterion, snapshot=run.step % snap_every == 0)
+                run.model.train()
+            elif run.step % snap_every == 0 and run.step < run.total_steps:
+                save_checkpoint(run)
+            if run.step >= end_step:
+                break
+            if _should_stop(run):
+                return True
+        wait_start = time.perf_counter()
+    return False
+
+
+@torch.no_grad()
+def evaluate(run: Run, criterion: nn.Module) -> dict[str, float]:
+    """Validation loss and top-1/top-5 over the whole split (shards summed over ranks)."""
+    run.model.eval()
+    totals = torch.zeros(4, device=run.device, dtype=torch.float64)  # loss, top1, top5, count
+    k = min(5, run.info.num_classes)
+    for images, labels in DevicePrefetcher(run.data.val_loader, run.device):
+        x = run.data.normalize(images.to(run.device, non_blocking=True))
+        y = labels.to(run.device, non_blocking=True)
+        with run.autocast():
+            logits = run.model(x)
+        loss = nn.functional.cross_entropy(logits.float(), y, reduction="sum")
+        top = logits.topk(k, dim=1).indices
+        hits = top.eq(y[:, None])
+        totals += torch.stack([loss.double(), hits[:, 0].sum().double(), hits.any(dim=1).sum().double(),
+                               torch.tensor(float(len(y)), device=run.device, dtype=torch.float64)])
+    if run.world > 1:
+        dist.all_reduce(totals)
+    loss_sum, top1, top5, count = totals.tolist()
+    result = {"val_loss": loss_sum / max(1, count), "top1": top1 / max(1, count)}
+    if run.info.num_classes > 5:
+        result["top5"] = top5 / max(1, count)
+    return result
+
+
+def validate_and_maybe_save(run: Run, criterion: nn.Module, *, snapshot: bool) -> dict[str, float] | None:
+    if run.data.val_loader is None:
+        if snapshot:
+            save_checkpoint(run)
+        return None
+    result = evaluate(run, criterion)
+    value = result[run.cfg.best_metric]
+    better = run.best is None or (value > run.best if run.cfg.best_metric == "top1" else value < run.best)
+    if better:
+        run.best = value
+    if run.rank == 0:
+        run.events.validation(step=run.step, epoch=round(run.epoch, 5), **result)
+    if snapshot or better:
+        save_checkpoint(run, is_best=better, metrics={**result, "epoch": round(run.epoch, 5)})
+    return result
+
+
+def fit(run: Run) -> Outcome:
+    criterion = nn.CrossEntropyLoss()
+    steps_per_epoch = run.data.steps_per_epoch
+    while run.step < run.total_steps:
+        epoch = run.step // steps_per_epoch
+        if train_one_epoch(run, epoch, criterion):
+            save_checkpoint(run)
+            why = run.stop.signal_name or "request"
+            return Outcome(EXIT_STOPPED, "stopped",
+                           f"stopped by {why} at step {run.step} (epoch {run.epoch:.2f}); checkpoint saved, "
+                           f"resume with --resume", {"step": run.step, "checkpoint_saved": True})
+    result = validate_and_maybe_save(run, criterion, snapshot=True)
+    message = f"finished {run.step} steps ({run.epoch:.2f} epochs)"
+    if result:
+        message += f", val top-1 {result['top1']:.4f}"
+    return Outcome(EXIT_DONE, "done", message, {"step": run.step, **(result or {})})
+
+
+def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: Events,
+             stop: StopFlag) -> Outcome:
+    """Train in this process (rank `rank` of `world`); never raises, returns the outcome."""
+    device = torch.device("cpu") if cfg.devices[rank] == "cpu" else torch.device("cuda", cfg.devices[rank])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    run: Run | None = None
+    try:
+        run = build_run(cfg, rank=rank, world=world, device=device, events=events, stop=stop)
+        if resume and not resume_from_latest(run):
+            log.info("no checkpoint in %s; starting from scratch", run.store.dir)
+        if rank == 0:
+            events.status("running", f"training {cfg.network} on {run.data.train_count} images, "
+                          f"{run.total_steps} steps on {world} process(es)",
+                          step=run.step, total_steps=run.total_steps, resumed_from_step=run.start_step
+                          if resume else None, steps_per_epoch=run.data.steps_per_epoch)
+        return fit(run)
+    except ConfigError as exc:
+        return Outcome(EXIT_CONFIG, "failed", str(exc))
+    except NonFiniteLoss as exc:
+        return Outcome(EXIT_NONFINITE, "failed", str(exc), {"step": run.step if run else 0})
+    except (OutOfMemory, torch.cuda.OutOfMemoryError, RuntimeError) as exc:
+        if not isinstance(exc, OutOfMemory) and not is_oom(exc):
+            log.exception("training failed")
+            return Outcome(EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}")
+        return Outcome(EXIT_OOM, "failed", oom_message(cfg, device, exc), {"step": run.step if run else 0})
+    except Exception as exc:  # the final status must carry the reason, not only a traceback
+        log.exception("training failed")
+        return Outcome(EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}")

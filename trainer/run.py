@@ -1,0 +1,53 @@
+"""`train()`: the one entry point for the CLI and the web app (one process or N)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from trainer.config import ConfigError, TrainConfig
+from trainer.engine import EXIT_CONFIG, Outcome, StopFlag, prepare, run_rank
+from trainer.events import EventLogHandler, Events, Reporter
+
+log = logging.getLogger("trainer")
+
+
+def train(cfg: TrainConfig, *, reporter: Reporter | None = None, resume: bool = False,
+          stop: StopFlag | None = None) -> int:
+    """Train `cfg` (already validated), reporting events; returns the exit code (engine.EXIT_*).
+
+    The final event is always a `status` with state done | stopped | failed and `exit_code`.
+    """
+    events = Events(reporter)
+    stop = stop or StopFlag()
+    events.status("starting", f"{cfg.network} on {cfg.data.dataset}, devices {cfg.devices}")
+    try:
+        prepare(cfg)  # dataset, sizes and network checked before any process starts
+    except ConfigError as exc:
+        events.status("failed", str(exc), exit_code=EXIT_CONFIG)
+        return EXIT_CONFIG
+    Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
+    cfg.save(Path(cfg.run_dir) / "config.json")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread:
+        stop.install()
+    handler = EventLogHandler(events)
+    logger = logging.getLogger("trainer")
+    previous_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        if cfg.world_size == 1:
+            logger.addHandler(handler)
+            outcome: Outcome = run_rank(cfg, rank=0, world=1, resume=resume, events=events, stop=stop)
+        else:
+            from trainer.distributed import launch
+
+            outcome = launch(cfg, events=events, resume=resume, stop=stop)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+        if in_main_thread:
+            stop.restore()
+    events.status(outcome.state, outcome.message, exit_code=outcome.code, **outcome.fields)
+    return outcome.code
