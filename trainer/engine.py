@@ -182,6 +182,14 @@ def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, 
 
 # ----------------------------------------------------------------------------------- checkpoints
 
+def preprocessing_of(run: Run) -> dict[str, Any]:
+    """What inference must do to an image to match training (stored in checkpoints and bundles)."""
+    info, cfg = run.info, run.cfg
+    return {"width": info.image_width, "height": info.image_height, "channels": info.channels,
+            "resize_mode": info.resize_mode, "crop": cfg.data.crop_size, "mean": cfg.data.mean_subtraction,
+            "scale": 1 / 255, "input_shape": list(run.data.input_shape)}
+
+
 def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] | None = None) -> None:
     """Called on every rank (RNG states are gathered); only rank 0 writes."""
     rngs: list[Any] = [rng_state()]
@@ -203,6 +211,8 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
         "config": run.cfg.to_dict(),
         "labels": run.info.labels,
         "input_shape": list(run.data.input_shape),
+        "preprocessing": preprocessing_of(run),
+        "mean": None if run.data.normalize.mean is None else run.data.normalize.mean.cpu(),
     }
     path = run.store.save(state, step=run.step, is_best=is_best, metrics=metrics)
     log.info("checkpoint saved: %s", path)

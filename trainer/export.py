@@ -1,0 +1,146 @@
+"""Exports of a trained checkpoint: a bundle (safetensors + labels + preprocessing + config +
+README), TorchScript and ONNX (checked with onnxruntime against PyTorch on a test input)."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from trainer.checkpoint import CheckpointStore
+from trainer.inference import Classifier, load_checkpoint_classifier
+
+FORMATS = ("bundle", "torchscript", "onnx")
+
+README = """This folder is a model trained by the workbench ({network}, {num_classes} classes).
+
+Files: model.safetensors (weights), labels.txt (class i on line i+1), preprocessing.json,
+config.json (the training config), mean.npy (the mean subtracted from inputs, if any),
+model.torchscript.pt / model.onnx when exported.
+
+Preprocessing ({channels} channel(s)): resize the image to {width}x{height} ("{resize_mode}"),
+{crop_text}convert to a float tensor C x H x W with values 0..255, subtract mean.npy (broadcast),
+divide by 255. The model outputs logits; apply softmax for probabilities.
+
+With the workbench installed:
+
+    from trainer.inference import load_bundle
+    from PIL import Image
+    classifier = load_bundle("{folder}")
+    print(classifier.classify([Image.open("cat.jpg")], top_k=5))
+
+With plain PyTorch (+ torchvision, safetensors, numpy, Pillow):
+
+    import json, numpy as np, torch, torchvision
+    from PIL import Image
+    from safetensors.torch import load_file
+    pre = json.load(open("preprocessing.json"))
+    labels = open("labels.txt").read().splitlines()
+    model = torch.jit.load("model.torchscript.pt")   # or rebuild: {rebuild}
+    image = Image.open("cat.jpg").convert("{pil_mode}").resize((pre["width"], pre["height"]))
+    x = torch.from_numpy(np.asarray(image, dtype=np.float32)).reshape(pre["height"], pre["width"], -1)
+    x = x.permute(2, 0, 1)
+    # (centre crop to pre["crop"] here if it is not null)
+    mean = torch.from_numpy(np.load("mean.npy")) if pre["mean"] != "none" else 0
+    x = ((x - mean) / 255).unsqueeze(0)
+    probs = torch.softmax(model(x), dim=1)[0]
+    print([(labels[i], float(probs[i])) for i in probs.topk(5).indices])
+"""
+
+
+def _example(classifier: Classifier) -> torch.Tensor:
+    c, h, w = classifier.preprocessing["input_shape"]
+    gen = torch.Generator().manual_seed(0)
+    raw = torch.randint(0, 256, (1, c, h, w), generator=gen, dtype=torch.uint8)
+    return classifier.normalize(raw.to(classifier.device))
+
+
+def export_bundle(classifier: Classifier, config: dict[str, Any], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in classifier.model.state_dict().items()}
+    save_file(state, out / "model.safetensors")
+    (out / "labels.txt").write_text("".join(f"{label}\n" for label in classifier.labels), encoding="utf-8")
+    (out / "preprocessing.json").write_text(json.dumps(classifier.preprocessing, indent=2), encoding="utf-8")
+    (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    if classifier.normalize.mean is not None:
+        np.save(out / "mean.npy", classifier.normalize.mean.cpu().numpy())
+    pre = classifier.preprocessing
+    rebuild = (f"trainer.networks.build_model({config['network']!r}, InputSpec(*{pre['input_shape']}, "
+               f"{len(classifier.labels)})) + load_state_dict(load_file('model.safetensors'))")
+    (out / "README.txt").write_text(README.format(
+        network=config["network"], num_classes=len(classifier.labels), channels=pre["channels"],
+        width=pre["width"], height=pre["height"], resize_mode=pre["resize_mode"],
+        crop_text=f"centre-crop to {pre['crop']}x{pre['crop']}, " if pre.get("crop") else "",
+        folder=out, rebuild=rebuild, pil_mode="L" if pre["channels"] == 1 else "RGB",
+    ), encoding="utf-8")
+    return out
+
+
+def export_torchscript(classifier: Classifier, path: Path) -> Path:
+    example = _example(classifier)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # jit.trace is deprecated, still the portable format
+        traced = torch.jit.trace(classifier.model.eval(), example)
+        if not torch.allclose(traced(example), classifier.model(example), atol=1e-4, rtol=1e-4):
+            raise RuntimeError("TorchScript export does not reproduce the model's outputs")
+    traced.save(str(path))
+    return path
+
+
+def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
+    """Export with a dynamic batch axis and verify with onnxruntime: same top-1, close logits."""
+    import onnxruntime as ort
+
+    example = _example(classifier)
+    model = classifier.model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # The TorchScript-based exporter: fast and dependable for these convnets/ViT; the dynamo
+        # exporter takes minutes on the CPU for the larger networks.
+        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    batch = torch.cat([example, _example(classifier).flip(-1)])
+    got = session.run(None, {"input": batch.cpu().numpy()})[0]
+    with torch.no_grad():
+        want = model(batch).float().cpu().numpy()
+    report = {"max_abs_diff": float(np.abs(got - want).max()),
+              "same_top1": bool((got.argmax(1) == want.argmax(1)).all())}
+    if not report["same_top1"]:
+        raise RuntimeError(f"ONNX export disagrees with PyTorch on the test input: {report}")
+    return report
+
+
+def resolve_checkpoint(run_dir: str | os.PathLike[str], which: str = "best") -> Path:
+    store = CheckpointStore(run_dir)
+    if which in ("best", "latest"):
+        path = store.best() if which == "best" else store.latest()
+        path = path or store.latest()
+        if path is None:
+            raise FileNotFoundError(f"{store.dir}: no checkpoint")
+        return path
+    return Path(which)
+
+
+def export_run(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str],
+               formats: tuple[str, ...] = FORMATS) -> dict[str, Any]:
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"format: {unknown[0]!r} is not one of {', '.join(FORMATS)}")
+    classifier = load_checkpoint_classifier(checkpoint)
+    config = CheckpointStore.load(checkpoint)["config"]
+    out = Path(out)
+    result: dict[str, Any] = {"bundle": str(export_bundle(classifier, config, out))}
+    if "torchscript" in formats:
+        result["torchscript"] = str(export_torchscript(classifier, out / "model.torchscript.pt"))
+    if "onnx" in formats:
+        result["onnx"] = str(out / "model.onnx")
+        result["onnx_check"] = export_onnx(classifier, out / "model.onnx")
+    return result

@@ -1,0 +1,106 @@
+"""Classify images with a trained model, with exactly the training preprocessing:
+resize to the dataset size by its resize mode -> centre crop (if trained with crops) ->
+uint8 C x H x W -> (x - mean) / 255 -> model -> softmax -> top-k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from safetensors.torch import load_file
+from torch import nn
+
+from trainer.data import Normalize
+from trainer.networks import InputSpec, build_model
+
+
+def resize_image(image: Image.Image, width: int, height: int, mode: str) -> Image.Image:
+    """DIGITS' resize modes. `fill` and `half_crop` pad with noise, as DIGITS does (a seeded
+    noise, so the same image always gives the same result)."""
+    iw, ih = image.size
+    if mode == "squash" or (iw, ih) == (width, height):
+        return image.resize((width, height), Image.BILINEAR)
+    cover, fit = max(width / iw, height / ih), min(width / iw, height / ih)
+    scale = {"crop": cover, "fill": fit, "half_crop": (cover + fit) / 2}.get(mode)
+    if scale is None:
+        raise ValueError(f"resize_mode: {mode!r} is not one of squash, crop, fill, half_crop")
+    rw, rh = max(1, round(iw * scale)), max(1, round(ih * scale))
+    resized = image.resize((rw, rh), Image.BILINEAR)
+    left, top = max(0, (rw - width) // 2), max(0, (rh - height) // 2)
+    resized = resized.crop((left, top, left + min(rw, width), top + min(rh, height)))
+    if resized.size == (width, height):
+        return resized
+    bands = len(resized.getbands())
+    noise = np.random.default_rng(0).integers(0, 256, size=(height, width, bands), dtype=np.uint8)
+    canvas = Image.fromarray(noise[:, :, 0] if bands == 1 else noise, mode=resized.mode)
+    canvas.paste(resized, ((width - resized.size[0]) // 2, (height - resized.size[1]) // 2))
+    return canvas
+
+
+def image_to_uint8(image: Image.Image, pre: dict[str, Any]) -> np.ndarray:
+    """PIL image -> uint8 C x H x W as the model saw it in training (before normalisation)."""
+    image = image.convert("L" if pre["channels"] == 1 else "RGB")
+    image = resize_image(image, pre["width"], pre["height"], pre["resize_mode"])
+    arr = np.asarray(image, dtype=np.uint8)
+    chw = arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
+    crop = pre.get("crop")
+    if crop:
+        top, left = (chw.shape[1] - crop) // 2, (chw.shape[2] - crop) // 2
+        chw = chw[:, top:top + crop, left:left + crop]
+    return np.ascontiguousarray(chw)
+
+
+class Classifier:
+    def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any],
+                 mean: torch.Tensor | None, device: str | torch.device = "cpu") -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.labels = labels
+        self.preprocessing = preprocessing
+        self.normalize = Normalize(mean).to(self.device)
+
+    def preprocess(self, images: list[Image.Image]) -> torch.Tensor:
+        batch = np.stack([image_to_uint8(im, self.preprocessing) for im in images])
+        return self.normalize(torch.from_numpy(batch).to(self.device))
+
+    @torch.no_grad()
+    def probabilities(self, images: list[Image.Image]) -> torch.Tensor:
+        return torch.softmax(self.model(self.preprocess(images)).float(), dim=1).cpu()
+
+    def classify(self, images: list[Image.Image], top_k: int = 5) -> list[list[tuple[str, float]]]:
+        probs = self.probabilities(images)
+        values, indices = probs.topk(min(top_k, len(self.labels)), dim=1)
+        return [[(self.labels[i], float(p)) for p, i in zip(vs.tolist(), ix.tolist(), strict=True)]
+                for vs, ix in zip(values, indices, strict=True)]
+
+
+def model_from_parts(config: dict[str, Any], preprocessing: dict[str, Any], num_classes: int) -> nn.Module:
+    c, h, w = preprocessing["input_shape"]
+    return build_model(config["network"], InputSpec(c, h, w, num_classes, config.get("custom_layers") or []))
+
+
+def load_bundle(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Classifier:
+    """Load a bundle written by `trainer.export.export_bundle`."""
+    root = Path(path)
+    config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    pre = json.loads((root / "preprocessing.json").read_text(encoding="utf-8"))
+    labels = (root / "labels.txt").read_text(encoding="utf-8").splitlines()
+    model = model_from_parts(config, pre, len(labels))
+    model.load_state_dict(load_file(root / "model.safetensors"))
+    mean = torch.from_numpy(np.load(root / "mean.npy")) if (root / "mean.npy").exists() else None
+    return Classifier(model, labels, pre, mean, device)
+
+
+def load_checkpoint_classifier(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Classifier:
+    from trainer.checkpoint import CheckpointStore
+
+    state = CheckpointStore.load(path)
+    model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
+    model.load_state_dict(state["model"])
+    return Classifier(model, state["labels"], state["preprocessing"], state["mean"], device)
