@@ -168,9 +168,10 @@ MAX_UPLOAD_BYTES = env_int("WORKBENCH_MAX_UPLOAD_BYTES", 20 * 1024**3, minimum=1
 IMPORT_ROOTS = env_path_list("WORKBENCH_IMPORT_ROOTS")
 
 REST_FRAMEWORK = {
+    # Token first: an API client without credentials gets 401 with a WWW-Authenticate header.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

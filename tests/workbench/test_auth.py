@@ -1,0 +1,130 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.test import override_settings
+from django.urls import reverse
+
+from tests.conftest import PASSWORD
+
+PAGES = ["home", "dataset-list", "run-list", "gpus", "password_change"]
+
+
+@pytest.fixture(autouse=True)
+def clear_throttle():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", PAGES)
+def test_it_redirects_anonymous_visitors_to_login(client, name):
+    url = reverse(name)
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response.url == f"{reverse('login')}?next={url}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["api-me", "api-workers"])
+def test_it_refuses_anonymous_api_calls(client, name):
+    assert client.get(reverse(name)).status_code == 401
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", PAGES)
+def test_it_shows_pages_to_a_logged_in_user(owner_client, name):
+    assert owner_client.get(reverse(name)).status_code == 200
+
+
+def test_it_logs_in_and_out(client, owner):
+    response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 302
+    assert client.get(reverse("home")).status_code == 200
+    client.post(reverse("logout"))
+    assert client.get(reverse("home")).status_code == 302
+
+
+def test_it_locks_an_account_after_repeated_failures(client, owner, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    for _ in range(3):
+        response = client.post(reverse("login"), {"username": "alice", "password": "wrong"})
+        assert "Please enter a correct username and password" in response.content.decode()
+    response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    assert "Too many failed sign-in attempts" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_it_throttles_unknown_accounts_the_same_way(client, db, settings):
+    # Same count, same message: the throttle does not tell which accounts exist.
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    for _ in range(3):
+        client.post(reverse("login"), {"username": "nobody", "password": "wrong"})
+    response = client.post(reverse("login"), {"username": "nobody", "password": "wrong"})
+    assert "Too many failed sign-in attempts" in response.content.decode()
+
+
+def test_it_throttles_per_address_across_accounts(client, owner, settings):
+    settings.LOGIN_FAILURES_PER_IP = 4
+    for index in range(4):
+        client.post(reverse("login"), {"username": f"guess{index}", "password": "wrong"})
+    response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    assert "Too many failed sign-in attempts" in response.content.decode()
+    other_address = client.post(reverse("login"), {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="10.9.9.9")
+    assert other_address.status_code == 302
+
+
+def test_it_issues_api_tokens_and_accepts_them(client, owner):
+    response = client.post(reverse("api-token"), {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 200
+    token = response.json()["token"]
+    me = client.get(reverse("api-me"), HTTP_AUTHORIZATION=f"Token {token}")
+    assert me.json() == {"id": owner.pk, "username": "alice", "is_staff": False}
+    assert client.get(reverse("api-me"), HTTP_AUTHORIZATION="Token not-a-token").status_code == 401
+
+
+def test_it_throttles_the_token_endpoint(client, owner, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 2
+    for _ in range(2):
+        assert client.post(reverse("api-token"), {"username": "alice", "password": "x"}).status_code == 400
+    response = client.post(reverse("api-token"), {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 429
+
+
+def test_it_changes_the_password(owner_client):
+    response = owner_client.post(
+        reverse("password_change"),
+        {"old_password": PASSWORD, "new_password1": "new-long-passphrase-9", "new_password2": "new-long-passphrase-9"},
+    )
+    assert response.status_code == 302
+    user = get_user_model().objects.get(username="alice")
+    assert user.check_password("new-long-passphrase-9")
+
+
+@pytest.mark.django_db
+def test_it_offers_the_first_admin_page_only_while_no_account_exists(client):
+    assert b"Create the first (administrator) account" in client.get(reverse("login")).content
+    response = client.post(
+        reverse("first-admin"),
+        {"username": "root", "email": "", "password1": "a-long-passphrase-1", "password2": "a-long-passphrase-1"},
+    )
+    assert response.status_code == 302
+    admin = get_user_model().objects.get()
+    assert admin.is_superuser and admin.is_staff
+    client.logout()
+    assert client.get(reverse("first-admin")).status_code == 404
+    assert b"Create the first" not in client.get(reverse("login")).content
+
+
+def test_it_hides_the_admin_link_from_non_staff(owner_client, client, staff_user):
+    assert b'href="/admin/"' not in owner_client.get(reverse("home")).content
+    client.force_login(staff_user)
+    assert b'href="/admin/"' in client.get(reverse("home")).content
+
+
+@override_settings(LOGIN_FAILURES_PER_ACCOUNT=2)
+def test_it_resets_the_account_count_after_a_success(client, owner):
+    for _ in range(2):
+        client.post(reverse("login"), {"username": "alice", "password": "wrong"})
+        assert client.post(reverse("login"), {"username": "alice", "password": PASSWORD}).status_code == 302
+        client.logout()

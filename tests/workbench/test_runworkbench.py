@@ -1,0 +1,92 @@
+"""The run command itself, as a new user starts it: embedded Redis, daphne, a worker."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from tests.conftest import REPO_ROOT
+from workbench.embedded_redis import free_port
+
+pytestmark = [pytest.mark.slow]
+
+
+def fetch_health(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return json.loads(error.read())
+    except OSError:
+        return None
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    report = None
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "runworkbench exited early"
+        report = fetch_health(url)
+        if report and report["status"] == "ok":
+            return report
+        time.sleep(0.5)
+    pytest.fail(f"not healthy within {timeout} s: {report}")
+
+
+def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
+    env.update(
+        DJANGO_SETTINGS_MODULE="workbench.settings",
+        WORKBENCH_DATA_DIR=str(tmp_path),
+        WORKBENCH_HEARTBEAT_SECONDS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    log_path = tmp_path / "run.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runworkbench", "--port", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        health_url = f"http://127.0.0.1:{port}/healthz"
+        report = wait_healthy(health_url, process)
+        assert report["checks"]["database"]["detail"] == "sqlite"
+        assert report["checks"]["broker"]["ok"] and report["checks"]["channel_layer"]["ok"]
+        assert report["workers"][0]["devices"][0]["kind"] == "cpu"
+        output = log_path.read_text()
+        assert "no accounts yet: open" in output and "/setup/" in output
+
+        tree = psutil.Process(process.pid).children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in tree)
+        assert "valkey-server" in names and "daphne" in names and "celery" in names
+
+        worker = next(p for p in psutil.Process(process.pid).children() if "celery" in " ".join(p.cmdline()))
+        worker.kill()
+        deadline = time.monotonic() + 30
+        while "restarting worker in 1 s" not in log_path.read_text():
+            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        assert "worker stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
+        time.sleep(3)
+        wait_healthy(health_url, process)
+
+        tree = psutil.Process(process.pid).children(recursive=True)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0, log_path.read_text()[-3000:]
+        gone, alive = psutil.wait_procs(tree, timeout=10)
+        assert not alive, f"left behind: {[p.pid for p in alive]}"
+        assert "all services stopped" in log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()

@@ -1,0 +1,59 @@
+"""The settings module under different environments, each in a fresh interpreter."""
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def manage(*args: str, data_dir, **env: str) -> subprocess.CompletedProcess:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"REDIS_URL", "DATABASE_URL", "SECRET_KEY", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    }
+    clean.update(DJANGO_SETTINGS_MODULE="workbench.settings", WORKBENCH_DATA_DIR=str(data_dir), **env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO_ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_it_passes_the_deployment_checks_in_production_mode(tmp_path):
+    result = manage("check", "--deploy", "--fail-level", "WARNING", data_dir=tmp_path, WORKBENCH_PRODUCTION="1")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_it_fails_deployment_checks_without_production_mode(tmp_path):
+    # The check above is meaningful only if the plain defaults do trip it.
+    result = manage("check", "--deploy", "--fail-level", "WARNING", data_dir=tmp_path)
+    assert result.returncode != 0
+    assert "SECURE_SSL_REDIRECT" in result.stderr + result.stdout
+
+
+def test_it_refuses_debug_in_production(tmp_path):
+    result = manage("check", data_dir=tmp_path, WORKBENCH_PRODUCTION="1", DEBUG="1")
+    assert result.returncode != 0
+    assert "DEBUG must be off when WORKBENCH_PRODUCTION is on" in result.stderr
+
+
+def test_it_refuses_a_short_secret_key(tmp_path):
+    result = manage("check", data_dir=tmp_path, SECRET_KEY="short")
+    assert "SECRET_KEY must be at least 50 characters long" in result.stderr
+
+
+def test_it_names_a_bad_environment_value(tmp_path):
+    result = manage("check", data_dir=tmp_path, DEBUG="perhaps")
+    assert result.returncode != 0
+    assert "DEBUG='perhaps' is not a boolean" in result.stderr
+
+
+def test_it_defaults_to_sqlite_in_wal_mode_in_the_data_dir(tmp_path):
+    script = (
+        "from django.db import connection; c = connection.cursor(); c.execute('PRAGMA journal_mode');"
+        "print(connection.vendor, c.fetchone()[0], connection.settings_dict['NAME'])"
+    )
+    result = manage("shell", "--verbosity", "0", "-c", script, data_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["sqlite", "wal", str(tmp_path / "db.sqlite3")]
+    assert (tmp_path / "secret_key").exists()
