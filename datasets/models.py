@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -15,6 +17,26 @@ class Dataset(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        FOLDER = "folder", "Folder of class folders"
+        ARCHIVE = "archive", "Archive (zip, tar, tar.gz)"
+        TEXTLIST = "textlist", "Text list (path label)"
+        LMDB = "lmdb", "Caffe Datum LMDB"
+        DIGITS = "digits", "DIGITS dataset job folder"
+
+    class ResizeMode(models.TextChoices):
+        SQUASH = "squash", "Squash"
+        CROP = "crop", "Crop"
+        FILL = "fill", "Fill"
+        HALF_CROP = "half_crop", "Half crop, half fill"
+
+    class Encoding(models.TextChoices):
+        NONE = "none", "None (raw pixels)"
+        PNG = "png", "PNG (lossless)"
+        JPG = "jpg", "JPEG (quality 90)"
+
+    ACTIVE_STATUSES = (Status.PENDING, Status.BUILDING)
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets")
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -23,6 +45,33 @@ class Dataset(models.Model):
     progress_total = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Where the images come from: {"path", "labels", "image_folder", "val", "test", "upload"}.
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FOLDER)
+    source = models.JSONField(default=dict, blank=True)
+    # Build options (DIGITS's names and defaults).
+    image_width = models.PositiveIntegerField(default=256)
+    image_height = models.PositiveIntegerField(default=256)
+    channels = models.PositiveSmallIntegerField(default=3)
+    resize_mode = models.CharField(max_length=16, choices=ResizeMode.choices, default=ResizeMode.SQUASH)
+    encoding = models.CharField(max_length=8, choices=Encoding.choices, default=Encoding.PNG)
+    val_percent = models.PositiveSmallIntegerField(default=25)
+    test_percent = models.PositiveSmallIntegerField(default=0)
+    min_per_class = models.PositiveIntegerField(default=2)
+    max_per_class = models.PositiveIntegerField(null=True, blank=True)
+    shuffle = models.BooleanField(default=True)
+    seed = models.PositiveIntegerField(default=0)
+
+    # What the build produced.
+    labels = models.JSONField(default=list, blank=True)
+    # {"train": {"count": n, "class_counts": [...]}, ...}
+    splits = models.JSONField(default=dict, blank=True)
+    skipped_count = models.PositiveIntegerField(default=0)
+    size_bytes = models.BigIntegerField(default=0)
+    images_per_second = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -37,3 +86,38 @@ class Dataset(models.Model):
         if not self.progress_total:
             return 0.0
         return 100.0 * self.progress_done / self.progress_total
+
+    @property
+    def path(self) -> Path:
+        """The dataset folder (exists only once the build succeeded)."""
+        return Path(settings.DATA_DIR) / "datasets" / str(self.pk)
+
+    @property
+    def group_name(self) -> str:
+        return f"user-{self.owner_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.status != self.Status.BUILDING or not self.images_per_second or not self.progress_total:
+            return None
+        return max(self.progress_total - self.progress_done, 0) / self.images_per_second
+
+    @property
+    def image_count(self) -> int:
+        return sum(int(s.get("count", 0)) for s in (self.splits or {}).values())
+
+    def class_counts(self) -> list[dict]:
+        """Per class: {"label", "name", "train", "val", "test", "total"} for tables and charts."""
+        rows = []
+        for index, name in enumerate(self.labels or []):
+            row = {"label": index, "name": name}
+            for split in ("train", "val", "test"):
+                counts = (self.splits or {}).get(split, {}).get("class_counts") or []
+                row[split] = counts[index] if index < len(counts) else 0
+            row["total"] = row["train"] + row["val"] + row["test"]
+            rows.append(row)
+        return rows

@@ -1,0 +1,322 @@
+"""The parallel LMDB builder: worker processes decode + convert + resize + encode, one writer.
+
+Memory stays flat whatever the dataset size: images go to the workers in small chunks, at most a
+few chunks are in flight, each worker returns the encoded Datum bytes and the pixel sum of its
+train images (for the mean), and the writer puts them into the LMDB in batched transactions in the
+order they were planned. Keys are DIGITS's `%08d_%d` (index within the split, label).
+
+No Django here: the Celery task, `import_dataset --sync` and the benchmark call `build_lmdbs`
+with callbacks for progress and cancellation.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lmdb
+import numpy as np
+from PIL import Image
+
+from datasets.images import ImageRefused, prepare_image, set_max_pixels
+from trainer.datum import encode_datum, write_mean_blobproto
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "val", "test")
+CHUNK_SIZE = 32
+COMMIT_EVERY = 512
+INITIAL_MAP_SIZE = 1 << 30
+
+
+class BuildError(ValueError):
+    """The build cannot produce a usable dataset; the message says why."""
+
+
+class BuildCancelled(Exception):
+    """The user cancelled the build (seen through the `should_stop` callback)."""
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    width: int = 256
+    height: int = 256
+    channels: int = 3
+    resize_mode: str = "squash"
+    encoding: str = "png"
+
+
+@dataclass
+class BuildResult:
+    labels: list[str]
+    splits: dict[str, dict]  # split -> {"db", "count", "class_counts"}
+    skipped: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    images_per_second: float = 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side
+# --------------------------------------------------------------------------------------------
+
+
+def init_worker(max_pixels: int) -> None:
+    set_max_pixels(max_pixels)
+    # One image per worker at a time: numpy's BLAS threads would only fight over the cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def process_chunk(items: list[tuple[int, str, int, bool]], options: ImageOptions):
+    """items: (sequence number, path, label, counts towards the mean).
+
+    Returns ([(seq, value or None, reason or None)], pixel sum of the mean images or None, n).
+    """
+    results = []
+    total: np.ndarray | None = None
+    n = 0
+    for seq, path, label, for_mean in items:
+        try:
+            pixels = prepare_image(
+                path,
+                width=options.width,
+                height=options.height,
+                channels=options.channels,
+                resize_mode=options.resize_mode,
+                seed=seq,
+            )
+        except ImageRefused as exc:
+            results.append((seq, None, str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001 -- one odd file must never end a build
+            results.append((seq, None, f"image cannot be processed ({type(exc).__name__}: {exc})"))
+            continue
+        results.append((seq, encode_datum(pixels, label, encoding=options.encoding), None))
+        if for_mean:
+            total = pixels.astype(np.float64) if total is None else total + pixels
+            n += 1
+    return results, total, n
+
+
+# --------------------------------------------------------------------------------------------
+# Writer side
+# --------------------------------------------------------------------------------------------
+
+
+class LmdbWriter:
+    """Batched writes into a fresh LMDB folder; the map grows by doubling when full."""
+
+    def __init__(self, path: Path, map_size: int = INITIAL_MAP_SIZE):
+        self.path = path
+        self.map_size = map_size
+        # sync off during the build, one fsync at close: a crash mid-build leaves a temp folder
+        # that is thrown away anyway.
+        self.env = lmdb.open(
+            str(path),
+            map_size=map_size,
+            subdir=True,
+            sync=False,
+            metasync=False,
+            lock=True,
+            readahead=False,
+            meminit=False,
+        )
+        self.pending: list[tuple[bytes, bytes]] = []
+        self.count = 0
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.pending.append((key, value))
+        self.count += 1
+        if len(self.pending) >= COMMIT_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        while self.pending:
+            try:
+                with self.env.begin(write=True) as txn:
+                    for key, value in self.pending:
+                        txn.put(key, value)
+                self.pending.clear()
+            except lmdb.MapFullError:
+                self.map_size *= 2
+                self.env.set_mapsize(self.map_size)
+
+    def close(self) -> None:
+        self.flush()
+        self.env.sync(True)
+        self.env.close()
+
+
+def write_mean_files(folder: Path, mean_chw: np.ndarray) -> None:
+    mean = np.asarray(mean_chw, dtype=np.float32)
+    np.save(folder / "mean.npy", mean)
+    mean_u8 = np.clip(np.rint(mean), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+    Image.fromarray(mean_u8[:, :, 0] if mean.shape[0] == 1 else mean_u8).save(folder / "mean.png")
+    write_mean_blobproto(folder / "mean.binaryproto", mean)
+
+
+def write_metadata(
+    folder: Path, *, name: str, options: ImageOptions, labels: list[str], splits: dict[str, dict]
+) -> None:
+    """dataset.json and labels.txt, exactly as trainer.dataset_folder reads them."""
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "image_width": options.width,
+        "image_height": options.height,
+        "channels": options.channels,
+        "resize_mode": options.resize_mode,
+        "encoding": options.encoding,
+        "labels": list(labels),
+        "splits": {s: splits[s] for s in SPLITS if s in splits and splits[s]["count"]},
+        "mean": {"npy": "mean.npy", "png": "mean.png", "binaryproto": "mean.binaryproto"},
+    }
+    (folder / "dataset.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+    (folder / "labels.txt").write_text("".join(f"{label}\n" for label in labels), encoding="utf-8")
+
+
+def _chunks(split_entries: dict[str, list[tuple[str, int]]]) -> Iterator[list[tuple[int, str, int, bool]]]:
+    seq = 0
+    chunk: list[tuple[int, str, int, bool]] = []
+    for split in SPLITS:
+        for path, label in split_entries.get(split, []):
+            chunk.append((seq, path, label, split == "train"))
+            seq += 1
+            if len(chunk) >= CHUNK_SIZE:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover -- not Linux
+        return os.cpu_count() or 1
+
+
+def build_lmdbs(
+    split_entries: dict[str, list[tuple[str, int]]],
+    labels: list[str],
+    out_dir: Path,
+    *,
+    name: str,
+    options: ImageOptions,
+    workers: int,
+    max_pixels: int,
+    progress: Callable[[int, int, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    progress_every: float = 1.0,
+) -> BuildResult:
+    """Build every split's LMDB, the mean files, labels.txt and dataset.json into `out_dir`.
+
+    `workers=0` runs in this process (small builds). `should_stop()` is polled about twice a
+    second; when it says yes, BuildCancelled is raised and the caller throws `out_dir` away.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seq_split: list[tuple[str, str, int]] = []  # seq -> (split, path, label)
+    for split in SPLITS:
+        seq_split += [(split, path, label) for path, label in split_entries.get(split, [])]
+    total = len(seq_split)
+    writers = {s: LmdbWriter(out_dir / f"{s}_db") for s in SPLITS if split_entries.get(s)}
+    class_counts = {s: [0] * len(labels) for s in writers}
+    skipped: list[dict] = []
+    mean_sum = np.zeros((options.height, options.width, options.channels), dtype=np.float64)
+    mean_n = 0
+    done = 0
+    start = last_progress = last_stop_check = time.monotonic()
+
+    def consume(result) -> None:
+        nonlocal done, mean_sum, mean_n, last_progress, last_stop_check
+        rows, chunk_sum, n = result
+        if chunk_sum is not None:
+            mean_sum += chunk_sum
+            mean_n += n
+        for seq, value, reason in rows:
+            split, path, label = seq_split[seq]
+            if value is None:
+                skipped.append({"path": path, "split": split, "reason": reason})
+            else:
+                writer = writers[split]
+                writer.put(b"%08d_%d" % (writer.count, label), value)
+                class_counts[split][label] += 1
+        done += len(rows)
+        now = time.monotonic()
+        if should_stop is not None and now - last_stop_check >= min(0.5, progress_every):
+            last_stop_check = now
+            if should_stop():
+                raise BuildCancelled()
+        if progress is not None and now - last_progress >= progress_every:
+            last_progress = now
+            progress(done, total, done / max(now - start, 1e-6))
+
+    try:
+        if workers <= 0:
+            init_worker(max_pixels)
+            for chunk in _chunks(split_entries):
+                consume(process_chunk(chunk, options))
+        else:
+            _run_pool(split_entries, options, workers, max_pixels, consume)
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+    if not writers.get("train") or writers["train"].count == 0:
+        reasons = sorted({s["reason"] for s in skipped})[:3]
+        raise BuildError("no usable training images" + (f"; e.g. {'; '.join(reasons)}" if reasons else ""))
+    empty = [labels[i] for i, c in enumerate(class_counts["train"]) if c == 0]
+    if empty:
+        raise BuildError(f"no usable training images for the classes: {', '.join(empty)}")
+
+    mean = (mean_sum / max(mean_n, 1)).transpose(2, 0, 1)
+    write_mean_files(out_dir, mean)
+    splits = {}
+    for split, writer in writers.items():
+        if writer.count:
+            splits[split] = {"db": f"{split}_db", "count": writer.count, "class_counts": class_counts[split]}
+        else:
+            _remove_tree(writer.path)  # a split whose images were all skipped has no folder
+    write_metadata(out_dir, name=name, options=options, labels=labels, splits=splits)
+    seconds = time.monotonic() - start
+    if progress is not None:
+        progress(done, total, done / max(seconds, 1e-6))
+    return BuildResult(
+        labels=list(labels),
+        splits=splits,
+        skipped=skipped,
+        seconds=seconds,
+        images_per_second=total / max(seconds, 1e-6),
+    )
+
+
+def _run_pool(split_entries, options: ImageOptions, workers: int, max_pixels: int, consume) -> None:
+    # spawn, not fork: the Celery worker runs tasks in threads, and forking a threaded process
+    # can copy a lock held by another thread into the child.
+    context = multiprocessing.get_context("spawn")
+    in_flight: deque[Future] = deque()
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=init_worker, initargs=(max_pixels,)
+    ) as pool:
+        try:
+            for chunk in _chunks(split_entries):
+                in_flight.append(pool.submit(process_chunk, chunk, options))
+                # Bounded look-ahead keeps memory flat: results are consumed in order.
+                if len(in_flight) >= workers * 3:
+                    consume(in_flight.popleft().result())
+            while in_flight:
+                consume(in_flight.popleft().result())
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

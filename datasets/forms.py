@@ -1,0 +1,206 @@
+"""The one form that validates a new dataset, for the wizard, the REST API and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from datasets import limits
+from datasets.archives import archive_kind
+from datasets.models import Dataset
+from datasets.sources import SourceError, detect_kind, read_labels_file
+from datasets.uploads import upload_path
+from datasets.validators import validate_import_path, validate_percent_pair
+
+DEFAULTS = {
+    "kind": "auto",
+    "image_width": 256,
+    "image_height": 256,
+    "channels": 3,
+    "resize_mode": "squash",
+    "encoding": "png",
+    "val_percent": 25,
+    "test_percent": 0,
+    "min_per_class": 2,
+    "shuffle": "true",
+    "seed": 0,
+}
+PATH_FIELDS = ("source_path", "labels_path", "image_folder", "val_path", "test_path")
+
+
+def _as_plain_dict(data) -> dict:
+    if hasattr(data, "getlist"):
+        return {key: data.get(key) for key in data}
+    return dict(data)
+
+
+class DatasetForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    kind = forms.ChoiceField(choices=[("auto", "Detect automatically"), *Dataset.Kind.choices])
+    source_path = forms.CharField(required=False, max_length=4096, label="Path on the server")
+    upload = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+    labels_path = forms.CharField(required=False, max_length=4096, label="Labels file")
+    image_folder = forms.CharField(required=False, max_length=4096, label="Image folder for relative paths")
+    val_path = forms.CharField(required=False, max_length=4096, label="Separate validation folder/list/LMDB")
+    test_path = forms.CharField(required=False, max_length=4096, label="Separate test folder/list/LMDB")
+    image_width = forms.IntegerField(min_value=1, max_value=limits.MAX_IMAGE_SIDE)
+    image_height = forms.IntegerField(min_value=1, max_value=limits.MAX_IMAGE_SIDE)
+    channels = forms.TypedChoiceField(choices=[(3, "3 (colour)"), (1, "1 (grayscale)")], coerce=int)
+    resize_mode = forms.ChoiceField(choices=Dataset.ResizeMode.choices)
+    encoding = forms.ChoiceField(choices=Dataset.Encoding.choices)
+    val_percent = forms.IntegerField(min_value=0, max_value=99)
+    test_percent = forms.IntegerField(min_value=0, max_value=99)
+    min_per_class = forms.IntegerField(min_value=1)
+    max_per_class = forms.IntegerField(min_value=1, required=False)
+    shuffle = forms.TypedChoiceField(
+        choices=[("true", "Yes"), ("false", "No")], coerce=lambda v: v in (True, "true", "True", "1", "on")
+    )
+    seed = forms.IntegerField(min_value=0, max_value=2**31 - 1)
+
+    def __init__(self, data=None, *args, user=None, restrict_to_roots: bool = True, **kwargs):
+        if data is not None:
+            plain = _as_plain_dict(data)
+            if isinstance(plain.get("shuffle"), bool):
+                plain["shuffle"] = "true" if plain["shuffle"] else "false"
+            data = {**DEFAULTS, **{k: v for k, v in plain.items() if v is not None}}
+        super().__init__(data, *args, initial=DEFAULTS, **kwargs)
+        self.user = user
+        self.restrict_to_roots = restrict_to_roots
+
+    def _path(self, field: str) -> Path | None:
+        raw = self.cleaned_data.get(field)
+        if not raw:
+            return None
+        return validate_import_path(raw, restrict_to_roots=self.restrict_to_roots)
+
+    def clean_source_path(self):
+        return self._path("source_path")
+
+    def clean_labels_path(self):
+        return self._path("labels_path")
+
+    def clean_image_folder(self):
+        return self._path("image_folder")
+
+    def clean_val_path(self):
+        return self._path("val_path")
+
+    def clean_test_path(self):
+        return self._path("test_path")
+
+    def clean_upload(self):
+        token = self.cleaned_data.get("upload")
+        if not token:
+            return None
+        path = upload_path(user_id=self.user.pk, token=token) if self.user else None
+        if path is None:
+            raise ValidationError("This upload is unknown or has expired; upload the archive again.")
+        return path
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        source, upload = cleaned.get("source_path"), cleaned.get("upload")
+        if bool(source) == bool(upload):
+            raise ValidationError("Give either an uploaded archive or a path on the server (one of them).")
+        try:
+            validate_percent_pair(cleaned["val_percent"], cleaned["test_percent"])
+        except ValidationError as exc:
+            self.add_error("val_percent", exc)
+            return cleaned
+        kind = cleaned["kind"]
+        path = upload or source
+        if upload:
+            kind = "archive"
+        elif kind == "auto":
+            try:
+                kind = detect_kind(path)
+            except SourceError as exc:
+                raise ValidationError(str(exc)) from None
+        cleaned["kind"] = kind
+        getattr(self, f"_check_{kind}")(path, cleaned)
+        return cleaned
+
+    def _check_archive(self, path: Path, cleaned) -> None:
+        if not path.is_file() or archive_kind(path) is None:
+            raise ValidationError(f"{path.name}: not a zip or tar archive (checked by content, not by name).")
+
+    def _check_folder(self, path: Path, cleaned) -> None:
+        if not path.is_dir():
+            raise ValidationError(f"{path}: a folder of class folders was expected, this is a file.")
+        for field in ("val_path", "test_path"):
+            if cleaned.get(field) and not cleaned[field].is_dir():
+                self.add_error(field, f"{cleaned[field]}: not a folder.")
+
+    def _check_textlist(self, path: Path, cleaned) -> None:
+        if not path.is_file():
+            raise ValidationError(f"{path}: a text list file was expected.")
+        if not cleaned.get("labels_path"):
+            self.add_error("labels_path", "A text list needs a labels file (one class name per line).")
+            return
+        try:
+            read_labels_file(cleaned["labels_path"])
+        except SourceError as exc:
+            self.add_error("labels_path", str(exc))
+
+    def _check_lmdb(self, path: Path, cleaned) -> None:
+        for field, value in (
+            ("source_path", path),
+            ("val_path", cleaned.get("val_path")),
+            ("test_path", cleaned.get("test_path")),
+        ):
+            if value is None:
+                continue
+            if not (value.is_dir() and (value / "data.mdb").is_file()) and value.name != "data.mdb":
+                self.add_error(field, f"{value}: not an LMDB (no data.mdb).")
+        if cleaned.get("labels_path"):
+            try:
+                read_labels_file(cleaned["labels_path"])
+            except SourceError as exc:
+                self.add_error("labels_path", str(exc))
+
+    def _check_digits(self, path: Path, cleaned) -> None:
+        if not (path / "train_db" / "data.mdb").is_file():
+            raise ValidationError(f"{path}: not a DIGITS dataset folder (no train_db/data.mdb).")
+
+    # The dataset_create arguments, once valid.
+    def source(self) -> dict:
+        c = self.cleaned_data
+        source = {"restrict_to_roots": self.restrict_to_roots}
+        if c.get("upload"):
+            source["upload"] = self.data.get("upload")
+            source["path"] = str(c["upload"])
+            source["filename"] = c["upload"].name
+        else:
+            source["path"] = str(c["source_path"])
+        for field, key in (
+            ("labels_path", "labels"),
+            ("image_folder", "image_folder"),
+            ("val_path", "val"),
+            ("test_path", "test"),
+        ):
+            if c.get(field):
+                source[key] = str(c[field])
+        return source
+
+    def options(self) -> dict:
+        c = self.cleaned_data
+        return {
+            f: c[f]
+            for f in (
+                "image_width",
+                "image_height",
+                "channels",
+                "resize_mode",
+                "encoding",
+                "val_percent",
+                "test_percent",
+                "min_per_class",
+                "max_per_class",
+                "shuffle",
+                "seed",
+            )
+        }

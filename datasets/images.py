@@ -1,0 +1,202 @@
+"""Reading user images: identify by content, convert by explicit rules, resize like DIGITS.
+
+No Django here: build worker processes import this module alone.
+
+Conversion rules (what each odd image becomes before resizing):
+- palette (P) without transparency -> its RGB colours; with transparency -> like RGBA;
+- alpha (RGBA, LA, PA) -> composited onto black (the same rule `trainer.datum` uses when it decodes);
+- CMYK, YCbCr, LAB, HSV -> Pillow's conversion to RGB;
+- 16-bit gray (I;16*, I with values above 255) -> 8 bit by value / 257, rounded (65535 -> 255);
+- 1-bit -> 0 / 255 gray;
+- 32-bit float (F) -> refused (no agreed range to map from);
+- animated GIF / multi-page TIFF -> the first frame;
+- then to the requested channels: gray -> RGB repeats the channel, RGB -> gray is ITU-R 601-2 luma.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from typing import BinaryIO
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
+# Formats a dataset may contain; anything else is "not an image" even if Pillow could open it.
+FORMATS = ("JPEG", "PNG", "BMP", "GIF", "TIFF", "WEBP", "PPM")
+
+
+class ImageRefused(ValueError):
+    """An input image that is skipped; the message is the reason shown to the user."""
+
+
+def set_max_pixels(max_pixels: int) -> None:
+    """Pillow's decompression-bomb limit for this process (it stays on; we only choose it)."""
+    Image.MAX_IMAGE_PIXELS = int(max_pixels)
+
+
+def load_image(source: str | os.PathLike[str] | bytes | BinaryIO) -> Image.Image:
+    """Open and fully decode one image, or raise ImageRefused naming the problem."""
+    if isinstance(source, bytes):
+        source = io.BytesIO(source)
+    try:
+        with warnings.catch_warnings():
+            # Pillow only warns between MAX_IMAGE_PIXELS and twice that; a bomb is a bomb.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(source, formats=FORMATS)
+            try:
+                if getattr(image, "n_frames", 1) > 1:
+                    image.seek(0)
+                image.load()
+            except BaseException:
+                image.close()
+                raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ImageRefused(f"decompression bomb refused: {exc}") from None
+    except UnidentifiedImageError:
+        raise ImageRefused("not an image (content is not JPEG, PNG, BMP, GIF, TIFF, WebP or PPM)") from None
+    except FileNotFoundError:
+        raise ImageRefused("file not found") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        message = str(exc) or type(exc).__name__
+        if "truncated" in message.lower():
+            raise ImageRefused(f"truncated image ({message})") from None
+        raise ImageRefused(f"image cannot be decoded ({message})") from None
+    return image
+
+
+def _flatten_alpha(image: Image.Image) -> Image.Image:
+    rgba = image.convert("RGBA")
+    background = Image.new("RGBA", rgba.size, (0, 0, 0, 255))
+    return Image.alpha_composite(background, rgba).convert("RGB")
+
+
+def to_array(image: Image.Image, channels: int) -> np.ndarray:
+    """Apply the conversion rules; returns uint8 H x W x C (C = channels)."""
+    if channels not in (1, 3):
+        raise ValueError(f"channels must be 1 or 3, not {channels}")
+    # EXIF orientation: a phone photo is stored sideways and displayed upright; train on upright.
+    image = ImageOps.exif_transpose(image)
+    mode = image.mode
+    if mode == "F":
+        raise ImageRefused("32-bit floating point images are not supported")
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        values = np.asarray(image, dtype=np.float64)
+        if mode == "I" and values.size and values.max() <= 255 and values.min() >= 0:
+            gray = values.astype(np.uint8)
+        else:
+            gray = np.clip(np.rint(values / 257.0), 0, 255).astype(np.uint8)
+        image = Image.fromarray(gray, mode="L")
+    elif mode in ("RGBA", "LA", "PA", "La", "RGBa") or (mode == "P" and "transparency" in image.info):
+        image = _flatten_alpha(image)
+    elif mode == "1":
+        image = image.convert("L")
+    elif mode not in ("L", "RGB"):
+        image = image.convert("RGB")
+    target = "L" if channels == 1 else "RGB"
+    if image.mode != target:
+        image = image.convert(target)
+    array = np.asarray(image, dtype=np.uint8)
+    return array[:, :, None] if array.ndim == 2 else array
+
+
+def _resize(array: np.ndarray, height: int, width: int) -> np.ndarray:
+    # Bilinear, as DIGITS (scipy.misc.imresize(interp='bilinear')).
+    if array.shape[0] == height and array.shape[1] == width:
+        return array
+    image = Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array)
+    out = np.asarray(image.resize((width, height), Image.Resampling.BILINEAR), dtype=np.uint8)
+    return out[:, :, None] if out.ndim == 2 else out
+
+
+def _noise(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, 255, size=shape, dtype=np.uint8)
+
+
+def resize_image(
+    array: np.ndarray, height: int, width: int, mode: str, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """Resize uint8 H x W x C to height x width with DIGITS's meaning of each mode.
+
+    - squash: stretch to the size, aspect ratio not kept;
+    - crop: scale so the image covers the size, keep the ratio, cut the centre;
+    - fill: scale so the image fits inside, keep the ratio, pad both sides with random noise;
+    - half_crop: scale by the mean of the two ratios, cut the long side's centre and pad the
+      short side with noise (half of the excess cropped, half filled).
+    The noise comes from `rng` so a build is reproducible.
+    """
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"resize mode {mode!r} is not one of {', '.join(RESIZE_MODES)}")
+    h, w, c = array.shape
+    if h == height and w == width:
+        return array
+    width_ratio = w / width
+    height_ratio = h / height
+    if mode == "squash" or width_ratio == height_ratio:
+        return _resize(array, height, width)
+    if mode == "crop":
+        if width_ratio > height_ratio:
+            resize_height, resize_width = height, int(round(w / height_ratio))
+        else:
+            resize_width, resize_height = width, int(round(h / width_ratio))
+        out = _resize(array, resize_height, resize_width)
+        if width_ratio > height_ratio:
+            start = int(round((resize_width - width) / 2.0))
+            return np.ascontiguousarray(out[:, start : start + width])
+        start = int(round((resize_height - height) / 2.0))
+        return np.ascontiguousarray(out[start : start + height, :])
+
+    rng = rng if rng is not None else np.random.default_rng(0)
+    if mode == "fill":
+        if width_ratio > height_ratio:
+            resize_width, resize_height = width, int(round(h / width_ratio))
+            if (height - resize_height) % 2 == 1:
+                resize_height += 1
+        else:
+            resize_height, resize_width = height, int(round(w / height_ratio))
+            if (width - resize_width) % 2 == 1:
+                resize_width += 1
+        out = _resize(array, resize_height, resize_width)
+    else:  # half_crop
+        new_ratio = (width_ratio + height_ratio) / 2.0
+        resize_width = int(round(w / new_ratio))
+        resize_height = int(round(h / new_ratio))
+        if width_ratio > height_ratio and (height - resize_height) % 2 == 1:
+            resize_height += 1
+        elif width_ratio < height_ratio and (width - resize_width) % 2 == 1:
+            resize_width += 1
+        out = _resize(array, resize_height, resize_width)
+        if width_ratio > height_ratio:
+            start = int(round((resize_width - width) / 2.0))
+            out = out[:, start : start + width]
+        else:
+            start = int(round((resize_height - height) / 2.0))
+            out = out[start : start + height, :]
+    # Pad the short dimension on both sides with noise, as DIGITS does.
+    if width_ratio > height_ratio:
+        padding = (height - out.shape[0]) // 2
+        if padding > 0:
+            out = np.concatenate([_noise((padding, width, c), rng), out, _noise((padding, width, c), rng)], axis=0)
+    else:
+        padding = (width - out.shape[1]) // 2
+        if padding > 0:
+            out = np.concatenate([_noise((height, padding, c), rng), out, _noise((height, padding, c), rng)], axis=1)
+    return np.ascontiguousarray(out[:height, :width])
+
+
+def prepare_image(source, *, width: int, height: int, channels: int, resize_mode: str, seed: int = 0) -> np.ndarray:
+    """load -> convert -> resize: the whole per-image pipeline (build, preview and tests)."""
+    image = load_image(source)
+    try:
+        array = to_array(image, channels)
+    finally:
+        image.close()
+    return resize_image(array, height, width, resize_mode, rng=np.random.default_rng(seed))
+
+
+def to_png_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array).save(buf, format="PNG")
+    return buf.getvalue()

@@ -1,0 +1,231 @@
+"""Import existing Caffe Datum LMDBs (one per split, or a DIGITS dataset job folder).
+
+Every record is validated in a separate process (a damaged LMDB or a hostile record can at worst
+kill that process, never the Celery worker): it must parse as a Datum, decode, have the shape of
+the first good record, and carry a label inside the labels file's range. Good records are copied
+byte for byte under DIGITS's `%08d_%d` keys into a fresh LMDB of our dataset folder layout; bad
+ones are listed with the reason and never trained on. The mean is recomputed from the records
+that were kept.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as queue_module
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+import numpy as np
+
+from datasets.build import (
+    BuildCancelled,
+    BuildError,
+    BuildResult,
+    ImageOptions,
+    LmdbWriter,
+    write_mean_files,
+    write_metadata,
+)
+from datasets.images import set_max_pixels
+from datasets.sources import SourceError, read_labels_file
+from trainer.datum import DatumError, decode_datum
+
+SPLITS = ("train", "val", "test")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def digits_sources(folder: Path) -> tuple[dict[str, Path], Path | None]:
+    """The split LMDBs and labels file of a DIGITS dataset job folder."""
+    sources = {s: folder / f"{s}_db" for s in SPLITS if (folder / f"{s}_db" / "data.mdb").is_file()}
+    if "train" not in sources:
+        raise SourceError(f"{folder}: not a DIGITS dataset folder (no train_db/data.mdb)")
+    labels = folder / "labels.txt"
+    return sources, labels if labels.is_file() else None
+
+
+def _open(path: Path, split: str) -> lmdb.Environment:
+    if path.is_dir() and not (path / "data.mdb").is_file():
+        raise BuildError(f"{split} LMDB {path}: no data.mdb in this folder")
+    try:
+        return lmdb.open(str(path), readonly=True, lock=False, readahead=False, subdir=path.is_dir(), max_readers=4)
+    except lmdb.Error as exc:
+        raise BuildError(f"{split} LMDB {path}: not an LMDB database ({exc})") from None
+
+
+def _encoding(value: bytes, datum_encoded: bool) -> str:
+    if not datum_encoded:
+        return "none"
+    return "png" if PNG_MAGIC in value[:64] else "jpg"
+
+
+def _validate_and_copy(
+    sources: dict[str, Path], out_dir: Path, name: str, labels: list[str] | None, report: Callable[[int, int], None]
+) -> dict:
+    envs = {split: _open(path, split) for split, path in sources.items()}
+    total = sum(int(env.stat()["entries"]) for env in envs.values())
+    done = 0
+    shape: tuple[int, int, int] | None = None
+    encoding = "none"
+    skipped: list[dict] = []
+    counts: dict[str, list[int]] = {}
+    writers: dict[str, LmdbWriter] = {}
+    mean_sum: np.ndarray | None = None
+    mean_n = 0
+    max_label = -1
+    last = time.monotonic()
+    try:
+        for split in SPLITS:
+            if split not in envs:
+                continue
+            writer = writers[split] = LmdbWriter(out_dir / f"{split}_db", map_size=1 << 28)
+            counts[split] = [0] * (len(labels) if labels else 0)
+            with envs[split].begin(buffers=False) as txn:
+                for key, value in txn.cursor():
+                    done += 1
+                    where = f"{split} record {key.decode('ascii', errors='backslashreplace')}"
+                    try:
+                        chw, label = decode_datum(value, key=key)
+                    except DatumError as exc:
+                        skipped.append({"path": where, "split": split, "reason": str(exc).split(": ", 1)[-1]})
+                        continue
+                    if shape is None:
+                        shape = chw.shape
+                        from trainer.datum import Datum
+
+                        probe = Datum()
+                        probe.ParseFromString(value)
+                        encoding = _encoding(probe.data, probe.encoded)
+                    if chw.shape != shape:
+                        skipped.append(
+                            {
+                                "path": where,
+                                "split": split,
+                                "reason": f"shape {'x'.join(map(str, chw.shape))} differs from the first record's "
+                                f"{'x'.join(map(str, shape))}",
+                            }
+                        )
+                        continue
+                    if label < 0 or (labels is not None and label >= len(labels)):
+                        limit = f"0..{len(labels) - 1}" if labels else "0 or more"
+                        skipped.append(
+                            {"path": where, "split": split, "reason": f"label {label} is out of range ({limit})"}
+                        )
+                        continue
+                    max_label = max(max_label, label)
+                    if label >= len(counts[split]):
+                        counts[split] += [0] * (label + 1 - len(counts[split]))
+                    writer.put(b"%08d_%d" % (writer.count, label), value)
+                    counts[split][label] += 1
+                    if split == "train":
+                        mean_sum = chw.astype(np.float64) if mean_sum is None else mean_sum + chw
+                        mean_n += 1
+                    if time.monotonic() - last >= 0.5:
+                        last = time.monotonic()
+                        report(done, total)
+    finally:
+        for writer in writers.values():
+            writer.close()
+        for env in envs.values():
+            env.close()
+    report(done, total)
+
+    n_train = writers["train"].count if "train" in writers else 0
+    if n_train == 0:
+        first = "; ".join(f"{s['path']}: {s['reason']}" for s in skipped[:2])
+        entries = int(sum(1 for s in skipped if s["split"] == "train"))
+        raise BuildError(
+            f"train LMDB {sources['train']}: none of its {entries} records is a usable Caffe Datum"
+            + (f" ({first})" if first else "")
+        )
+    if labels is None:
+        labels = [str(i) for i in range(max_label + 1)]
+    splits = {}
+    for split, writer in writers.items():
+        if writer.count:
+            class_counts = counts[split] + [0] * (len(labels) - len(counts[split]))
+            splits[split] = {"db": f"{split}_db", "count": writer.count, "class_counts": class_counts}
+        else:
+            import shutil
+
+            shutil.rmtree(writer.path, ignore_errors=True)
+    assert shape is not None and mean_sum is not None
+    write_mean_files(out_dir, mean_sum / mean_n)
+    c, h, w = shape
+    options = ImageOptions(width=w, height=h, channels=c, resize_mode="squash", encoding=encoding)
+    write_metadata(out_dir, name=name, options=options, labels=labels, splits=splits)
+    return {"labels": labels, "splits": splits, "skipped": skipped, "options": options.__dict__}
+
+
+def _child(sources, out_dir, name, labels, max_pixels, messages) -> None:
+    set_max_pixels(max_pixels)
+    try:
+        result = _validate_and_copy(
+            sources, out_dir, name, labels, lambda done, total: messages.put(("progress", done, total))
+        )
+    except (BuildError, SourceError) as exc:
+        messages.put(("error", str(exc)))
+    except Exception as exc:  # noqa: BLE001 -- reported to the user, not lost in a child
+        messages.put(("error", f"LMDB import failed: {type(exc).__name__}: {exc}"))
+    else:
+        messages.put(("done", result))
+
+
+def import_lmdbs(
+    sources: dict[str, Path],
+    out_dir: Path,
+    *,
+    name: str,
+    labels_file: Path | None,
+    max_pixels: int,
+    progress: Callable[[int, int, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[BuildResult, ImageOptions]:
+    """Validate and copy the LMDBs in a child process; returns the result and the image shape."""
+    labels = read_labels_file(labels_file) if labels_file else None
+    for split, path in sources.items():
+        if not path.exists():
+            raise SourceError(f"{split} LMDB {path}: does not exist")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    context = multiprocessing.get_context("spawn")
+    messages = context.Queue()
+    child = context.Process(target=_child, args=(sources, out_dir, name, labels, max_pixels, messages), daemon=True)
+    start = time.monotonic()
+    child.start()
+    try:
+        while True:
+            if should_stop is not None and should_stop():
+                raise BuildCancelled()
+            try:
+                message = messages.get(timeout=0.5)
+            except queue_module.Empty:
+                if not child.is_alive():
+                    raise BuildError(
+                        f"the LMDB validator process died (exit code {child.exitcode}); "
+                        "the database is probably damaged"
+                    ) from None
+                continue
+            if message[0] == "progress":
+                if progress is not None:
+                    done, total = message[1], message[2]
+                    progress(done, total, done / max(time.monotonic() - start, 1e-6))
+            elif message[0] == "error":
+                raise BuildError(message[1])
+            else:
+                data = message[1]
+                break
+    finally:
+        if child.is_alive():
+            child.terminate()
+        child.join(timeout=10)
+    seconds = time.monotonic() - start
+    total = sum(s["count"] for s in data["splits"].values()) + len(data["skipped"])
+    result = BuildResult(
+        labels=data["labels"],
+        splits=data["splits"],
+        skipped=data["skipped"],
+        seconds=seconds,
+        images_per_second=total / max(seconds, 1e-6),
+    )
+    return result, ImageOptions(**data["options"])

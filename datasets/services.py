@@ -1,0 +1,378 @@
+"""Dataset work that spans rows, files and processes: create, build, cancel, delete."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.db.models import ProtectedError
+from django.utils import timezone
+
+from datasets import limits
+from datasets.archives import ArchiveError, Caps, extract_archive
+from datasets.build import BuildCancelled, BuildError, BuildResult, ImageOptions, build_lmdbs, default_workers
+from datasets.lmdb_import import digits_sources, import_lmdbs
+from datasets.models import Dataset
+from datasets.sources import SourceError, SplitOptions, plan_folder, plan_text_lists, unwrap_single_folder
+from datasets.uploads import upload_delete
+
+log = logging.getLogger(__name__)
+
+# Fields of Dataset that are build options (what dataset_create accepts in `options`).
+OPTION_FIELDS = (
+    "image_width",
+    "image_height",
+    "channels",
+    "resize_mode",
+    "encoding",
+    "val_percent",
+    "test_percent",
+    "min_per_class",
+    "max_per_class",
+    "shuffle",
+    "seed",
+)
+
+
+class DatasetInUse(Exception):
+    """Deleting the dataset is refused because runs use it."""
+
+    def __init__(self, runs):
+        self.runs = list(runs)
+        names = ", ".join(f"#{r.pk} {r.name}" for r in self.runs)
+        super().__init__(f"Runs use this dataset, delete them first: {names}")
+
+
+def datasets_root() -> Path:
+    root = Path(settings.DATA_DIR) / "datasets"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def dataset_create(*, owner, name: str, kind: str, source: dict, options: dict, queue: bool = True) -> Dataset:
+    """Create the row and queue its build once the transaction commits."""
+    unknown = set(options) - set(OPTION_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown dataset options: {', '.join(sorted(unknown))}")
+    dataset = Dataset.objects.create(owner=owner, name=name, kind=kind, source=source, **options)
+    if queue:
+        dataset_queue(dataset=dataset)
+    return dataset
+
+
+def dataset_queue(*, dataset: Dataset) -> None:
+    from datasets.tasks import build_dataset
+
+    pk = dataset.pk
+    transaction.on_commit(lambda: build_dataset.delay(pk))
+
+
+def publish(dataset: Dataset) -> None:
+    """Tell the owner's dashboard; a missing channel layer must never break a build."""
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        async_to_sync(layer.group_send)(
+            dataset.group_name,
+            {
+                "type": "dashboard.update",
+                "payload": {
+                    "kind": "dataset",
+                    "id": dataset.pk,
+                    "status": dataset.status,
+                    "percent": round(dataset.progress_percent, 1),
+                },
+            },
+        )
+    except Exception:  # noqa: BLE001
+        log.warning("dataset %s: could not publish progress", dataset.pk, exc_info=True)
+
+
+def dataset_cancel(*, dataset: Dataset) -> bool:
+    """Cancel a pending or building dataset. The build loop sees the status and stops."""
+    changed = Dataset.objects.filter(pk=dataset.pk, status__in=Dataset.ACTIVE_STATUSES).update(
+        status=Dataset.Status.CANCELLED, finished_at=timezone.now(), error="Cancelled by the user."
+    )
+    if changed:
+        dataset.refresh_from_db()
+        publish(dataset)
+    return bool(changed)
+
+
+def dataset_delete(*, dataset: Dataset) -> None:
+    """Delete the row and its files; refused (DatasetInUse) while runs use the dataset."""
+    runs = list(dataset.runs.order_by("-created_at"))
+    if runs:
+        raise DatasetInUse(runs)
+    dataset_cancel(dataset=dataset)
+    folder = dataset.path
+    upload = (dataset.source or {}).get("upload")
+    try:
+        dataset.delete()
+    except ProtectedError as exc:  # a run was created meanwhile
+        raise DatasetInUse(exc.protected_objects) from None
+    shutil.rmtree(folder, ignore_errors=True)
+    if upload:
+        upload_delete(user_id=dataset.owner_id, token=upload)
+
+
+def dataset_skipped(*, dataset: Dataset, limit: int | None = None) -> list[dict]:
+    path = dataset.path / "skipped.json"
+    if not path.is_file():
+        return []
+    items = json.loads(path.read_text(encoding="utf-8"))
+    return items[:limit] if limit is not None else items
+
+
+# --------------------------------------------------------------------------------------------
+# Build
+# --------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """Progress callback: the row's counters and the dashboard, at most about once a second."""
+
+    def __init__(self, dataset: Dataset):
+        self.dataset = dataset
+
+    def __call__(self, done: int, total: int, rate: float) -> None:
+        Dataset.objects.filter(pk=self.dataset.pk, status=Dataset.Status.BUILDING).update(
+            progress_done=done, progress_total=total, images_per_second=rate
+        )
+        self.dataset.progress_done, self.dataset.progress_total = done, total
+        publish(self.dataset)
+
+
+def _stopped(pk: int) -> bool:
+    return not Dataset.objects.filter(pk=pk, status=Dataset.Status.BUILDING).exists()
+
+
+def _split_options(dataset: Dataset) -> SplitOptions:
+    return SplitOptions(
+        val_percent=dataset.val_percent,
+        test_percent=dataset.test_percent,
+        min_per_class=dataset.min_per_class,
+        max_per_class=dataset.max_per_class,
+        seed=dataset.seed,
+        shuffle=dataset.shuffle,
+    )
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _check_roots(dataset: Dataset, *paths: Path | None) -> None:
+    """Re-check the allow-list at build time: the folder tree may have changed since the form."""
+    if not dataset.source.get("restrict_to_roots", True):
+        return
+    roots = settings.IMPORT_ROOTS
+    for path in paths:
+        if path is None:
+            continue
+        resolved = path.resolve()
+        if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
+            raise SourceError(f"{path} is not inside an allowed import folder")
+
+
+def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, should_stop) -> tuple[BuildResult, Path]:
+    source = dataset.source
+    options = _split_options(dataset)
+    if dataset.kind == Dataset.Kind.ARCHIVE:
+        archive = Path(source["path"])
+        if not source.get("upload"):
+            _check_roots(dataset, archive)
+        caps = Caps(
+            max_bytes=limits.ARCHIVE_MAX_BYTES,
+            max_members=limits.ARCHIVE_MAX_MEMBERS,
+            max_ratio=limits.ARCHIVE_MAX_RATIO,
+            ratio_grace_bytes=limits.ARCHIVE_RATIO_GRACE_BYTES,
+        )
+        extract_archive(archive, scratch, caps)
+        root = unwrap_single_folder(scratch)
+        plan = plan_folder(root, options)
+    elif dataset.kind == Dataset.Kind.FOLDER:
+        root = Path(source["path"])
+        val, test = _optional_path(source.get("val")), _optional_path(source.get("test"))
+        _check_roots(dataset, root, val, test)
+        plan = plan_folder(root, options, val_folder=val, test_folder=test)
+    else:  # textlist
+        train = Path(source["path"])
+        labels = Path(source["labels"])
+        image_folder = _optional_path(source.get("image_folder"))
+        val, test = _optional_path(source.get("val")), _optional_path(source.get("test"))
+        _check_roots(dataset, train, labels, image_folder, val, test)
+        roots = settings.IMPORT_ROOTS if source.get("restrict_to_roots", True) else None
+        plan = plan_text_lists(
+            train, labels, options, image_folder=image_folder, val_list=val, test_list=test, allowed_roots=roots
+        )
+        root = image_folder or train.parent
+    progress(0, plan.total, 0.0)
+    workers = limits.BUILD_WORKERS or default_workers()
+    if plan.total <= limits.INLINE_BUILD_MAX_IMAGES:
+        workers = 0
+    image_options = ImageOptions(
+        width=dataset.image_width,
+        height=dataset.image_height,
+        channels=dataset.channels,
+        resize_mode=dataset.resize_mode,
+        encoding=dataset.encoding,
+    )
+    result = build_lmdbs(
+        plan.splits,
+        plan.labels,
+        out_dir,
+        name=dataset.name,
+        options=image_options,
+        workers=workers,
+        max_pixels=limits.MAX_IMAGE_PIXELS,
+        progress=progress,
+        should_stop=should_stop,
+    )
+    result.skipped = plan.skipped + result.skipped
+    return result, root
+
+
+def _build_lmdb(dataset: Dataset, out_dir: Path, progress, should_stop) -> BuildResult:
+    source = dataset.source
+    if dataset.kind == Dataset.Kind.DIGITS:
+        folder = Path(source["path"])
+        _check_roots(dataset, folder)
+        sources, labels_file = digits_sources(folder)
+    else:
+        sources = {"train": Path(source["path"])}
+        for split in ("val", "test"):
+            if source.get(split):
+                sources[split] = Path(source[split])
+        labels_file = _optional_path(source.get("labels"))
+        _check_roots(dataset, *sources.values(), labels_file)
+    result, image_options = import_lmdbs(
+        sources,
+        out_dir,
+        name=dataset.name,
+        labels_file=labels_file,
+        max_pixels=limits.MAX_IMAGE_PIXELS,
+        progress=progress,
+        should_stop=should_stop,
+    )
+    Dataset.objects.filter(pk=dataset.pk).update(
+        image_width=image_options.width,
+        image_height=image_options.height,
+        channels=image_options.channels,
+        encoding=image_options.encoding,
+    )
+    return result
+
+
+def _relative(path: str, root: Path | None) -> str:
+    if root is None:
+        return path
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return path
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def _fail(pk: int, message: str) -> None:
+    Dataset.objects.filter(pk=pk, status=Dataset.Status.BUILDING).update(
+        status=Dataset.Status.FAILED, error=message[:4000], finished_at=timezone.now()
+    )
+
+
+def dataset_build(*, dataset_id: int) -> str:
+    """Build a pending dataset; returns its final status. A duplicate delivery does nothing.
+
+    Everything is written into a temp folder beside the final one and renamed into place at the
+    end; a failed or cancelled build removes the temp folder, so no half-written LMDB remains.
+    """
+    claimed = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.PENDING).update(
+        status=Dataset.Status.BUILDING,
+        started_at=timezone.now(),
+        progress_done=0,
+        progress_total=0,
+        error="",
+        images_per_second=0.0,
+    )
+    if not claimed:
+        return "skipped"
+    dataset = Dataset.objects.get(pk=dataset_id)
+    publish(dataset)
+    root = datasets_root()
+    nonce = uuid.uuid4().hex[:8]
+    temp = root / f".{dataset.pk}.building-{nonce}"
+    scratch = root / f".{dataset.pk}.extract-{nonce}"
+    progress = _Progress(dataset)
+    started = time.monotonic()
+    try:
+        if dataset.kind in (Dataset.Kind.LMDB, Dataset.Kind.DIGITS):
+            result, source_root = _build_lmdb(dataset, temp, progress, lambda: _stopped(dataset_id)), None
+        else:
+            result, source_root = _build_images(dataset, temp, scratch, progress, lambda: _stopped(dataset_id))
+        skipped = [{**s, "path": _relative(s["path"], source_root)} for s in result.skipped]
+        (temp / "skipped.json").write_text(json.dumps(skipped, indent=1, ensure_ascii=False), encoding="utf-8")
+        _write_log(temp, dataset, result, skipped, time.monotonic() - started)
+        size = _folder_size(temp)
+        final = dataset.path
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(temp, final)
+        done = sum(s["count"] for s in result.splits.values()) + len(skipped)
+        finished = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.BUILDING).update(
+            status=Dataset.Status.READY,
+            labels=result.labels,
+            splits={k: {"count": v["count"], "class_counts": v["class_counts"]} for k, v in result.splits.items()},
+            skipped_count=len(skipped),
+            size_bytes=size,
+            images_per_second=result.images_per_second,
+            progress_done=done,
+            progress_total=done,
+            finished_at=timezone.now(),
+        )
+        if not finished:  # cancelled or deleted between the last check and now
+            shutil.rmtree(final, ignore_errors=True)
+        elif dataset.kind == Dataset.Kind.ARCHIVE and dataset.source.get("upload"):
+            upload_delete(user_id=dataset.owner_id, token=dataset.source["upload"])
+    except BuildCancelled:
+        log.info("dataset %s: build cancelled", dataset_id)
+    except (BuildError, SourceError, ArchiveError) as exc:
+        log.info("dataset %s: build failed: %s", dataset_id, exc)
+        _fail(dataset_id, str(exc))
+    except Exception as exc:
+        log.exception("dataset %s: build crashed", dataset_id)
+        _fail(dataset_id, f"Internal error while building: {type(exc).__name__}: {exc}")
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    dataset = Dataset.objects.filter(pk=dataset_id).first()
+    if dataset is None:
+        return "deleted"
+    publish(dataset)
+    return dataset.status
+
+
+def _write_log(folder: Path, dataset: Dataset, result: BuildResult, skipped: list[dict], seconds: float) -> None:
+    lines = [
+        f"dataset {dataset.pk} {dataset.name!r} built {timezone.now().isoformat()}",
+        f"kind {dataset.kind}, source {json.dumps(dataset.source, ensure_ascii=False)}",
+        f"{seconds:.1f} s, {result.images_per_second:.1f} images/s",
+        f"classes {len(result.labels)}: {', '.join(result.labels)}",
+    ]
+    for split, info in result.splits.items():
+        lines.append(f"{split}: {info['count']} images, per class {info['class_counts']}")
+    lines.append(f"skipped {len(skipped)}")
+    lines += [f"  {s['path']}: {s['reason']}" for s in skipped[:1000]]
+    (folder / "build.log").write_text("\n".join(lines) + "\n", encoding="utf-8")

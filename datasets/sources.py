@@ -1,0 +1,329 @@
+"""Where images come from: detect the kind of a source and scan it into a build plan.
+
+Kinds: `folder` (one sub-folder per class, nested folders flattened into their class),
+`archive` (the same, inside a zip/tar: extracted first by datasets.archives), `textlist`
+(`path label` lines plus a labels file), `lmdb` (a Caffe Datum LMDB per split) and `digits` (a
+DIGITS dataset job folder). The scan only lists files; whether a file is an image is decided by
+its content when the build decodes it.
+
+No Django here: the CLI, the task and the tests use it the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from datasets.archives import archive_kind
+
+KINDS = ("folder", "archive", "textlist", "lmdb", "digits")
+SPLITS = ("train", "val", "test")
+IGNORED_FOLDERS = {"__MACOSX"}  # macOS resource forks inside zips
+
+
+class SourceError(ValueError):
+    """The source cannot be used at all; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    val_percent: int = 25
+    test_percent: int = 0
+    min_per_class: int = 2
+    max_per_class: int | None = None
+    seed: int = 0
+    shuffle: bool = True
+
+
+@dataclass
+class Plan:
+    """What to build: class names, (path, label) per split, and what was left out and why."""
+
+    labels: list[str]
+    splits: dict[str, list[tuple[str, int]]]
+    skipped: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(len(v) for v in self.splits.values())
+
+
+def detect_kind(path: Path) -> str:
+    """Guess the kind of a source path; raises SourceError when it is none of them."""
+    if not path.exists():
+        raise SourceError(f"{path}: does not exist")
+    if path.is_dir():
+        if (path / "data.mdb").is_file():
+            return "lmdb"
+        if (path / "train_db" / "data.mdb").is_file():
+            return "digits"
+        return "folder"
+    if path.name == "data.mdb":
+        return "lmdb"
+    if archive_kind(path):
+        return "archive"
+    return "textlist"
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
+
+
+def unwrap_single_folder(root: Path) -> Path:
+    """An archive of `photos/cats/...` holds one wrapper folder: descend into it."""
+    current = root
+    for _ in range(4):
+        entries = [e for e in os.scandir(current) if not _hidden(e.name) and e.name not in IGNORED_FOLDERS]
+        dirs = [e for e in entries if e.is_dir(follow_symlinks=False)]
+        if len(entries) == 1 and len(dirs) == 1:
+            inner = Path(dirs[0].path)
+            if any(e.is_dir(follow_symlinks=False) for e in os.scandir(inner)):
+                current = inner
+                continue
+        break
+    return current
+
+
+def _class_files(class_dir: Path, root: Path, skipped: list[dict]) -> list[str]:
+    files: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(class_dir, followlinks=False):
+        for name in sorted(dirnames):
+            full = Path(dirpath) / name
+            if _hidden(name) or name in IGNORED_FOLDERS:
+                skipped.append({"path": str(full.relative_to(root)), "reason": "hidden folder ignored"})
+                dirnames.remove(name)
+            elif full.is_symlink():
+                skipped.append({"path": str(full.relative_to(root)), "reason": "symbolic link not followed"})
+                dirnames.remove(name)
+        dirnames.sort()
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            rel = str(full.relative_to(root))
+            if _hidden(name):
+                skipped.append({"path": rel, "reason": "hidden file ignored"})
+            elif full.is_symlink():
+                skipped.append({"path": rel, "reason": "symbolic link not followed"})
+            elif not full.is_file():
+                skipped.append({"path": rel, "reason": "not a regular file"})
+            else:
+                files.append(str(full))
+    return files
+
+
+def scan_class_folders(root: Path, skipped: list[dict]) -> dict[str, list[str]]:
+    """{class name: [file paths]} for a folder of class folders (unfiltered by count)."""
+    if not root.is_dir():
+        raise SourceError(f"{root}: not a folder")
+    classes: dict[str, list[str]] = {}
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.name in IGNORED_FOLDERS:
+            continue
+        if _hidden(entry.name):
+            skipped.append({"path": entry.name, "reason": "hidden folder or file is not a class"})
+            continue
+        if entry.is_symlink():
+            skipped.append({"path": entry.name, "reason": "symbolic link not followed"})
+            continue
+        if entry.is_dir():
+            classes[entry.name] = _class_files(Path(entry.path), root, skipped)
+        else:
+            skipped.append({"path": entry.name, "reason": "file outside any class folder"})
+    return classes
+
+
+def _drop_small_classes(by_class: dict[str, list], options: SplitOptions, skipped: list[dict], where: str) -> None:
+    for name in list(by_class):
+        if len(by_class[name]) < options.min_per_class:
+            skipped.append(
+                {
+                    "path": name,
+                    "reason": f"class has {len(by_class[name])} files, below the minimum of {options.min_per_class}",
+                }
+            )
+            del by_class[name]
+    if len(by_class) < 2:
+        found = ", ".join(repr(n) for n in by_class) or "none"
+        raise SourceError(f"{where}: a classifier needs at least 2 classes with images; usable classes: {found}")
+
+
+def _split_counts(n: int, options: SplitOptions, *, val: bool, test: bool) -> tuple[int, int]:
+    n_val = n * options.val_percent // 100 if val else 0
+    n_test = n * options.test_percent // 100 if test else 0
+    while n - n_val - n_test < 1 and (n_val or n_test):  # every class keeps a training image
+        if n_val >= n_test and n_val:
+            n_val -= 1
+        else:
+            n_test -= 1
+    return n_val, n_test
+
+
+def split_classes(
+    by_class: dict[str, list[str]],
+    labels: list[str],
+    options: SplitOptions,
+    *,
+    val_by_class: dict[str, list[str]] | None = None,
+    test_by_class: dict[str, list[str]] | None = None,
+) -> dict[str, list[tuple[str, int]]]:
+    """Seeded per-class shuffle, max per class, then val/test carved off per class."""
+    rng = random.Random(options.seed)
+    splits: dict[str, list[tuple[str, int]]] = {s: [] for s in SPLITS}
+    for label, name in enumerate(labels):
+        files = list(by_class.get(name, []))
+        if options.shuffle:
+            rng.shuffle(files)
+        if options.max_per_class:
+            files = files[: options.max_per_class]
+        n_val, n_test = _split_counts(len(files), options, val=val_by_class is None, test=test_by_class is None)
+        splits["val"] += [(p, label) for p in files[:n_val]]
+        splits["test"] += [(p, label) for p in files[n_val : n_val + n_test]]
+        splits["train"] += [(p, label) for p in files[n_val + n_test :]]
+        for split, extra in (("val", val_by_class), ("test", test_by_class)):
+            if extra is not None:
+                splits[split] += [(p, label) for p in extra.get(name, [])]
+    for split in SPLITS:
+        if options.shuffle:
+            rng.shuffle(splits[split])
+        else:
+            splits[split].sort(key=lambda item: (item[1], item[0]))
+    return {s: v for s, v in splits.items() if v}
+
+
+def _check_same_classes(kind: str, other: dict[str, list[str]], labels: list[str], where: Path) -> None:
+    missing = sorted(set(other) - set(labels))
+    if missing:
+        raise SourceError(f"{where}: the {kind} folder has classes the training folder lacks: {', '.join(missing)}")
+    absent = sorted(set(labels) - set(other))
+    if absent:
+        raise SourceError(f"{where}: the {kind} folder has no folder for the classes: {', '.join(absent)}")
+
+
+def plan_folder(
+    root: Path, options: SplitOptions, *, val_folder: Path | None = None, test_folder: Path | None = None
+) -> Plan:
+    skipped: list[dict] = []
+    by_class = scan_class_folders(root, skipped)
+    _drop_small_classes(by_class, options, skipped, str(root))
+    labels = sorted(by_class)
+    extras = {}
+    for kind, folder in (("val", val_folder), ("test", test_folder)):
+        if folder is not None:
+            other = scan_class_folders(folder, skipped)
+            other = {k: v for k, v in other.items() if v or k in by_class}
+            _check_same_classes(kind, other, labels, folder)
+            extras[kind] = other
+    splits = split_classes(by_class, labels, options, val_by_class=extras.get("val"), test_by_class=extras.get("test"))
+    return Plan(labels=labels, splits=splits, skipped=skipped)
+
+
+# --------------------------------------------------------------------------------------------
+# Text lists
+# --------------------------------------------------------------------------------------------
+
+
+def read_labels_file(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError(f"{path}: labels file not found") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{path}: labels file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = [line.strip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    for number, name in enumerate(lines, start=1):
+        if not name:
+            raise SourceError(f"{path}: line {number} is blank; every line up to the last must name a class")
+    if len(lines) != len(set(lines)):
+        dupes = sorted({n for n in lines if lines.count(n) > 1})
+        raise SourceError(f"{path}: class names appear twice: {', '.join(dupes)}")
+    if not lines:
+        raise SourceError(f"{path}: no class names")
+    return lines
+
+
+def _within(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def parse_text_list(
+    list_path: Path, n_labels: int, *, image_folder: Path | None, allowed_roots: list[Path] | None, skipped: list[dict]
+) -> list[tuple[str, int]]:
+    """`path label` lines; blank and malformed lines and out-of-range labels go to `skipped`."""
+    base = image_folder or list_path.parent
+    try:
+        text = list_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError(f"{list_path}: text list not found") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{list_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    entries: list[tuple[str, int]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        where = f"{list_path.name} line {number}"
+        stripped = line.strip()
+        if not stripped:
+            skipped.append({"path": where, "reason": "blank line"})
+            continue
+        parts = stripped.rsplit(None, 1)
+        if len(parts) != 2:
+            skipped.append({"path": where, "reason": f"malformed line {stripped[:80]!r}: expected 'path label'"})
+            continue
+        raw_path, raw_label = parts
+        try:
+            label = int(raw_label)
+        except ValueError:
+            skipped.append({"path": where, "reason": f"label {raw_label[:40]!r} is not an integer"})
+            continue
+        if not 0 <= label < n_labels:
+            skipped.append({"path": where, "reason": f"label {label} is out of range (0..{n_labels - 1})"})
+            continue
+        path = Path(raw_path)
+        path = path if path.is_absolute() else base / path
+        if allowed_roots is not None:
+            resolved = path.resolve()
+            if not _within(resolved, allowed_roots):
+                skipped.append({"path": where, "reason": f"{raw_path} is outside the allowed import folders"})
+                continue
+        entries.append((str(path), label))
+    return entries
+
+
+def plan_text_lists(
+    train_list: Path,
+    labels_file: Path,
+    options: SplitOptions,
+    *,
+    image_folder: Path | None = None,
+    val_list: Path | None = None,
+    test_list: Path | None = None,
+    allowed_roots: list[Path] | None = None,
+) -> Plan:
+    labels = read_labels_file(labels_file)
+    skipped: list[dict] = []
+
+    def by_class(entries: list[tuple[str, int]]) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {name: [] for name in labels}
+        for path, label in entries:
+            grouped[labels[label]].append(path)
+        return grouped
+
+    def parse(path: Path) -> list[tuple[str, int]]:
+        return parse_text_list(
+            path, len(labels), image_folder=image_folder, allowed_roots=allowed_roots, skipped=skipped
+        )
+
+    train = by_class(parse(train_list))
+    val = by_class(parse(val_list)) if val_list else None
+    test = by_class(parse(test_list)) if test_list else None
+    # Labels are fixed by the labels file: a class below the minimum is an error, not dropped,
+    # because dropping it would shift every later label.
+    small = [f"{name!r} ({len(files)})" for name, files in train.items() if len(files) < options.min_per_class]
+    if small:
+        raise SourceError(f"{train_list}: classes with fewer than {options.min_per_class} images: {', '.join(small)}")
+    if len(labels) < 2:
+        raise SourceError(f"{labels_file}: a classifier needs at least 2 classes; found {len(labels)}")
+    splits = split_classes(train, labels, options, val_by_class=val, test_by_class=test)
+    return Plan(labels=labels, splits=splits, skipped=skipped)
