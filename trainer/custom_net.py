@@ -39,7 +39,7 @@ def _batch_norm(shape: Shape, p: dict) -> nn.Module:
 # type -> (builder(input shape, params), required params, optional params, input rank or None)
 LAYERS: dict[str, tuple[Callable[[Shape, dict], nn.Module], set[str], set[str], int | None]] = {
     "conv2d": (_conv, {"out_channels", "kernel_size"}, {"stride", "padding", "dilation", "groups", "bias"}, 3),
-    "linear": (_linear, {"out_features"}, {"bias"}, 1),
+    "linear": (_linear, set(), {"out_features", "bias"}, 1),  # the last one defaults to the classes
     "batch_norm": (_batch_norm, set(), {"eps", "momentum"}, None),
     "relu": (lambda s, p: nn.ReLU(inplace=p.get("inplace", False)), set(), {"inplace"}, None),
     "leaky_relu": (lambda s, p: nn.LeakyReLU(p.get("negative_slope", 0.01)), set(), {"negative_slope"}, None),
@@ -79,17 +79,17 @@ def _plan(layers: list, channels: int, height: int, width: int,
     """Validate every layer on the meta device; returns (index, type, params, in, out) per layer."""
     if not isinstance(layers, list) or not layers:
         raise CustomNetError("custom_layers: expected a non-empty list of layers")
-    last_linear = max((i for i, layer in enumerate(layers)
-                       if isinstance(layer, dict) and layer.get("type") == "linear"), default=None)
+    checked = [_check_layer(i, layer) for i, layer in enumerate(layers)]  # names before shapes
+    last_linear = max((i for i, (kind, _) in enumerate(checked) if kind == "linear"), default=None)
     if last_linear is None:
         raise CustomNetError("custom_layers: needs a final 'linear' layer producing the class scores")
     shape: Shape = (channels, height, width)
     plan = []
-    for i, layer in enumerate(layers):
-        kind, params = _check_layer(i, layer)
-        if kind == "linear" and params.get("out_features") == "classes" or (
-            i == last_linear and "out_features" not in params
-        ):
+    for i, (kind, params) in enumerate(checked):
+        if kind == "linear" and "out_features" not in params and i != last_linear:
+            raise CustomNetError(f"layer {i} (linear): missing parameter 'out_features' "
+                                 "(only the last linear layer defaults to the number of classes)")
+        if kind == "linear" and params.get("out_features", "classes") == "classes":
             params["out_features"] = num_classes
         builder, _, _, rank = LAYERS[kind]
         if kind == "linear" and len(shape) != 1:

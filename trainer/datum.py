@@ -215,9 +215,9 @@ def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.nd
         chw = np.clip(np.rint(floats), 0, 255).astype(np.uint8).reshape(c, h, w)
     else:
         raise DatumError(f"{where}: datum has neither data nor float_data")
-    if c == 3:
-        chw = chw[::-1]  # BGR on disk -> RGB in memory
-    return np.ascontiguousarray(chw), int(datum.label)
+    # BGR on disk -> RGB in memory; both branches copy, so the array is writable and owns its data.
+    chw = np.ascontiguousarray(chw[::-1]) if c == 3 else chw.copy()
+    return chw, int(datum.label)
 
 
 # --------------------------------------------------------------------------------------------

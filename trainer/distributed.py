@@ -10,6 +10,7 @@ is forwarded to the ranks, which stop together and save a checkpoint.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -17,6 +18,7 @@ import queue
 import signal
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -84,6 +86,9 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
                          name=f"trainer-rank{r}") for r in range(world)]
     for p in procs:
         p.start()
+    # Who is who, for operators and tests (the runs app signals the whole process group).
+    Path(cfg.run_dir, "processes.json").write_text(
+        json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs]}), encoding="utf-8")
     outcomes: dict[int, tuple] = {}
     failed_at: float | None = None
     forwarded = False

@@ -1,0 +1,116 @@
+"""Every listed network trains a step on a dataset of the smallest size it accepts; the custom
+network is validated layer by layer; fine-tuning loads matching tensors and replaces the head."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torchvision
+
+from trainer.config import NETWORKS
+from trainer.custom_net import CustomNetError, build_custom, layer_shapes
+from trainer.engine import StopFlag, build_run, evaluate, train_one_epoch
+from trainer.events import Events
+from trainer.networks import InputSpec, build_model, load_pretrained
+from trainer.testing import make_dataset_folder
+
+from .conftest import make_config
+
+# The smallest square side each network accepts (checked by test_config's size messages), so the
+# one-step test is as cheap as the network allows.
+SIZES = {"lenet": 8, "alexnet": 64, "googlenet": 16, "resnet18": 8, "resnet34": 8, "resnet50": 8,
+         "vgg16": 32, "mobilenet_v3_small": 8, "mobilenet_v3_large": 8, "efficientnet_b0": 8,
+         "vit_b_16": 16}
+HEAVY = {"vgg16", "vit_b_16"}  # 138M / 86M parameters: a few seconds per step on 2 CPU cores
+
+CUSTOM = [
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "padding": 1}, {"type": "batch_norm"},
+    {"type": "relu"}, {"type": "max_pool", "kernel_size": 2}, {"type": "dropout", "p": 0.1},
+    {"type": "flatten"}, {"type": "linear", "out_features": 16}, {"type": "leaky_relu"},
+    {"type": "linear", "out_features": "classes"},
+]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    cache = {}
+
+    def get(size: int, channels: int):
+        if (size, channels) not in cache:
+            cache[size, channels] = make_dataset_folder(
+                tmp_path_factory.mktemp(f"s{size}c{channels}") / "ds", num_classes=3, size=size,
+                channels=channels, train=4, val=2)
+        return cache[size, channels]
+    return get
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("network", [n for n in NETWORKS if n != "custom"] + ["custom"])
+def test_it_trains_one_step_of_every_network(tmp_path, folders, network, channels):
+    if channels == 1 and network in HEAVY:
+        pytest.skip("heavy network: the 3-channel case covers it")
+    extra = {"custom_layers": CUSTOM} if network == "custom" else {}
+    cfg = make_config(tmp_path / "run", folders(SIZES.get(network, 8), channels), network=network,
+                      batch_size=2, epochs=0.5, **extra)
+    run = build_run(cfg, rank=0, world=1, device=torch.device("cpu"), events=Events(None), stop=StopFlag())
+    before = [p.detach().clone() for p in run.model.parameters()]
+    started = time.perf_counter()
+    train_one_epoch(run, 0, torch.nn.CrossEntropyLoss())
+    seconds = time.perf_counter() - started
+    assert run.step == 1 and run.total_steps == 1
+    assert torch.isfinite(torch.tensor(run.meter.loss()))  # the loss of the step taken
+    assert any(not torch.equal(a, b) for a, b in zip(before, run.model.parameters(), strict=True))
+    assert set(evaluate(run, torch.nn.CrossEntropyLoss())) == {"val_loss", "top1"}
+    if network in HEAVY:
+        print(f"{network}: one step took {seconds:.1f}s")  # marked heavy; runs anyway
+
+
+def test_it_adapts_the_stem_to_one_channel():
+    model = build_model("resnet18", InputSpec(1, 8, 8, 4))
+    assert model.conv1.in_channels == 1
+    assert model(torch.zeros(2, 1, 8, 8)).shape == (2, 4)
+    vit = build_model("vit_b_16", InputSpec(1, 16, 16, 4))
+    assert vit.conv_proj.in_channels == 1
+
+
+def test_it_computes_custom_layer_shapes_for_the_editor():
+    shapes = layer_shapes(CUSTOM, 1, 8, 8, 5)
+    assert [s["shape"] for s in shapes] == [[1, 8, 8], [8, 8, 8], [8, 8, 8], [8, 8, 8], [8, 4, 4], [8, 4, 4],
+                                            [128], [16], [16], [5]]
+    model = build_custom(CUSTOM, 1, 8, 8, 5)
+    assert model(torch.zeros(2, 1, 8, 8)).shape == (2, 5)
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        ([{"type": "conv3d"}], "layer 0: type 'conv3d' is not one of conv2d, linear"),
+        ([{"type": "conv2d", "out_channels": 4, "kernel_size": 3, "padd": 1}],
+         "layer 0 (conv2d): unknown parameter 'padd' (allowed: bias, dilation, groups, kernel_size, out_channels"),
+        ([{"type": "conv2d", "kernel_size": 3}, {"type": "flatten"}, {"type": "linear"}],
+         "layer 0 (conv2d): missing parameter 'out_channels'"),
+        ([{"type": "linear"}], "layer 0 (linear): input is [1, 8, 8]; add a 'flatten' layer before it"),
+        ([{"type": "max_pool", "kernel_size": 16}, {"type": "flatten"}, {"type": "linear"}], "layer 0 (max_pool)"),
+        ([{"type": "flatten"}, {"type": "relu"}], "needs a final 'linear' layer"),
+        ([{"type": "flatten"}, {"type": "linear", "out_features": 7}], "outputs [7], expected [5] classes"),
+    ],
+)
+def test_it_names_the_bad_custom_layer(layers, message):
+    with pytest.raises(CustomNetError) as info:
+        layer_shapes(layers, 1, 8, 8, 5)
+    assert message in str(info.value)
+
+
+def test_it_fine_tunes_from_a_state_dict_and_replaces_the_head(tmp_path):
+    torch.manual_seed(0)
+    source = torchvision.models.resnet18(weights=None, num_classes=1000)
+    torch.save(source.state_dict(), tmp_path / "imagenet.pt")
+    model = build_model("resnet18", InputSpec(1, 16, 16, 3))
+    loaded, skipped = load_pretrained(model, str(tmp_path / "imagenet.pt"))
+    assert sorted(skipped) == ["fc.bias", "fc.weight"]
+    assert "conv1.weight" in loaded and "layer4.1.bn2.running_var" in loaded
+    torch.testing.assert_close(model.conv1.weight, source.conv1.weight.sum(dim=1, keepdim=True))
+    torch.testing.assert_close(model.layer2[0].conv1.weight, source.layer2[0].conv1.weight)
+    assert model.fc.out_features == 3
