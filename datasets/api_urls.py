@@ -1,3 +1,13 @@
 """REST routes of the datasets app, mounted at /api/datasets/."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from datasets import api
+
+urlpatterns = [
+    path("", api.dataset_collection, name="api-dataset-list"),
+    path("uploads/", api.upload_create, name="api-dataset-upload"),
+    path("<int:pk>/", api.dataset_item, name="api-dataset-detail"),
+    path("<int:pk>/cancel/", api.dataset_cancel_api, name="api-dataset-cancel"),
+    path("<int:pk>/gallery/", api.dataset_gallery_api, name="api-dataset-gallery"),
+]

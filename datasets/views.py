@@ -1,10 +1,157 @@
-from django.shortcuts import render
+from __future__ import annotations
 
+from django.conf import settings
+from django.contrib import messages
+from django.db import transaction
+from django.http import FileResponse, Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from datasets import limits
+from datasets.archives import ArchiveError
+from datasets.forms import DatasetForm
 from datasets.models import Dataset
+from datasets.preview import resize_preview
+from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_skipped
+from datasets.sources import SourceError
+from datasets.validators import allowed_roots_text
+
+SKIPPED_ON_PAGE = 500
 
 
+def _visible(queryset, user):
+    return queryset if user.is_staff else queryset.filter(owner=user)
+
+
+def _get_dataset_for_user(request, pk: int) -> Dataset:
+    """The dataset, or 404 for both a missing one and someone else's (staff see all)."""
+    dataset = get_object_or_404(Dataset.objects.select_related("owner"), pk=pk)
+    if dataset.owner_id != request.user.pk and not request.user.is_staff:
+        raise Http404("No such dataset")
+    return dataset
+
+
+@require_GET
 def dataset_list(request):
-    datasets = Dataset.objects.select_related("owner")
-    if not request.user.is_staff:
-        datasets = datasets.filter(owner=request.user)
+    datasets = _visible(Dataset.objects.select_related("owner"), request.user)
     return render(request, "datasets/dataset_list.html", {"datasets": datasets[:200]})
+
+
+def _wizard_context(form) -> dict:
+    return {
+        "form": form,
+        "import_roots": allowed_roots_text(),
+        "max_upload_bytes": settings.MAX_UPLOAD_BYTES,
+        "max_side": limits.MAX_IMAGE_SIDE,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+def dataset_new(request):
+    form = DatasetForm(request.POST if request.method == "POST" else None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        with transaction.atomic():
+            dataset = dataset_create(
+                owner=request.user,
+                name=form.cleaned_data["name"],
+                kind=form.cleaned_data["kind"],
+                source=form.source(),
+                options=form.options(),
+            )
+        messages.success(request, f"Dataset “{dataset.name}” is queued for building.")
+        return redirect("dataset-detail", pk=dataset.pk)
+    return render(request, "datasets/dataset_new.html", _wizard_context(form), status=400 if form.errors else 200)
+
+
+@require_POST
+def dataset_preview(request):
+    """The wizard's preview: JSON with the first image before and after resizing."""
+    data = request.POST.copy()
+    data.setdefault("name", "preview")
+    form = DatasetForm(data, user=request.user)
+    if not form.is_valid():
+        errors = {field: [str(e) for e in errs] for field, errs in form.errors.items()}
+        return JsonResponse({"errors": errors}, status=400)
+    c = form.cleaned_data
+    try:
+        preview = resize_preview(
+            kind=c["kind"],
+            path=c["upload"] or c["source_path"],
+            width=c["image_width"],
+            height=c["image_height"],
+            channels=c["channels"],
+            resize_mode=c["resize_mode"],
+            labels_path=c.get("labels_path"),
+            image_folder=c.get("image_folder"),
+            allowed_roots=settings.IMPORT_ROOTS,
+        )
+    except (SourceError, ArchiveError) as exc:
+        return JsonResponse({"errors": {"__all__": [str(exc)]}}, status=400)
+    preview.update(kind=c["kind"], width=c["image_width"], height=c["image_height"], resize_mode=c["resize_mode"])
+    return JsonResponse(preview)
+
+
+@require_GET
+def dataset_detail(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    rows = dataset.class_counts()
+    chart = {
+        "labels": [r["name"] for r in rows],
+        "splits": {s: [r[s] for r in rows] for s in ("train", "val", "test") if s in (dataset.splits or {})},
+    }
+    skipped = dataset_skipped(dataset=dataset, limit=SKIPPED_ON_PAGE)
+    context = {
+        "dataset": dataset,
+        "rows": rows,
+        "chart": chart,
+        "split_names": [s for s in ("train", "val", "test") if s in (dataset.splits or {})],
+        "skipped": skipped,
+        "skipped_more": max(dataset.skipped_count - len(skipped), 0),
+        "runs": dataset.runs.order_by("-created_at")[:100],
+        "has_mean": (dataset.path / "mean.png").is_file() and dataset.status == Dataset.Status.READY,
+    }
+    return render(request, "datasets/dataset_detail.html", context)
+
+
+@require_GET
+def dataset_mean(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    path = dataset.path / "mean.png"
+    if dataset.status != Dataset.Status.READY or not path.is_file():
+        raise Http404("No mean image")
+    return FileResponse(open(path, "rb"), content_type="image/png")
+
+
+@require_GET
+def dataset_skipped_download(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    items = dataset_skipped(dataset=dataset)
+    response = JsonResponse(items, safe=False, json_dumps_params={"indent": 1, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="dataset-{dataset.pk}-skipped.json"'
+    return response
+
+
+@require_POST
+def dataset_cancel_view(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    if dataset_cancel(dataset=dataset):
+        messages.success(request, "The build was cancelled; nothing half-built is kept.")
+    else:
+        messages.error(request, f"Only a pending or building dataset can be cancelled; this one is {dataset.status}.")
+    return redirect("dataset-detail", pk=dataset.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def dataset_delete_view(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    runs = list(dataset.runs.order_by("-created_at"))
+    if request.method == "POST" and not runs:
+        try:
+            dataset_delete(dataset=dataset)
+        except DatasetInUse as exc:
+            runs = exc.runs
+        else:
+            messages.success(request, f"Dataset “{dataset.name}” was deleted.")
+            return redirect("dataset-list")
+    status = 409 if (request.method == "POST" and runs) else 200
+    return render(request, "datasets/dataset_delete.html", {"dataset": dataset, "runs": runs}, status=status)

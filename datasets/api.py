@@ -1,0 +1,178 @@
+"""REST endpoints for datasets: list, create (from an upload or a server path), detail, delete,
+cancel, archive upload and gallery pages. Mounted at /api/datasets/."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.urls import reverse
+from rest_framework import status
+from rest_framework.decorators import api_view, parser_classes
+from rest_framework.exceptions import APIException
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from datasets.forms import DatasetForm
+from datasets.gallery import gallery_page
+from datasets.models import Dataset
+from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete
+from datasets.uploads import capped_handlers, request_too_large, too_large_message, upload_save
+from datasets.views import _get_dataset_for_user, _visible
+
+
+class UploadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "upload_too_large"
+
+    def __init__(self):
+        super().__init__(too_large_message())
+
+
+class CappedMultiPartParser(MultiPartParser):
+    """Multipart parsing that streams files to disk and stops at MAX_UPLOAD_BYTES."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        request = parser_context["request"]
+        django_request = request._request
+        if request_too_large(django_request):
+            raise UploadTooLarge()
+        handlers = capped_handlers(django_request)
+        django_request.upload_handlers = handlers
+        request.upload_handlers = handlers  # DRF reads them through its own Request
+        result = super().parse(stream, media_type, parser_context)
+        if any(h.too_large for h in handlers):
+            raise UploadTooLarge()
+        return result
+
+
+def dataset_json(dataset: Dataset, request=None) -> dict:
+    body = {
+        "id": dataset.pk,
+        "name": dataset.name,
+        "owner": dataset.owner.username,
+        "kind": dataset.kind,
+        "status": dataset.status,
+        "error": dataset.error,
+        "progress": {
+            "done": dataset.progress_done,
+            "total": dataset.progress_total,
+            "percent": round(dataset.progress_percent, 2),
+            "images_per_second": round(dataset.images_per_second, 2),
+            "eta_seconds": None if dataset.eta_seconds is None else round(dataset.eta_seconds, 1),
+        },
+        "options": {
+            "image_width": dataset.image_width,
+            "image_height": dataset.image_height,
+            "channels": dataset.channels,
+            "resize_mode": dataset.resize_mode,
+            "encoding": dataset.encoding,
+            "val_percent": dataset.val_percent,
+            "test_percent": dataset.test_percent,
+            "min_per_class": dataset.min_per_class,
+            "max_per_class": dataset.max_per_class,
+            "shuffle": dataset.shuffle,
+            "seed": dataset.seed,
+        },
+        "labels": dataset.labels,
+        "splits": dataset.splits,
+        "image_count": dataset.image_count,
+        "skipped_count": dataset.skipped_count,
+        "size_bytes": dataset.size_bytes,
+        "created_at": dataset.created_at.isoformat(),
+        "started_at": dataset.started_at.isoformat() if dataset.started_at else None,
+        "finished_at": dataset.finished_at.isoformat() if dataset.finished_at else None,
+        "path": str(dataset.path) if dataset.status == Dataset.Status.READY else None,
+    }
+    url = reverse("dataset-detail", args=[dataset.pk])
+    body["url"] = request.build_absolute_uri(url) if request is not None else url
+    return body
+
+
+def _form_errors(form) -> dict:
+    return {field: [str(e) for e in errors] for field, errors in form.errors.items()}
+
+
+@api_view(["GET", "POST"])
+@parser_classes([JSONParser, CappedMultiPartParser, FormParser])
+def dataset_collection(request):
+    if request.method == "GET":
+        datasets = _visible(Dataset.objects.select_related("owner"), request.user)
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(datasets, request)
+        return paginator.get_paginated_response([dataset_json(d, request) for d in page])
+
+    data = request.data.copy() if hasattr(request.data, "copy") else dict(request.data)
+    archive = request.FILES.get("archive")
+    if archive is not None:
+        token, _ = upload_save(user_id=request.user.pk, uploaded_file=archive)
+        data["upload"] = token
+        data.pop("archive", None)
+    form = DatasetForm(data, user=request.user)
+    if not form.is_valid():
+        return Response({"errors": _form_errors(form)}, status=status.HTTP_400_BAD_REQUEST)
+    with transaction.atomic():
+        dataset = dataset_create(
+            owner=request.user,
+            name=form.cleaned_data["name"],
+            kind=form.cleaned_data["kind"],
+            source=form.source(),
+            options=form.options(),
+        )
+    return Response(dataset_json(dataset, request), status=status.HTTP_201_CREATED)
+
+
+@api_view(["GET", "DELETE"])
+def dataset_item(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    if request.method == "GET":
+        return Response(dataset_json(dataset, request))
+    try:
+        dataset_delete(dataset=dataset)
+    except DatasetInUse as exc:
+        runs = [{"id": r.pk, "name": r.name, "state": r.state} for r in exc.runs]
+        return Response({"detail": str(exc), "runs": runs}, status=status.HTTP_409_CONFLICT)
+    return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@api_view(["POST"])
+def dataset_cancel_api(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    if not dataset_cancel(dataset=dataset):
+        return Response(
+            {"detail": f"Only a pending or building dataset can be cancelled; this one is {dataset.status}."},
+            status=status.HTTP_409_CONFLICT,
+        )
+    dataset.refresh_from_db()
+    return Response(dataset_json(dataset, request))
+
+
+@api_view(["GET"])
+def dataset_gallery_api(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    split = request.query_params.get("split", "train")
+    if split not in ("train", "val", "test"):
+        return Response({"detail": "split must be train, val or test"}, status=status.HTTP_400_BAD_REQUEST)
+    try:
+        label = int(request.query_params["label"]) if request.query_params.get("label", "") != "" else None
+        page = int(request.query_params.get("page", 1))
+    except ValueError:
+        return Response({"detail": "label and page must be integers"}, status=status.HTTP_400_BAD_REQUEST)
+    if dataset.status != Dataset.Status.READY:
+        return Response({"items": [], "page": 1, "pages": 0, "total": 0})
+    return Response(gallery_page(dataset.path, split, label=label, page=page))
+
+
+@api_view(["POST"])
+@parser_classes([CappedMultiPartParser])
+def upload_create(request):
+    """Upload an archive (multipart field `archive`); answers the token a dataset is created from."""
+    archive = request.FILES.get("archive")
+    if archive is None:
+        return Response(
+            {"errors": {"archive": ["Attach the archive as the multipart field 'archive'."]}},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    token, path = upload_save(user_id=request.user.pk, uploaded_file=archive)
+    return Response(
+        {"upload": token, "filename": path.name, "size": path.stat().st_size}, status=status.HTTP_201_CREATED
+    )

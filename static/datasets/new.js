@@ -1,0 +1,187 @@
+// The "New dataset" wizard: steps, archive upload with progress, resize preview, summary.
+// Without JavaScript the form still works (all steps shown, server paths only).
+(function () {
+  "use strict";
+  const form = document.getElementById("dataset-wizard");
+  if (!form) return;
+  form.classList.add("js");
+  const steps = Array.from(form.querySelectorAll(".step"));
+  const labels = Array.from(document.querySelectorAll(".wizard-steps li"));
+  const nav = form.querySelector(".wizard-nav");
+  const back = document.getElementById("wizard-back");
+  const next = document.getElementById("wizard-next");
+  const csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+  const uploadField = form.querySelector("input[name=upload]");
+  const sourcePath = form.querySelector("[name=source_path]");
+  let current = 0;
+
+  function sourceChoice() {
+    return form.querySelector("input[name=source_choice]:checked").value;
+  }
+
+  function showSourceChoice() {
+    const choice = sourceChoice();
+    form.querySelectorAll("[data-source]").forEach((el) => { el.hidden = el.dataset.source !== choice; });
+  }
+
+  function show(index) {
+    current = Math.max(0, Math.min(index, steps.length - 1));
+    steps.forEach((step, i) => step.classList.toggle("current", i === current));
+    labels.forEach((li, i) => {
+      li.classList.toggle("current", i === current);
+      li.classList.toggle("done", i < current);
+    });
+    nav.hidden = false;
+    back.disabled = current === 0;
+    next.hidden = current === steps.length - 1;
+    const name = steps[current].dataset.step;
+    if (name === "preview") loadPreview();
+    if (name === "confirm") fillSummary();
+  }
+
+  function sourceReady() {
+    if (sourceChoice() === "upload") return Boolean(uploadField.value);
+    return Boolean(sourcePath.value.trim());
+  }
+
+  next.addEventListener("click", () => {
+    if (steps[current].dataset.step === "source" && !sourceReady()) {
+      setText("upload-status", sourceChoice() === "upload"
+        ? "Choose an archive and wait for the upload to finish."
+        : "");
+      if (sourceChoice() === "server") sourcePath.focus();
+      return;
+    }
+    show(current + 1);
+  });
+  back.addEventListener("click", () => show(current - 1));
+
+  form.querySelectorAll("input[name=source_choice]").forEach((radio) => {
+    radio.addEventListener("change", () => {
+      if (sourceChoice() === "server") uploadField.value = "";
+      else sourcePath.value = "";
+      showSourceChoice();
+    });
+  });
+
+  function setText(id, text) {
+    const el = document.getElementById(id);
+    if (el) el.textContent = text;
+  }
+
+  function humanBytes(n) {
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+  }
+
+  // Archive upload: XHR so the browser reports progress; the server streams it to disk.
+  const fileInput = document.getElementById("archive-file");
+  const bar = document.getElementById("upload-progress");
+  fileInput.addEventListener("change", () => {
+    const file = fileInput.files[0];
+    uploadField.value = "";
+    if (!file) return;
+    const max = Number(form.dataset.maxUpload);
+    if (file.size > max) {
+      setText("upload-status", `${file.name} is ${humanBytes(file.size)}, over the upload limit of ${humanBytes(max)}.`);
+      return;
+    }
+    const body = new FormData();
+    body.append("archive", file);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.dataset.uploadUrl);
+    xhr.setRequestHeader("X-CSRFToken", csrf);
+    xhr.upload.addEventListener("progress", (event) => {
+      if (!event.lengthComputable) return;
+      bar.value = (100 * event.loaded) / event.total;
+      setText("upload-status", `Uploading ${file.name}: ${humanBytes(event.loaded)} of ${humanBytes(event.total)}`);
+    });
+    xhr.addEventListener("load", () => {
+      let data = {};
+      try { data = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
+      if (xhr.status === 201) {
+        uploadField.value = data.upload;
+        bar.value = 100;
+        setText("upload-status", `Uploaded ${data.filename} (${humanBytes(data.size)}).`);
+        const name = form.querySelector("[name=name]");
+        if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
+      } else {
+        const message = data.detail || (data.errors && Object.values(data.errors).flat().join(" ")) || xhr.statusText;
+        setText("upload-status", `Upload refused (${xhr.status}): ${message}`);
+      }
+    });
+    xhr.addEventListener("error", () => setText("upload-status", "The upload failed (connection closed by the server?)."));
+    bar.hidden = false;
+    bar.value = 0;
+    xhr.send(body);
+  });
+
+  async function loadPreview() {
+    const box = document.getElementById("preview");
+    const errors = document.getElementById("preview-errors");
+    box.hidden = true;
+    errors.hidden = true;
+    setText("preview-status", "Loading a preview…");
+    const body = new FormData(form);
+    try {
+      const response = await fetch(form.dataset.previewUrl, {
+        method: "POST", body, headers: { "X-CSRFToken": csrf }, credentials: "same-origin",
+      });
+      const data = await response.json();
+      if (!response.ok) {
+        errors.textContent = Object.entries(data.errors || {})
+          .map(([field, list]) => (field === "__all__" ? "" : `${field}: `) + list.join(" ")).join("\n");
+        errors.hidden = false;
+        setText("preview-status", "The preview could not be made:");
+        return;
+      }
+      document.getElementById("preview-original").src = data.original;
+      document.getElementById("preview-resized").src = data.resized;
+      setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
+      setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
+      setText("preview-status", "One of your images, before and after resizing.");
+      box.hidden = false;
+    } catch (err) {
+      errors.textContent = `The preview request failed: ${err}`;
+      errors.hidden = false;
+    }
+  }
+
+  function fillSummary() {
+    const table = document.getElementById("summary");
+    const value = (name) => {
+      const el = form.querySelector(`[name=${name}]`);
+      if (!el) return "";
+      return el.tagName === "SELECT" ? el.options[el.selectedIndex].text : el.value;
+    };
+    const name = form.querySelector("[name=name]");
+    if (!name.value && sourcePath.value) name.value = sourcePath.value.replace(/\/+$/, "").split("/").pop();
+    const rows = [
+      ["Source", sourceChoice() === "upload" ? document.getElementById("upload-status").textContent : sourcePath.value],
+      ["Image size", `${value("image_width")} × ${value("image_height")}, ${value("channels")}`],
+      ["Resize mode", value("resize_mode")],
+      ["Validation / test", `${value("val_percent")}% / ${value("test_percent")}%`],
+      ["Images per class", `at least ${value("min_per_class")}${value("max_per_class") ? `, at most ${value("max_per_class")}` : ""}`],
+      ["Stored encoding", value("encoding")],
+      ["Shuffle (seed)", `${value("shuffle")} (${value("seed")})`],
+    ];
+    table.replaceChildren(...rows.map(([k, v]) => {
+      const tr = document.createElement("tr");
+      const th = document.createElement("th");
+      const td = document.createElement("td");
+      th.textContent = k;
+      td.textContent = v;
+      tr.append(th, td);
+      return tr;
+    }));
+  }
+
+  // After a refused submit, open the step holding the first error.
+  if (sourcePath.value) form.querySelector("input[name=source_choice][value=server]").checked = true;
+  showSourceChoice();
+  const firstError = form.querySelector(".errorlist");
+  const errorStep = firstError ? steps.findIndex((s) => s.contains(firstError)) : -1;
+  show(errorStep >= 0 ? errorStep : (document.getElementById("form-errors") ? 0 : 0));
+})();
