@@ -172,6 +172,9 @@ def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int
         num_workers=workers, pin_memory=pin_memory,  # pinned pages make the H2D copy async
         persistent_workers=workers > 0,               # keep worker LMDB handles across epochs
         prefetch_factor=cfg.data.prefetch_factor if workers else None,
+        # Its own generator: otherwise every new epoch iterator draws its worker seed from the
+        # global torch RNG, and a resumed run's dropout stream would drift from the original's.
+        generator=torch.Generator().manual_seed(cfg.seed),
     )
     sampler = ShardedSampler(train_count, rank=rank, world=world, seed=cfg.seed, shuffle=True,
                              global_batch=cfg.batch_size)

@@ -324,10 +324,10 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
                 run.model.train()
             elif run.step % snap_every == 0 and run.step < run.total_steps:
                 save_checkpoint(run)
-            if run.step >= end_step:
-                break
             if _should_stop(run):
                 return True
+            if run.step >= end_step:
+                break
         wait_start = time.perf_counter()
     return False
 
