@@ -132,23 +132,32 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
             break
     for p in procs:
         p.join()
-    return _summarise(procs, outcomes, first_failure)
+    return _summarise(procs, outcomes, first_failure, cfg.devices)
 
 
-def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None) -> Outcome:
+def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None,
+               devices: list) -> Outcome:
     codes = [p.exitcode for p in procs]
+    ok = (EXIT_DONE, EXIT_STOPPED)
     if first_failure is None and all(c == EXIT_DONE for c in codes):
         _, _, message, fields = outcomes.get(0, (EXIT_DONE, "done", "finished", {}))
         return Outcome(EXIT_DONE, "done", message, fields)
-    if first_failure is None and all(c in (EXIT_DONE, EXIT_STOPPED) for c in codes):
-        _, state, message, fields = outcomes.get(0, (EXIT_STOPPED, "stopped", "stopped", {}))
+    if first_failure is None and all(c in ok for c in codes):
+        _, _, message, fields = outcomes.get(0, (EXIT_STOPPED, "stopped", "stopped", {}))
         return Outcome(EXIT_STOPPED, "stopped", message, fields)
-    # Prefer rank 0's own explanation (it sees OOM/NaN first), else the first rank that died.
-    for r in ([0] if 0 in outcomes and outcomes[0][0] not in (EXIT_DONE, EXIT_STOPPED) else []) + [first_failure]:
-        if r is not None and r in outcomes and outcomes[r][0] not in (EXIT_DONE, EXIT_STOPPED):
-            code, state, message, fields = outcomes[r]
+    # A rank that vanished without reporting (SIGKILL, OOM killer, segfault) is the root cause:
+    # the others only fail afterwards with "connection closed by peer".
+    vanished = [r for r, c in enumerate(codes) if c not in ok and r not in outcomes]
+    if vanished:
+        r = vanished[0]
+        code = codes[r]
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
+            else f"exited with code {code} without a report"
+        return Outcome(EXIT_FAILED, "failed",
+                       f"rank {r} (pid {procs[r].pid}, device {devices[r]}) {how}; the other ranks were stopped")
+    # Otherwise rank 0's explanation (it sees OOM/NaN first), else the first rank that failed.
+    for r in (0, first_failure):
+        if r is not None and r in outcomes and outcomes[r][0] not in ok:
+            code, _, message, fields = outcomes[r]
             return Outcome(code, "failed", message if message.startswith("rank") else f"rank {r}: {message}", fields)
-    r = first_failure if first_failure is not None else 0
-    code = codes[r]
-    how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
-    return Outcome(EXIT_FAILED, "failed", f"rank {r} (pid {procs[r].pid}) {how}; the other ranks were stopped")
+    return Outcome(EXIT_FAILED, "failed", f"ranks exited with codes {codes}")

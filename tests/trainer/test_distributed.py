@@ -1,0 +1,72 @@
+"""DDP on the CPU with gloo: two processes equal one, and a dying rank ends the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from trainer.checkpoint import CheckpointStore
+from trainer.engine import EXIT_DONE, EXIT_FAILED
+from trainer.events import ListReporter
+from trainer.run import train
+
+from .conftest import make_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path, gray8):
+    def run(name: str, devices) -> tuple[dict, ListReporter]:
+        cfg = make_config(tmp_path / name, gray8, devices=devices, epochs=1, batch_size=8, metrics_interval=2,
+                          data={"random_flip": True}, solver={"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9})
+        reporter = ListReporter()
+        assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
+        return CheckpointStore.load(CheckpointStore(tmp_path / name).latest()), reporter
+
+    one, one_events = run("one", ["cpu"])
+    two, two_events = run("two", "cpu x 2")
+    assert one["step"] == two["step"] == 6
+    for key, value in one["model"].items():
+        torch.testing.assert_close(two["model"][key], value, rtol=1e-4, atol=1e-5)
+    # Only rank 0 reports: one metrics event per interval, with the total and per-process rate.
+    assert [m["step"] for m in two_events.of_type("metrics")] == [2, 4, 6]
+    metrics = two_events.of_type("metrics")[-1]
+    assert metrics["images_per_sec"] == metrics["images_per_sec_per_process"] * 2
+    val_one, val_two = one_events.of_type("validation")[-1], two_events.of_type("validation")[-1]
+    assert abs(val_two["val_loss"] - val_one["val_loss"]) < 1e-4
+    assert two_events.events[-1]["state"] == "done"
+
+
+def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
+    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0,
+                      val_interval=0, dist_timeout_s=60)
+    cfg.save(tmp_path / "run.json")
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events)],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (events.exists() and '"type":"metrics"' in events.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
+            time.sleep(0.1)
+        ranks = json.loads((tmp_path / "run" / "processes.json").read_text())["ranks"]
+        os.kill(ranks[1], signal.SIGKILL)
+        started = time.monotonic()
+        assert proc.wait(timeout=60) == EXIT_FAILED
+        assert time.monotonic() - started < 30  # ended promptly, far below dist_timeout_s
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    final = [json.loads(line) for line in events.read_text().splitlines()][-1]
+    assert final["type"] == "status" and final["state"] == "failed" and final["exit_code"] == EXIT_FAILED
+    assert final["message"].startswith("rank 1 (pid ") and "was killed by SIGKILL" in final["message"], final
+    for pid in ranks:  # no orphans left behind
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
