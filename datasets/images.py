@@ -40,7 +40,15 @@ def set_max_pixels(max_pixels: int) -> None:
 def load_image(source: str | os.PathLike[str] | bytes | BinaryIO) -> Image.Image:
     """Open and fully decode one image, or raise ImageRefused naming the problem."""
     if isinstance(source, bytes):
+        if not source:
+            raise ImageRefused("empty file (0 bytes)")
         source = io.BytesIO(source)
+    elif isinstance(source, str | os.PathLike):
+        try:
+            if os.path.getsize(source) == 0:
+                raise ImageRefused("empty file (0 bytes)")
+        except FileNotFoundError:
+            raise ImageRefused("file not found") from None
     try:
         with warnings.catch_warnings():
             # Pillow only warns between MAX_IMAGE_PIXELS and twice that; a bomb is a bomb.

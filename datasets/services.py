@@ -311,6 +311,8 @@ def dataset_build(*, dataset_id: int) -> str:
         return "skipped"
     dataset = Dataset.objects.get(pk=dataset_id)
     publish(dataset)
+    # A pending row owns no folder yet: anything at its path is stale (a reused primary key).
+    shutil.rmtree(dataset.path, ignore_errors=True)
     root = datasets_root()
     nonce = uuid.uuid4().hex[:8]
     temp = root / f".{dataset.pk}.building-{nonce}"

@@ -1,0 +1,177 @@
+"""Building: the dataset folder the trainer reads, in-process and with worker processes,
+the mean, skipped files, cancel and failure leaving nothing half-written."""
+
+from __future__ import annotations
+
+import json
+
+import lmdb
+import numpy as np
+import pytest
+from django.conf import settings
+from PIL import Image
+
+from datasets import services
+from datasets.build import ImageOptions, build_lmdbs
+from datasets.models import Dataset
+from datasets.sources import SplitOptions, plan_folder
+from tests.datasets.conftest import make_class_folders, noise_image
+from trainer.dataset_folder import load_dataset_folder
+from trainer.datum import DatumLMDB, read_mean_blobproto
+
+
+def _build(owner, path, *, kind="folder", **options) -> Dataset:
+    dataset = services.dataset_create(
+        owner=owner, name="t", kind=kind, source={"path": str(path)}, options=options, queue=False
+    )
+    services.dataset_build(dataset_id=dataset.pk)
+    dataset.refresh_from_db()
+    return dataset
+
+
+def _leftovers() -> list[str]:
+    root = settings.DATA_DIR / "datasets"
+    return [p.name for p in root.iterdir() if p.name.startswith(".")] if root.exists() else []
+
+
+@pytest.mark.django_db
+def test_it_builds_the_dataset_folder_the_trainer_reads(owner, import_root):
+    root = make_class_folders(import_root / "src", {"red": 4, "green": 4}, size=(20, 10))
+    dataset = _build(owner, root, image_width=8, image_height=6, val_percent=25, encoding="none")
+    assert dataset.status == "ready", dataset.error
+    meta = json.loads((dataset.path / "dataset.json").read_text())
+    assert meta == {
+        "format_version": 1,
+        "name": "t",
+        "image_width": 8,
+        "image_height": 6,
+        "channels": 3,
+        "resize_mode": "squash",
+        "encoding": "none",
+        "labels": ["green", "red"],
+        "splits": {
+            "train": {"db": "train_db", "count": 6, "class_counts": [3, 3]},
+            "val": {"db": "val_db", "count": 2, "class_counts": [1, 1]},
+        },
+        "mean": {"npy": "mean.npy", "png": "mean.png", "binaryproto": "mean.binaryproto"},
+    }
+    assert (dataset.path / "labels.txt").read_text() == "green\nred\n"
+    info = load_dataset_folder(dataset.path)
+    assert info.splits["train"].count == 6
+    # Classes are solid colours, three of each in train: the mean is their average.
+    colours = {0: (40, 215, 100), 1: (0, 255, 100)}  # make_class_folders: class index -> colour
+    expected = (np.array(colours[0]) + np.array(colours[1])) / 2
+    mean = info.mean_image()
+    assert mean.shape == (3, 6, 8) and mean.dtype == np.float32
+    assert np.allclose(mean[:, 0, 0], expected, atol=1)
+    assert np.allclose(read_mean_blobproto(dataset.path / "mean.binaryproto"), mean)
+    assert Image.open(dataset.path / "mean.png").size == (8, 6)
+    db = DatumLMDB(dataset.path / "train_db")
+    keys = db.keys()
+    assert keys[0].startswith(b"00000000_") and len(keys) == 6
+    pixels, label = db[0]
+    assert pixels.shape == (3, 6, 8) and keys[0] == b"00000000_%d" % label
+    db.close()
+    assert dataset.splits["train"]["class_counts"] == [3, 3]
+    assert dataset.size_bytes > 0 and not _leftovers()
+
+
+def test_it_gives_the_same_lmdb_with_worker_processes(tmp_path):
+    root = make_class_folders(tmp_path / "src", {"a": 20, "b": 20}, fmt="JPEG")
+    plan = plan_folder(root, SplitOptions(val_percent=10, seed=3))
+    options = ImageOptions(width=16, height=16, channels=1, resize_mode="fill", encoding="png")
+    results = []
+    for workers in (0, 2):
+        out = tmp_path / f"out{workers}"
+        results.append(
+            build_lmdbs(plan.splits, plan.labels, out, name="x", options=options, workers=workers, max_pixels=10**7)
+        )
+    assert results[0].splits == results[1].splits
+    for split in ("train", "val"):
+        contents = []
+        for workers in (0, 2):
+            env = lmdb.open(str(tmp_path / f"out{workers}" / f"{split}_db"), readonly=True, lock=False)
+            with env.begin() as txn:
+                contents.append(list(txn.cursor()))
+            env.close()
+        assert contents[0] == contents[1]
+
+
+@pytest.mark.django_db
+def test_it_skips_bad_files_with_reasons_and_builds_the_rest(owner, import_root):
+    root = make_class_folders(import_root / "src", {"a": 3, "b": 3})
+    (root / "a" / "empty.jpg").write_bytes(b"")
+    (root / "a" / "notes.jpg").write_text("not an image")
+    noise_image((40, 40)).save(root / "b" / "whole.png")
+    good = (root / "b" / "whole.png").read_bytes()
+    (root / "b" / "whole.png").unlink()
+    (root / "b" / "cut.png").write_bytes(good[: len(good) // 2])
+    Image.new("CMYK", (6, 6), (0, 0, 0, 0)).save(root / "b" / "cmyk.jpg")
+    Image.new("P", (6, 6), 3).save(root / "b" / "palette.gif")
+    Image.new("RGBA", (6, 6), (1, 2, 3, 128)).save(root / "b" / "alpha.png")
+    dataset = _build(owner, root, val_percent=0, image_width=6, image_height=6)
+    assert dataset.status == "ready", dataset.error
+    skipped = {s["path"]: s["reason"] for s in services.dataset_skipped(dataset=dataset)}
+    assert skipped.keys() == {"a/empty.jpg", "a/notes.jpg", "b/cut.png"}
+    assert skipped["a/empty.jpg"] == "empty file (0 bytes)"
+    assert skipped["a/notes.jpg"].startswith("not an image")
+    assert skipped["b/cut.png"].startswith(("truncated", "image cannot be decoded"))
+    assert dataset.splits["train"]["class_counts"] == [3, 6]  # CMYK, palette and alpha converted
+    assert dataset.skipped_count == 3
+
+
+@pytest.mark.django_db
+def test_it_fails_clearly_when_nothing_usable_remains(owner, import_root):
+    root = import_root / "src"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for i in range(2):
+            (root / name / f"{i}.jpg").write_text("text, not pixels")
+    dataset = _build(owner, root)
+    assert dataset.status == "failed"
+    assert "no usable training images" in dataset.error
+    assert not dataset.path.exists() and not _leftovers()
+
+
+@pytest.mark.django_db
+def test_it_cancels_and_leaves_nothing_half_written(owner, import_root, monkeypatch):
+    root = make_class_folders(import_root / "src", {"a": 30, "b": 30})
+    dataset = services.dataset_create(
+        owner=owner,
+        name="c",
+        kind="folder",
+        source={"path": str(root)},
+        options={"image_width": 8, "image_height": 8},
+        queue=False,
+    )
+    real = services._Progress.__call__
+
+    def cancel_on_first_progress(self, done, total, rate):
+        real(self, done, total, rate)
+        services.dataset_cancel(dataset=Dataset.objects.get(pk=dataset.pk))
+
+    monkeypatch.setattr(services._Progress, "__call__", cancel_on_first_progress)
+    assert services.dataset_build(dataset_id=dataset.pk) == "cancelled"
+    assert not dataset.path.exists() and not _leftovers()
+
+
+@pytest.mark.django_db
+def test_it_claims_the_row_once(owner, import_root):
+    root = make_class_folders(import_root / "src", {"a": 2, "b": 2})
+    dataset = _build(owner, root, val_percent=0)
+    assert dataset.status == "ready"
+    assert services.dataset_build(dataset_id=dataset.pk) == "skipped"  # a duplicate delivery
+
+
+@pytest.mark.django_db
+def test_it_imports_sklearn_digits_exported_as_png_folders(owner, import_root):
+    from tests.datasets.conftest import sklearn_digits_folders
+
+    root = sklearn_digits_folders(import_root / "digits", per_class=20)
+    dataset = _build(owner, root, image_width=8, image_height=8, channels=1, val_percent=25)
+    assert dataset.status == "ready", dataset.error
+    assert dataset.labels == [str(i) for i in range(10)]
+    assert dataset.splits["train"]["class_counts"] == [15] * 10
+    assert dataset.splits["val"]["class_counts"] == [5] * 10
+    info = load_dataset_folder(dataset.path)
+    assert info.channels == 1 and info.mean_image().shape == (1, 8, 8)
