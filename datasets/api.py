@@ -101,12 +101,11 @@ def dataset_collection(request):
         page = paginator.paginate_queryset(datasets, request)
         return paginator.get_paginated_response([dataset_json(d, request) for d in page])
 
-    data = request.data.copy() if hasattr(request.data, "copy") else dict(request.data)
+    data = {key: request.data.get(key) for key in request.data if key != "archive"}
     archive = request.FILES.get("archive")
     if archive is not None:
         token, _ = upload_save(user_id=request.user.pk, uploaded_file=archive)
         data["upload"] = token
-        data.pop("archive", None)
     form = DatasetForm(data, user=request.user)
     if not form.is_valid():
         return Response({"errors": _form_errors(form)}, status=status.HTTP_400_BAD_REQUEST)

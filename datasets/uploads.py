@@ -73,8 +73,9 @@ def upload_save(*, user_id: int, uploaded_file) -> tuple[str, Path]:
     target = folder / safe_filename(uploaded_file.name)
     temp_path = getattr(uploaded_file, "temporary_file_path", None)
     if temp_path is not None:
-        uploaded_file.close()
+        # Move first (a rename on the same disk), then close: closing deletes the temp file.
         shutil.move(temp_path(), target)
+        uploaded_file.close()
     else:
         with open(target, "wb") as out:
             for chunk in uploaded_file.chunks():

@@ -1,0 +1,210 @@
+"""The REST API: create from a server path or an upload, detail, list, cancel, delete, owners."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from datasets import services
+from datasets.models import Dataset
+from tests.datasets.conftest import make_class_folders, zip_folder
+from workbench.runs.models import Run
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """Builds queued by the API, collected here and run in-process (the worker test covers the queue)."""
+    ids = []
+    monkeypatch.setattr(services, "dataset_queue", lambda *, dataset: ids.append(dataset.pk))
+    return ids
+
+
+def _build_all(ids):
+    for pk in ids:
+        services.dataset_build(dataset_id=pk)
+
+
+@pytest.mark.django_db
+def test_it_creates_a_dataset_from_a_server_folder(
+    owner_client, import_root, queued, django_capture_on_commit_callbacks
+):
+    root = make_class_folders(import_root / "photos", {"a": 4, "b": 4})
+    response = owner_client.post(
+        "/api/datasets/",
+        {"name": "photos", "source_path": str(root), "image_width": 8, "image_height": 8, "val_percent": 25},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["status"] == "pending" and body["kind"] == "folder"
+    assert body["options"]["image_width"] == 8 and body["options"]["resize_mode"] == "squash"
+    _build_all(queued)
+    detail = owner_client.get(f"/api/datasets/{body['id']}/").json()
+    assert detail["status"] == "ready"
+    assert detail["labels"] == ["a", "b"]
+    assert detail["splits"] == {
+        "train": {"count": 6, "class_counts": [3, 3]},
+        "val": {"count": 2, "class_counts": [1, 1]},
+    }
+    assert detail["progress"]["percent"] == 100.0 and detail["image_count"] == 8
+
+
+@pytest.mark.django_db
+def test_it_creates_a_dataset_from_an_uploaded_zip(owner_client, owner, tmp_path, queued):
+    folder = make_class_folders(tmp_path / "zoo", {"chat": 3, "chien": 3})
+    archive = zip_folder(folder, tmp_path / "zoo.zip")
+    upload = SimpleUploadedFile("zoo.zip", archive.read_bytes(), content_type="application/zip")
+    response = owner_client.post(
+        "/api/datasets/", {"name": "zoo", "archive": upload, "image_width": 6, "image_height": 6, "val_percent": 0}
+    )
+    assert response.status_code == 201, response.json()
+    _build_all(queued)
+    dataset = Dataset.objects.get(pk=response.json()["id"])
+    assert dataset.status == "ready", dataset.error
+    assert dataset.kind == "archive" and dataset.labels == ["chat", "chien"]
+    assert dataset.splits["train"]["class_counts"] == [3, 3]
+    from django.conf import settings
+
+    assert not list((settings.DATA_DIR / "uploads" / str(owner.pk)).iterdir())  # the upload is removed once built
+
+
+@pytest.mark.django_db
+def test_it_uploads_first_then_creates_from_the_token(owner_client, tmp_path, queued):
+    folder = make_class_folders(tmp_path / "zoo", {"a": 2, "b": 2})
+    archive = zip_folder(folder, tmp_path / "zoo.zip")
+    upload = owner_client.post("/api/datasets/uploads/", {"archive": archive.open("rb")})
+    assert upload.status_code == 201
+    token = upload.json()["upload"]
+    response = owner_client.post("/api/datasets/", {"name": "z", "upload": token}, content_type="application/json")
+    assert response.status_code == 201, response.json()
+
+
+@pytest.mark.django_db
+def test_it_refuses_an_upload_over_the_size_limit(owner_client, tmp_path, settings):
+    settings.MAX_UPLOAD_BYTES = 1000
+    big = SimpleUploadedFile("big.zip", b"\0" * 200_000, content_type="application/zip")
+    response = owner_client.post("/api/datasets/uploads/", {"archive": big})
+    assert response.status_code == 413
+    assert "larger than the limit of 1000 bytes" in response.json()["detail"]
+    uploads = settings.DATA_DIR / "uploads"
+    assert not any(p.is_file() for p in uploads.rglob("*") if "tmp" not in p.parts)
+
+
+@pytest.mark.django_db
+def test_it_counts_upload_bytes_while_streaming(owner, tmp_path, settings, rf):
+    """A client that understates Content-Length is stopped by the count, not the header."""
+    from datasets.uploads import CappedUploadHandler
+
+    settings.MAX_UPLOAD_BYTES = 1000
+    handler = CappedUploadHandler()
+    handler.new_file("archive", "big.zip", "application/zip", 10)
+    from django.core.files.uploadhandler import StopUpload
+
+    handler.receive_data_chunk(b"\0" * 800, 0)
+    with pytest.raises(StopUpload):
+        handler.receive_data_chunk(b"\0" * 800, 800)
+    assert handler.too_large
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_server_path_outside_the_allowed_roots(owner_client, tmp_path, import_root):
+    make_class_folders(tmp_path / "elsewhere", {"a": 2, "b": 2})
+    response = owner_client.post(
+        "/api/datasets/", {"name": "x", "source_path": str(tmp_path / "elsewhere")}, content_type="application/json"
+    )
+    assert response.status_code == 400
+    message = response.json()["errors"]["source_path"][0]
+    assert "not inside an allowed import folder" in message and str(import_root.parent) in message
+    assert not Dataset.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_symlink_that_leads_out_of_the_roots(owner_client, tmp_path, import_root):
+    make_class_folders(tmp_path / "secret", {"a": 2, "b": 2})
+    (import_root / "link").symlink_to(tmp_path / "secret")
+    response = owner_client.post(
+        "/api/datasets/", {"name": "x", "source_path": str(import_root / "link")}, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "not inside an allowed import folder" in response.json()["errors"]["source_path"][0]
+
+
+@pytest.mark.django_db
+def test_it_names_missing_list_labels_and_bad_options(owner_client, import_root):
+    (import_root / "list.txt").write_text("a.png 0\n")
+    response = owner_client.post(
+        "/api/datasets/",
+        {"name": "x", "source_path": str(import_root / "list.txt"), "channels": 2, "resize_mode": "stretch"},
+        content_type="application/json",
+    )
+    errors = response.json()["errors"]
+    assert response.status_code == 400
+    assert set(errors) >= {"channels", "resize_mode"}
+    response = owner_client.post(
+        "/api/datasets/", {"name": "x", "source_path": str(import_root / "list.txt")}, content_type="application/json"
+    )
+    assert "needs a labels file" in response.json()["errors"]["labels_path"][0]
+
+
+@pytest.mark.django_db
+def test_it_hides_other_users_datasets(client, owner, other_user, staff_user):
+    dataset = Dataset.objects.create(owner=owner, name="mine")
+    client.force_login(other_user)
+    assert client.get(f"/api/datasets/{dataset.pk}/").status_code == 404
+    assert client.get("/api/datasets/999999/").status_code == 404
+    assert client.delete(f"/api/datasets/{dataset.pk}/").status_code == 404
+    assert client.post(f"/api/datasets/{dataset.pk}/cancel/").status_code == 404
+    assert client.get("/api/datasets/").json()["results"] == []
+    client.force_login(staff_user)
+    assert client.get(f"/api/datasets/{dataset.pk}/").status_code == 200
+    assert [d["name"] for d in client.get("/api/datasets/").json()["results"]] == ["mine"]
+
+
+def test_it_requires_authentication(client, db):
+    assert client.get("/api/datasets/").status_code in (401, 403)
+
+
+@pytest.mark.django_db
+def test_it_accepts_token_authentication(client, owner):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=owner)
+    Dataset.objects.create(owner=owner, name="t")
+    response = client.get("/api/datasets/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert response.status_code == 200 and response.json()["count"] == 1
+
+
+@pytest.mark.django_db
+def test_it_cancels_a_pending_dataset(owner_client, owner):
+    dataset = Dataset.objects.create(owner=owner, name="p")
+    response = owner_client.post(f"/api/datasets/{dataset.pk}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert services.dataset_build(dataset_id=dataset.pk) == "skipped"
+    assert owner_client.post(f"/api/datasets/{dataset.pk}/cancel/").status_code == 409
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_delete_a_dataset_that_runs_use(owner_client, owner):
+    dataset = Dataset.objects.create(owner=owner, name="used", status="ready")
+    run = Run.objects.create(owner=owner, name="lenet-1", dataset=dataset, network="lenet")
+    response = owner_client.delete(f"/api/datasets/{dataset.pk}/")
+    assert response.status_code == 409
+    assert response.json()["runs"] == [{"id": run.pk, "name": "lenet-1", "state": run.state}]
+    run.delete()
+    assert owner_client.delete(f"/api/datasets/{dataset.pk}/").status_code == 204
+    assert not Dataset.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_pages_the_gallery_per_class(owner_client, import_root, queued):
+    root = make_class_folders(import_root / "g", {"a": 3, "b": 5})
+    pk = owner_client.post(
+        "/api/datasets/",
+        {"name": "g", "source_path": str(root), "val_percent": 0, "image_width": 4, "image_height": 4},
+        content_type="application/json",
+    ).json()["id"]
+    _build_all(queued)
+    page = owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "train", "label": 1}).json()
+    assert page["total"] == 5 and len(page["items"]) == 5
+    assert all(item["label"] == 1 and item["src"].startswith("data:image/png;base64,") for item in page["items"])
+    assert owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "bogus"}).status_code == 400
