@@ -1,0 +1,113 @@
+"""Exports and inference: bundle, TorchScript and ONNX agree with the trained PyTorch model, and
+inference applies the training preprocessing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from PIL import Image
+
+from trainer.checkpoint import CheckpointStore
+from trainer.datum import DatumLMDB
+from trainer.engine import EXIT_DONE
+from trainer.events import ListReporter
+from trainer.export import export_run
+from trainer.inference import image_to_uint8, load_bundle, load_checkpoint_classifier, resize_image
+from trainer.run import train
+
+from .conftest import make_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, rgb16):
+    run_dir = tmp_path_factory.mktemp("export") / "run"
+    cfg = make_config(run_dir, rgb16, network="resnet18", epochs=2, batch_size=8, data={"crop_size": 12},
+                      solver={"optimizer": "adam", "base_lr": 0.003})
+    assert train(cfg, reporter=ListReporter()) == EXIT_DONE
+    return run_dir
+
+
+def _val_images(rgb16: Path) -> list[Image.Image]:
+    db = DatumLMDB(rgb16 / "val_db")
+    return [Image.fromarray(db[i][0].transpose(1, 2, 0)) for i in range(len(db))]
+
+
+def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_run, rgb16):
+    checkpoint = CheckpointStore(trained_run).best()
+    result = export_run(checkpoint, tmp_path / "out")
+    out = tmp_path / "out"
+    assert {p.name for p in out.iterdir()} >= {"model.safetensors", "labels.txt", "preprocessing.json", "config.json",
+                                               "README.txt", "mean.npy", "model.torchscript.pt", "model.onnx"}
+    pre = json.loads((out / "preprocessing.json").read_text())
+    assert pre == {"width": 16, "height": 16, "channels": 3, "resize_mode": "squash", "crop": 12, "mean": "image",
+                   "scale": 1 / 255, "input_shape": [3, 12, 12]}
+    assert "load_bundle" in (out / "README.txt").read_text()
+    assert result["onnx_check"]["same_top1"]
+
+    reference = load_checkpoint_classifier(checkpoint)
+    bundle = load_bundle(out)
+    images = _val_images(rgb16)
+    x = reference.preprocess(images)
+    with torch.no_grad():
+        want = reference.model(x)
+    torch.testing.assert_close(bundle.model(x), want)
+    torch.testing.assert_close(torch.jit.load(str(out / "model.torchscript.pt"))(x), want, rtol=1e-4, atol=1e-4)
+    got = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"input": x.numpy()})[0]
+    assert (got.argmax(1) == want.argmax(1).numpy()).all()
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-3, atol=1e-4)
+
+    top = bundle.classify(images[:2], top_k=2)
+    assert len(top) == 2 and len(top[0]) == 2
+    assert top[0][0][0] in {"class_0", "class_1", "class_2"} and top[0][0][1] >= top[0][1][1]
+
+
+def test_it_classifies_with_the_accuracy_training_measured(trained_run, rgb16):
+    classifier = load_checkpoint_classifier(CheckpointStore(trained_run).latest())
+    db = DatumLMDB(rgb16 / "val_db")
+    images = [Image.fromarray(db[i][0].transpose(1, 2, 0)) for i in range(len(db))]
+    predicted = [top[0][0] for top in classifier.classify(images, top_k=1)]
+    accuracy = np.mean([p == f"class_{db[i][1]}" for i, p in enumerate(predicted)])
+    index = json.loads((trained_run / "checkpoints" / "index.json").read_text())
+    last = index["snapshots"][CheckpointStore(trained_run).latest().name]
+    assert accuracy == pytest.approx(last["top1"])
+
+
+def test_it_exports_from_the_command_line(tmp_path, trained_run):
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", "export", "--run-dir", str(trained_run), "--out", str(tmp_path / "b"),
+         "--formats", "bundle"], env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True,
+        text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["bundle"] == str(tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected_center"),
+    [("squash", (255, 0, 0)), ("crop", (255, 0, 0)), ("fill", (255, 0, 0)), ("half_crop", (255, 0, 0))],
+)
+def test_it_resizes_like_digits(mode, expected_center):
+    wide = Image.new("RGB", (40, 10), (255, 0, 0))
+    out = resize_image(wide, 16, 16, mode)
+    assert out.size == (16, 16)
+    assert out.getpixel((8, 8)) == expected_center
+    if mode == "fill":  # padded above and below with noise, not red
+        assert out.getpixel((8, 0)) != (255, 0, 0)
+    if mode == "crop":
+        assert out.getpixel((8, 0)) == (255, 0, 0)
+
+
+def test_it_center_crops_and_converts_modes_for_inference():
+    pre = {"channels": 1, "width": 8, "height": 8, "resize_mode": "squash", "crop": 4}
+    rgba = Image.new("RGBA", (8, 8), (10, 20, 30, 255))
+    arr = image_to_uint8(rgba, pre)
+    assert arr.shape == (1, 4, 4) and arr.dtype == np.uint8
