@@ -1,0 +1,108 @@
+"""manage.py import_dataset: every kind of source, counts printed, bad input exits non-zero."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+
+from datasets.models import Dataset
+from tests.datasets.conftest import make_class_folders, sklearn_digits_folders, tar_folder, zip_folder
+from trainer.datum import encode_datum, write_datum_lmdb
+
+
+def _run(*args) -> str:
+    out = io.StringIO()
+    call_command("import_dataset", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_it_imports_sklearn_digits_folders_and_prints_counts(owner, tmp_path):
+    root = sklearn_digits_folders(tmp_path / "digits", per_class=8)
+    out = _run(
+        str(root),
+        "--name",
+        "digits",
+        "--image-size",
+        "8x8",
+        "--channels",
+        "1",
+        "--owner",
+        "alice",
+        "--val-percent",
+        "25",
+        "--sync",
+    )
+    lines = out.splitlines()
+    dataset = Dataset.objects.get(pk=int(lines[0]))
+    assert dataset.status == "ready" and dataset.owner == owner
+    assert lines[1] == f"dataset {dataset.pk} ready: 80 images, 10 classes, 8x8x1, 0 skipped"
+    assert lines[2].split() == ["class", "train", "val"]
+    assert lines[3].split() == ["0", "6", "2"]
+    assert lines[-1].split() == ["total", "60", "20"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("packer", [zip_folder, tar_folder], ids=["zip", "tar.gz"])
+def test_it_imports_an_archive(owner, tmp_path, packer):
+    folder = make_class_folders(tmp_path / "pets", {"cat": 2, "dog": 3})
+    archive = packer(folder, tmp_path / ("pets.zip" if packer is zip_folder else "pets.tgz"))
+    out = _run(
+        str(archive), "--name", "pets", "--owner", "alice", "--image-size", "6x6", "--val-percent", "0", "--sync"
+    )
+    assert "dataset" in out and out.splitlines()[-1].split() == ["total", "5"]
+    assert Dataset.objects.get().kind == "archive"
+
+
+@pytest.mark.django_db
+def test_it_imports_a_text_list_with_separate_val_list(owner, tmp_path):
+    images = make_class_folders(tmp_path / "img", {"a": 3, "b": 3})
+    (tmp_path / "labels.txt").write_text("a\nb\n")
+    (tmp_path / "train.txt").write_text("a/img_0.png 0\na/img_1.png 0\nb/img_0.png 1\nb/img_1.png 1\n")
+    (tmp_path / "val.txt").write_text("a/img_2.png 0\nb/img_2.png 1\n")
+    out = _run(
+        str(tmp_path / "train.txt"),
+        "--name",
+        "list",
+        "--owner",
+        "alice",
+        "--labels",
+        str(tmp_path / "labels.txt"),
+        "--image-folder",
+        str(images),
+        "--val",
+        str(tmp_path / "val.txt"),
+        "--image-size",
+        "4x4",
+        "--sync",
+    )
+    assert out.splitlines()[-1].split() == ["total", "4", "2"]
+
+
+@pytest.mark.django_db
+def test_it_imports_a_caffe_lmdb(owner, tmp_path):
+    rng = np.random.default_rng(0)
+    records = ((b"%d" % i, encode_datum(rng.integers(0, 255, (4, 4, 3), dtype=np.uint8), i % 2)) for i in range(6))
+    write_datum_lmdb(tmp_path / "train_lmdb", records, map_size=1 << 20)
+    out = _run(str(tmp_path / "train_lmdb"), "--name", "lmdb", "--owner", "alice", "--sync")
+    assert "4x4x3" in out and out.splitlines()[-1].split() == ["total", "6"]
+    assert Dataset.objects.get().labels == ["0", "1"]
+
+
+@pytest.mark.django_db
+def test_it_exits_non_zero_naming_the_problem(owner, tmp_path):
+    with pytest.raises(CommandError, match="SOURCE: .*no such file or folder"):
+        _run(str(tmp_path / "missing"), "--name", "x", "--owner", "alice")
+    with pytest.raises(CommandError, match="--image-size: 'big'"):
+        _run(str(tmp_path), "--name", "x", "--owner", "alice", "--image-size", "big")
+    with pytest.raises(CommandError, match="--owner: no user named 'nobody'"):
+        _run(str(tmp_path), "--name", "x", "--owner", "nobody")
+    (tmp_path / "list.txt").write_text("a 0\n")
+    with pytest.raises(CommandError, match="--labels: A text list needs a labels file"):
+        _run(str(tmp_path / "list.txt"), "--name", "x", "--owner", "alice")
+    make_class_folders(tmp_path / "one", {"only": 3})
+    with pytest.raises(CommandError, match="failed: .*at least 2 classes"):
+        _run(str(tmp_path / "one"), "--name", "x", "--owner", "alice", "--sync")

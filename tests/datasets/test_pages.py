@@ -1,0 +1,161 @@
+"""The pages: list, wizard (submit and preview), dataset page, mean, cancel, delete."""
+
+from __future__ import annotations
+
+import pytest
+
+from datasets import services
+from datasets.models import Dataset
+from tests.datasets.conftest import make_class_folders, noise_image, zip_folder
+from workbench.runs.models import Run
+
+
+def _ready_dataset(owner, import_root) -> Dataset:
+    root = make_class_folders(import_root / "photos", {"a": 3, "b": 5})
+    (root / "a" / "bad.jpg").write_text("no")
+    dataset = services.dataset_create(
+        owner=owner,
+        name="photos",
+        kind="folder",
+        source={"path": str(root)},
+        options={"image_width": 8, "image_height": 8, "val_percent": 0},
+        queue=False,
+    )
+    services.dataset_build(dataset_id=dataset.pk)
+    dataset.refresh_from_db()
+    return dataset
+
+
+@pytest.mark.django_db
+def test_it_shows_a_ready_dataset_with_counts_chart_mean_and_skipped(owner_client, owner, import_root):
+    dataset = _ready_dataset(owner, import_root)
+    page = owner_client.get(f"/datasets/{dataset.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'id="histogram"' in html and "vendor/plotly.min.js" in html
+    assert '"labels": ["a", "b"]' in html and '"train": [3, 5]' in html  # the chart's json_script
+    assert f"/datasets/{dataset.pk}/mean.png" in html
+    assert "bad.jpg" in html and "not an image" in html
+    mean = owner_client.get(f"/datasets/{dataset.pk}/mean.png")
+    assert mean.status_code == 200 and mean["Content-Type"] == "image/png"
+    listing = owner_client.get("/datasets/").content.decode()
+    assert f'href="/datasets/{dataset.pk}/"' in listing
+
+
+@pytest.mark.django_db
+def test_it_returns_404_for_someone_elses_dataset_pages(client, owner, other_user):
+    dataset = Dataset.objects.create(owner=owner, name="private")
+    client.force_login(other_user)
+    for url in (f"/datasets/{dataset.pk}/", f"/datasets/{dataset.pk}/mean.png", f"/datasets/{dataset.pk}/delete/"):
+        assert client.get(url).status_code == 404
+    assert client.post(f"/datasets/{dataset.pk}/cancel/").status_code == 404
+    assert "private" not in client.get("/datasets/").content.decode()
+
+
+def test_it_requires_login_for_pages(client, db):
+    response = client.get("/datasets/new/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_it_creates_from_the_wizard_form(owner_client, import_root, monkeypatch):
+    queued = []
+    monkeypatch.setattr(services, "dataset_queue", lambda *, dataset: queued.append(dataset.pk))
+    root = make_class_folders(import_root / "w", {"a": 2, "b": 2})
+    form = {
+        "name": "w",
+        "kind": "auto",
+        "source_path": str(root),
+        "image_width": 32,
+        "image_height": 32,
+        "channels": 3,
+        "resize_mode": "crop",
+        "encoding": "jpg",
+        "val_percent": 25,
+        "test_percent": 0,
+        "min_per_class": 2,
+        "shuffle": "true",
+        "seed": 5,
+    }
+    response = owner_client.post("/datasets/new/", form)
+    dataset = Dataset.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/datasets/{dataset.pk}/"
+    assert (dataset.kind, dataset.resize_mode, dataset.encoding, dataset.seed) == ("folder", "crop", "jpg", 5)
+    assert queued == [dataset.pk]
+
+
+@pytest.mark.django_db
+def test_it_shows_wizard_errors_naming_the_allowed_roots(owner_client, import_root):
+    response = owner_client.post("/datasets/new/", {"name": "x", "source_path": "/etc", "image_width": 0})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "not inside an allowed import folder" in html and str(import_root.parent) in html
+    assert "Ensure this value is greater than or equal to 1" in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["squash", "crop", "fill", "half_crop"])
+def test_it_previews_the_first_image_after_resizing(owner_client, import_root, mode):
+    root = import_root / "p"
+    (root / "a").mkdir(parents=True)
+    noise_image((40, 20)).save(root / "a" / "wide.png")
+    response = owner_client.post(
+        "/datasets/new/preview/", {"source_path": str(root), "image_width": 16, "image_height": 16, "resize_mode": mode}
+    )
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["file"] == "a/wide.png" and body["original_size"] == [40, 20]
+    assert body["resized"].startswith("data:image/png;base64,")
+    import base64
+    import io
+
+    from PIL import Image
+
+    resized = Image.open(io.BytesIO(base64.b64decode(body["resized"].split(",", 1)[1])))
+    assert resized.size == (16, 16)
+
+
+@pytest.mark.django_db
+def test_it_previews_an_image_inside_an_uploaded_archive(owner_client, owner, tmp_path):
+    from datasets.uploads import upload_save
+
+    folder = make_class_folders(tmp_path / "z", {"a": 1, "b": 1}, size=(30, 10))
+    archive = zip_folder(folder, tmp_path / "z.zip")
+
+    class Uploaded:
+        name = "z.zip"
+
+        def chunks(self):
+            yield archive.read_bytes()
+
+    token, _ = upload_save(user_id=owner.pk, uploaded_file=Uploaded())
+    body = owner_client.post("/datasets/new/preview/", {"upload": token, "image_width": 10, "image_height": 10}).json()
+    assert body["file"] == "z/a/img_0.png" and body["original_size"] == [30, 10]
+
+
+@pytest.mark.django_db
+def test_it_refuses_delete_while_runs_use_the_dataset(owner_client, owner):
+    dataset = Dataset.objects.create(owner=owner, name="used", status="ready")
+    Run.objects.create(owner=owner, name="resnet-run", dataset=dataset, network="resnet18")
+    page = owner_client.post(f"/datasets/{dataset.pk}/delete/")
+    assert page.status_code == 409
+    assert "cannot be deleted" in page.content.decode() and "resnet-run" in page.content.decode()
+    assert Dataset.objects.filter(pk=dataset.pk).exists()
+
+
+@pytest.mark.django_db
+def test_it_deletes_the_dataset_and_its_files(owner_client, owner, import_root):
+    dataset = _ready_dataset(owner, import_root)
+    assert dataset.path.is_dir()
+    response = owner_client.post(f"/datasets/{dataset.pk}/delete/")
+    assert response.status_code == 302
+    assert not Dataset.objects.exists() and not dataset.path.exists()
+
+
+@pytest.mark.django_db
+def test_it_cancels_from_the_page(owner_client, owner):
+    dataset = Dataset.objects.create(owner=owner, name="slow", status="building")
+    response = owner_client.post(f"/datasets/{dataset.pk}/cancel/")
+    assert response.status_code == 302
+    dataset.refresh_from_db()
+    assert dataset.status == "cancelled"
