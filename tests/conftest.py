@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.services import die_with_parent
 from workbench.embedded_redis import free_port
+from workbench.supervisor import die_with_parent
 
 # Playwright's sync API keeps an event loop in the main thread, which Django's ORM would take for
 # async code. Only this test process relaxes the check; child processes get a clean environment.
@@ -125,7 +125,8 @@ def celery_worker(django_db_setup, django_db_blocker):
             "--without-mingle",
             "--without-gossip",
         ],  # fmt: skip
-        child_env(),
+        # Two simulated GPUs besides the CPU, so multi-GPU scheduling runs for real (on the CPU).
+        child_env(WORKBENCH_SIMULATED_GPUS="2"),
     )
     deadline = time.monotonic() + 90
     while not app.control.ping(timeout=0.5):

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import atexit
-import ctypes
-import signal
 import subprocess
 from pathlib import Path
 
 from workbench.embedded_redis import embedded_redis_command, wait_until_ready
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGTERM when the test runner dies, so nothing is left behind."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    PR_SET_PDEATHSIG = 1
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+from workbench.supervisor import die_with_parent
 
 
 def start_test_redis(data_dir: Path) -> str:

@@ -1,34 +1,36 @@
-"""The worker's heartbeat: every few seconds it stores its devices and the time in the database.
+"""The worker's heartbeat: every few seconds it stores its devices, then runs a scheduling pass.
 
 A thread in the worker's main process, started when the worker is ready. The web side reads the
-rows to show which workers are alive and what they have; a row not refreshed within
-WORKER_TIMEOUT_SECONDS means the worker is gone.
+rows to show which workers are alive and what they have; a host not heard from within
+WORKER_TIMEOUT_SECONDS is offline, and its runs are reclaimed by the next pass of any worker.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from datetime import timedelta
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from workbench.devices import discover_devices
+from workbench.runs.inventory import host_heartbeat, host_queue_name, local_devices
 
 log = logging.getLogger(__name__)
 
 _stop = threading.Event()
+# A new id each time this worker process starts: runs launched under an older one are orphans.
+BOOT_ID = uuid.uuid4()
 
 
 def beat_once(hostname: str) -> None:
-    from workbench.runs.models import WorkerHost
+    from workbench.runs.scheduler import schedule
 
-    WorkerHost.objects.update_or_create(
-        hostname=hostname, defaults={"devices": discover_devices(), "last_seen": timezone.now()}
-    )
+    host_heartbeat(hostname=hostname, boot_id=BOOT_ID, devices=local_devices())
+    schedule()
 
 
 def _beat_forever(hostname: str) -> None:
@@ -43,6 +45,12 @@ def _beat_forever(hostname: str) -> None:
             # A database hiccup must not kill the heartbeat: the next beat tries again.
             log.exception("heartbeat of %s failed", hostname)
         _stop.wait(settings.HEARTBEAT_SECONDS)
+
+
+@celeryd_after_setup.connect
+def consume_host_queue(sender, instance, **kwargs) -> None:
+    """Every worker also consumes its host's own queue, where runs placed on it are sent."""
+    instance.app.amqp.queues.select_add(host_queue_name(sender))
 
 
 @worker_ready.connect

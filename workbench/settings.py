@@ -202,6 +202,16 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 HEARTBEAT_SECONDS = env_float("WORKBENCH_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
 WORKER_TIMEOUT_SECONDS = env_float("WORKBENCH_WORKER_TIMEOUT_SECONDS", 20.0, minimum=1.0)
 
+# Simulated GPUs let a CPU-only machine demonstrate and test multi-GPU scheduling: a worker
+# announces this many fake GPUs whose training runs on the CPU. Never in production.
+SIMULATED_GPUS = env_int("WORKBENCH_SIMULATED_GPUS", 0, minimum=0)
+if PRODUCTION and SIMULATED_GPUS:
+    raise ImproperlyConfigured("WORKBENCH_SIMULATED_GPUS cannot be used with WORKBENCH_PRODUCTION")
+# A run interrupted by a lost worker is resumed from its checkpoint at most this many times.
+RUN_MAX_ATTEMPTS = env_int("WORKBENCH_RUN_MAX_ATTEMPTS", 3, minimum=1)
+# Abort and pause send SIGTERM (the trainer saves a checkpoint), then SIGKILL after this long.
+RUN_STOP_GRACE_SECONDS = env_float("WORKBENCH_RUN_STOP_GRACE_SECONDS", 60.0, minimum=1.0)
+
 if PRODUCTION:
     SECURE_SSL_REDIRECT = env_bool("WORKBENCH_SSL_REDIRECT", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

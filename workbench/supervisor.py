@@ -25,7 +25,7 @@ import psutil
 TAIL_LINES = 20
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     pr_set_pdeathsig = 1
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
@@ -93,7 +93,7 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509  (only prctl, safe after fork)
+            preexec_fn=die_with_parent,  # noqa: PLW1509  (only prctl, safe after fork)
         )
         threading.Thread(target=self._pump, args=(service, service.process.stdout), daemon=True).start()
         if service.wait_ready is not None:

@@ -26,4 +26,5 @@ urlpatterns = [
     path("datasets/", include("datasets.urls")),
     path("api/datasets/", include("datasets.api_urls")),
     path("api/", include(api_patterns)),
+    path("api/", include("workbench.runs.api_urls")),
 ]

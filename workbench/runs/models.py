@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import models
@@ -11,8 +13,13 @@ class WorkerHost(models.Model):
     """A machine running a Celery worker, as last announced by its heartbeat."""
 
     hostname = models.CharField(max_length=255, unique=True)
+    # The worker's own queue: training tasks for runs placed on this host go there.
+    queue = models.CharField(max_length=300, blank=True)
     # What the worker sees: [{"kind": "gpu"|"cpu", "index": int, "name": str, ...}, ...]
     devices = models.JSONField(default=list)
+    # Changes each time the worker process starts: a run launched under another boot is orphaned.
+    boot_id = models.UUIDField(default=uuid.uuid4)
+    simulated = models.BooleanField(default=False)
     started_at = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
 
@@ -32,6 +39,38 @@ class WorkerHost(models.Model):
         return (timezone.now() - self.last_seen).total_seconds()
 
 
+class Device(models.Model):
+    """One allocatable device of a host: a GPU, or the host's CPU. `run` is who holds it."""
+
+    class Kind(models.TextChoices):
+        GPU = "gpu"
+        CPU = "cpu"
+
+    host = models.ForeignKey(WorkerHost, on_delete=models.CASCADE, related_name="device_rows")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    memory_total_mb = models.PositiveIntegerField(default=0)
+    memory_used_mb = models.PositiveIntegerField(default=0)
+    utilization_percent = models.FloatField(null=True, blank=True)
+    temperature_c = models.FloatField(null=True, blank=True)
+    power_watts = models.FloatField(null=True, blank=True)
+    simulated = models.BooleanField(default=False)
+    # The allocation itself: set and cleared only by conditional updates (services.allocation).
+    run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="devices")
+
+    class Meta:
+        ordering = ["host__hostname", "kind", "index"]
+        constraints = [models.UniqueConstraint(fields=["host", "kind", "index"], name="unique_device_per_host")]
+
+    def __str__(self) -> str:
+        return f"{self.host.hostname}:{self.label}"
+
+    @property
+    def label(self) -> str:
+        return "CPU" if self.kind == self.Kind.CPU else f"GPU {self.index}"
+
+
 class Run(models.Model):
     """A training run: a dataset, a network, a solver and the devices it trains on."""
 
@@ -39,25 +78,59 @@ class Run(models.Model):
         QUEUED = "queued"
         WAITING = "waiting"
         RUNNING = "running"
+        PAUSED = "paused"
         DONE = "done"
         FAILED = "failed"
         ABORTED = "aborted"
         INTERRUPTED = "interrupted"
 
+    class StopRequest(models.TextChoices):
+        NONE = ""
+        ABORT = "abort"
+        PAUSE = "pause"
+
+    # States the scheduler may start (interrupted runs resume from their checkpoint).
+    PENDING_STATES = (State.QUEUED, State.WAITING, State.INTERRUPTED)
     ACTIVE_STATES = (State.QUEUED, State.WAITING, State.RUNNING, State.INTERRUPTED)
+    FINISHED_STATES = (State.DONE, State.FAILED, State.ABORTED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
     dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="runs")
     network = models.CharField(max_length=64)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
-    # Fraction of the planned training done, 0..1.
+    # Higher starts first; users get 0, staff may raise or lower it.
+    priority = models.IntegerField(default=0)
+    # {"kind": "count", "count": n} | {"kind": "specific", "host": name, "indices": [...]} | {"kind": "cpu"}
+    device_request = models.JSONField(default=dict)
+    # The trainer's config (trainer.config.TrainConfig fields) without run_dir, dataset and devices,
+    # which the launch fills in.
+    config = models.JSONField(default=dict)
+    host = models.ForeignKey(WorkerHost, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    host_boot_id = models.UUIDField(null=True, blank=True)
+    # Each launch is one attempt; a task only starts a trainer for the attempt it was queued for.
+    attempt = models.PositiveIntegerField(default=0)
+    launched_attempt = models.PositiveIntegerField(default=0)
+    stop_request = models.CharField(max_length=8, choices=StopRequest.choices, blank=True, default="")
+    trainer_pid = models.IntegerField(null=True, blank=True)
+    # Why the run waits, in plain words, as the scheduler last saw it; and its estimated start.
+    wait_reason = models.CharField(max_length=300, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    # Fraction of the planned training done, 0..1, and the trainer's estimate of the time left.
     progress = models.FloatField(default=0.0)
+    eta_seconds = models.FloatField(null=True, blank=True)
+    # The last event sequence number stored for this run (see RunEvent).
+    last_seq = models.PositiveBigIntegerField(default=0)
+    error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "priority", "queued_at"])]
 
     def __str__(self) -> str:
         return self.name
@@ -69,3 +142,65 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.FINISHED_STATES
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(settings.DATA_DIR) / "runs" / str(self.pk)
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "trainer.log"
+
+    def device_request_text(self) -> str:
+        request = self.device_request or {}
+        if request.get("kind") == "cpu":
+            return "the CPU"
+        if request.get("kind") == "specific":
+            indices = ", ".join(str(i) for i in request.get("indices", []))
+            return f"GPU {indices} on {request.get('host')}"
+        count = request.get("count", 1)
+        return f"{count} GPU{'s' if count != 1 else ''}"
+
+
+class RunTransition(models.Model):
+    """One state change of a run, with its time and reason: the run's timeline."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transitions")
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or 'new'} -> {self.to_state}"
+
+
+class RunEvent(models.Model):
+    """An event from the trainer (metrics, validation, status, progress, log, system).
+
+    `seq` numbers a run's events 1, 2, 3... without gaps: clients that reconnect ask for everything
+    after the last one they hold. Stored in batches by the task that watches the trainer.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=16)
+    step = models.BigIntegerField(null=True, blank=True)
+    epoch = models.FloatField(null=True, blank=True)
+    time = models.FloatField()
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+        indexes = [models.Index(fields=["run", "kind", "seq"])]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind}"

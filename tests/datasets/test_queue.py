@@ -1,0 +1,91 @@
+"""Through the real queue: the API queues, a real Celery worker (threads pool) builds with worker
+processes, the dashboard group hears the progress, the CLI waits, and a cancel stops a build."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.core.management import call_command
+
+from datasets.models import Dataset
+from tests.datasets.conftest import make_class_folders
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _wait_for(pk: int, statuses: tuple[str, ...], timeout: float = 90) -> Dataset:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dataset = Dataset.objects.get(pk=pk)
+        if dataset.status in statuses:
+            return dataset
+        time.sleep(0.2)
+    raise AssertionError(f"dataset {pk} is still {Dataset.objects.get(pk=pk).status} after {timeout} s")
+
+
+def _drain(layer, channel: str) -> list[dict]:
+    async def receive_all():
+        import asyncio
+
+        messages = []
+        while True:
+            try:
+                messages.append(await asyncio.wait_for(layer.receive(channel), timeout=0.5))
+            except TimeoutError:
+                return messages
+
+    return async_to_sync(receive_all)()
+
+
+def test_it_builds_through_the_worker_and_tells_the_dashboard(celery_worker, owner, client, import_root):
+    client.force_login(owner)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(f"user-{owner.pk}", channel)
+    # 80 images: above the in-process threshold, so the worker task starts build processes.
+    root = make_class_folders(import_root / "queued", {"a": 40, "b": 40}, size=(30, 20), fmt="JPEG")
+    response = client.post("/api/datasets/", {"name": "q", "source_path": str(root), "image_width": 16,
+                                              "image_height": 16, "val_percent": 25},
+                           content_type="application/json")
+    assert response.status_code == 201, response.json()
+    dataset = _wait_for(response.json()["id"], ("ready", "failed"))
+    assert dataset.status == "ready", dataset.error
+    assert dataset.splits["train"]["class_counts"] == [30, 30]
+    assert dataset.path.joinpath("train_db", "data.mdb").is_file()
+    updates = [m["payload"] for m in _drain(layer, channel) if m["type"] == "dashboard.update"]
+    assert {"kind": "dataset", "id": dataset.pk, "status": "ready", "percent": 100.0} in updates
+    assert any(u["status"] == "building" for u in updates)
+
+
+def test_it_waits_for_the_worker_from_the_command_line(celery_worker, owner, import_root):
+    root = make_class_folders(import_root / "cli", {"x": 3, "y": 3})
+    out = io.StringIO()
+    call_command("import_dataset", str(root), "--name", "cli", "--owner", owner.username, "--image-size", "8x8",
+                 "--val-percent", "0", "--wait", "--timeout", "90", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().splitlines()[-1].split() == ["total", "6"]
+
+
+def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, client, import_root):
+    from django.conf import settings
+
+    client.force_login(owner)
+    root = make_class_folders(import_root / "big", {"a": 600, "b": 600}, size=(64, 48), fmt="JPEG")
+    pk = client.post("/api/datasets/", {"name": "big", "source_path": str(root), "image_width": 128,
+                                        "image_height": 128, "encoding": "png"},
+                     content_type="application/json").json()["id"]
+    deadline = time.monotonic() + 60
+    while Dataset.objects.get(pk=pk).progress_done == 0:
+        assert time.monotonic() < deadline, "the build never reported progress"
+        time.sleep(0.1)
+    response = client.post(f"/api/datasets/{pk}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    time.sleep(3)  # the build loop notices within about half a second, then removes its temp folder
+    dataset = Dataset.objects.get(pk=pk)
+    assert dataset.status == "cancelled" and dataset.progress_done < 1200
+    root_dir = settings.DATA_DIR / "datasets"
+    assert not dataset.path.exists()
+    assert not [p.name for p in root_dir.iterdir() if p.name.startswith(f".{pk}.")]

@@ -1,0 +1,89 @@
+"""Many processes submitting and scheduling at the same moment never double-book a GPU.
+
+SQLite (the default) and PostgreSQL (production), each with real concurrent processes.
+"""
+
+import multiprocessing
+import os
+import random
+import time
+
+import pytest
+
+from datasets.models import Dataset
+from tests.workbench.test_production_config import POSTGRES_ADMIN_URL, postgres_url  # noqa: F401
+from workbench.runs import loadgen
+from workbench.runs.models import Device, Run
+
+pytestmark = [pytest.mark.slow]
+
+PROCESSES = 6
+RUNS_PER_PROCESS = 8
+
+
+def requests(seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [{"kind": "count", "count": rng.choice([1, 1, 2, 4])} for _ in range(RUNS_PER_PROCESS)]
+
+
+def hammer(env: dict[str, str], owner_ids: list[int], dataset_id: int) -> None:
+    context = multiprocessing.get_context("spawn")
+    start_at = time.time() + 4.0  # all processes start submitting at the same moment
+    with context.Pool(PROCESSES + 1) as pool:
+        submitted = [
+            pool.apply_async(loadgen.submitter, (env, owner_ids, dataset_id, requests(seed), start_at))
+            for seed in range(PROCESSES)
+        ]
+        finisher = pool.apply_async(loadgen.finisher, (env, 10**6, 0.3, start_at + 8, 0))
+        assert sum(result.get(timeout=240) for result in submitted) == PROCESSES * RUNS_PER_PROCESS
+        finisher.get(timeout=240)
+
+
+def test_it_never_double_books_on_sqlite(transactional_db, owner, other_user):
+    from workbench.runs.simulation import simulate_hosts
+
+    simulate_hosts(hosts=2, gpus_per_host=4)
+    dataset = Dataset.objects.create(owner=owner, name="d", status=Dataset.Status.READY)
+    env = {"DJANGO_SETTINGS_MODULE": "tests.settings", "WORKBENCH_USE_TEST_DATABASE": "1"}
+    hammer(env, [owner.pk, other_user.pk], dataset.pk)
+    assert loadgen.check_allocations() == []
+    assert Run.objects.count() == PROCESSES * RUNS_PER_PROCESS
+    assert Run.objects.filter(state=Run.State.DONE).exists()
+    assert Device.objects.filter(run__isnull=False).count() <= 8
+
+
+def test_it_never_double_books_on_postgresql(tmp_path, postgres_url):  # noqa: F811
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    env = {
+        "DJANGO_SETTINGS_MODULE": "workbench.settings",
+        "DATABASE_URL": postgres_url,
+        "WORKBENCH_DATA_DIR": str(tmp_path),
+    }
+    clean = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    script = "import django; django.setup(); import tests.workbench.runs.test_concurrency as t; t.postgres_main()"
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=400
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "problems: []" in result.stdout, result.stdout
+
+
+def postgres_main() -> None:
+    """Runs in a fresh interpreter configured for PostgreSQL (see the test above)."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from workbench.runs.simulation import simulate_hosts
+
+    call_command("migrate", verbosity=0)
+    users = [get_user_model().objects.create_user(f"user{i}") for i in range(3)]
+    simulate_hosts(hosts=2, gpus_per_host=4)
+    dataset = Dataset.objects.create(owner=users[0], name="d", status=Dataset.Status.READY)
+    env = {key: os.environ[key] for key in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "WORKBENCH_DATA_DIR")}
+    hammer(env, [u.pk for u in users], dataset.pk)
+    print("runs:", Run.objects.count(), "done:", Run.objects.filter(state=Run.State.DONE).count())
+    print("problems:", loadgen.check_allocations())

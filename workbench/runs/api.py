@@ -1,0 +1,177 @@
+"""REST API of runs, the queue and the GPUs."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import status
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from datasets.models import Dataset
+from workbench.runs import services
+from workbench.runs.models import Run, WorkerHost
+from workbench.runs.scheduler import queue_positions
+from workbench.runs.serializers import (
+    PrioritySerializer,
+    RunCreateSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+)
+from workbench.runs.validators import RequestError
+
+
+def _runs_for(user):
+    runs = Run.objects.select_related("owner", "dataset", "host").prefetch_related("devices__host")
+    return runs if user.is_staff else runs.filter(owner=user)
+
+
+def _get_run_for_user(request, pk: int) -> Run:
+    """The run, or 404 for both "missing" and "not yours"."""
+    return get_object_or_404(_runs_for(request.user), pk=pk)
+
+
+def _bad_request(error: Exception) -> ValidationError:
+    field, _, message = str(error).partition(": ")
+    return ValidationError({field: [message or str(error)]} if message else {"detail": str(error)})
+
+
+@api_view(["GET", "POST"])
+def run_list(request):
+    if request.method == "POST":
+        return _run_create(request)
+    runs = _runs_for(request.user)
+    for field in ("state", "network"):
+        if request.query_params.get(field):
+            runs = runs.filter(**{field: request.query_params[field]})
+    if request.query_params.get("dataset"):
+        runs = runs.filter(dataset_id=request.query_params["dataset"])
+    if request.query_params.get("owner") and request.user.is_staff:
+        runs = runs.filter(owner__username=request.query_params["owner"])
+    return Response({"results": RunSerializer(runs[:500], many=True).data})
+
+
+def _run_create(request):
+    serializer = RunCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    datasets = Dataset.objects.all() if request.user.is_staff else Dataset.objects.filter(owner=request.user)
+    dataset = datasets.filter(pk=data["dataset"]).first()
+    if dataset is None:
+        raise ValidationError({"dataset": [f"no dataset {data['dataset']} of yours"]})
+    if data["priority"] and not request.user.is_staff:
+        raise PermissionDenied("only staff can set a priority")
+    try:
+        run = services.run_submit(
+            owner=request.user,
+            dataset=dataset,
+            name=data["name"],
+            network=data["network"],
+            config=serializer.trainer_config(),
+            gpus=data["gpus"],
+            priority=data["priority"],
+        )
+    except RequestError as error:
+        raise _bad_request(error) from None
+    return Response(RunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+@api_view(["GET", "PATCH", "DELETE"])
+def run_detail(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    if request.method == "DELETE":
+        try:
+            services.run_delete(run=run)
+        except services.RunError as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "PATCH":
+        if not request.user.is_staff:
+            raise PermissionDenied("only staff can change a run's priority")
+        serializer = PrioritySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        Run.objects.filter(pk=run.pk).update(priority=serializer.validated_data["priority"])
+        services.queue_scheduling()
+        run.refresh_from_db()
+    return Response(RunDetailSerializer(run).data)
+
+
+def _action(request, pk: int, action) -> Response:
+    run = _get_run_for_user(request, pk)
+    try:
+        run = action(run=run)
+    except services.RunError as error:
+        return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+    return Response(RunDetailSerializer(run).data)
+
+
+@api_view(["POST"])
+def run_abort(request, pk: int):
+    return _action(request, pk, services.run_abort)
+
+
+@api_view(["POST"])
+def run_pause(request, pk: int):
+    return _action(request, pk, services.run_pause)
+
+
+@api_view(["POST"])
+def run_resume(request, pk: int):
+    return _action(request, pk, services.run_resume)
+
+
+@api_view(["GET"])
+def queue(request):
+    rows = []
+    for position, run in enumerate(queue_positions(), start=1):
+        mine = run.owner_id == request.user.pk or request.user.is_staff
+        rows.append(
+            {
+                "position": position,
+                "id": run.pk if mine else None,
+                "name": run.name if mine else "another user's run",
+                "owner": run.owner.username if mine else None,
+                "state": run.state,
+                "priority": run.priority,
+                "requested_devices": run.device_request_text(),
+                "wait_reason": run.wait_reason,
+                "estimated_start": run.estimated_start,
+                "queued_at": run.queued_at,
+            }
+        )
+    return Response({"queue": rows})
+
+
+@api_view(["GET"])
+def gpus(request):
+    hosts = []
+    for host in WorkerHost.objects.prefetch_related("device_rows__run__owner"):
+        devices = []
+        for device in host.device_rows.all():
+            holder = device.run
+            visible = holder is not None and (holder.owner_id == request.user.pk or request.user.is_staff)
+            devices.append(
+                {
+                    "kind": device.kind,
+                    "index": device.index,
+                    "name": device.name,
+                    "simulated": device.simulated,
+                    "memory_total_mb": device.memory_total_mb,
+                    "memory_used_mb": device.memory_used_mb,
+                    "utilization_percent": device.utilization_percent,
+                    "temperature_c": device.temperature_c,
+                    "power_watts": device.power_watts,
+                    "in_use": holder is not None,
+                    "run": {"id": holder.pk, "name": holder.name, "owner": holder.owner.username} if visible else None,
+                }
+            )
+        hosts.append(
+            {
+                "hostname": host.hostname,
+                "online": host.is_online,
+                "simulated": host.simulated,
+                "seconds_since_heartbeat": round(host.seconds_since_seen, 1),
+                "devices": devices,
+            }
+        )
+    return Response({"hosts": hosts})

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from workbench.runs import api
+
+urlpatterns = [
+    path("runs/", api.run_list, name="api-runs"),
+    path("runs/<int:pk>/", api.run_detail, name="api-run"),
+    path("runs/<int:pk>/abort/", api.run_abort, name="api-run-abort"),
+    path("runs/<int:pk>/pause/", api.run_pause, name="api-run-pause"),
+    path("runs/<int:pk>/resume/", api.run_resume, name="api-run-resume"),
+    path("queue/", api.queue, name="api-queue"),
+    path("gpus/", api.gpus, name="api-gpus"),
+]

@@ -1,0 +1,75 @@
+"""The device inventory: what each worker host reports on its heartbeat, stored per device."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from workbench.devices import cpu_device, nvml_gpus
+from workbench.runs.models import Device, WorkerHost
+
+SIMULATED_GPU_MEMORY_MB = 16384
+
+
+def host_queue_name(hostname: str) -> str:
+    return f"host.{hostname}"
+
+
+def simulated_gpus(count: int) -> list[dict]:
+    return [
+        {
+            "kind": "gpu",
+            "index": index,
+            "name": f"Simulated GPU {index}",
+            "memory_total_mb": SIMULATED_GPU_MEMORY_MB,
+            "memory_used_mb": 0,
+            "utilization_percent": 0.0,
+            "temperature_c": None,
+            "power_watts": None,
+            "simulated": True,
+        }
+        for index in range(count)
+    ]
+
+
+def local_devices() -> list[dict]:
+    """This host's GPUs (real or simulated) and always its CPU, which CPU runs are given."""
+    gpus = simulated_gpus(settings.SIMULATED_GPUS) if settings.SIMULATED_GPUS else nvml_gpus()
+    return [*gpus, cpu_device()]
+
+
+_DEVICE_FIELDS = ("name", "memory_total_mb", "memory_used_mb", "utilization_percent", "temperature_c", "power_watts")
+
+
+def host_heartbeat(*, hostname: str, boot_id: uuid.UUID, devices: list[dict]) -> WorkerHost:
+    """Stores one heartbeat: the host's time and its devices (allocations are left untouched)."""
+    simulated = any(device.get("simulated") for device in devices)
+    with transaction.atomic():
+        host, _ = WorkerHost.objects.update_or_create(
+            hostname=hostname,
+            defaults={
+                "queue": host_queue_name(hostname),
+                "devices": devices,
+                "boot_id": boot_id,
+                "simulated": simulated,
+                "last_seen": timezone.now(),
+            },
+        )
+        seen = set()
+        for device in devices:
+            key = (device["kind"], int(device["index"]))
+            seen.add(key)
+            values = {field: device.get(field) for field in _DEVICE_FIELDS}
+            values["memory_total_mb"] = values["memory_total_mb"] or 0
+            values["memory_used_mb"] = values["memory_used_mb"] or 0
+            values["simulated"] = bool(device.get("simulated"))
+            Device.objects.update_or_create(host=host, kind=key[0], index=key[1], defaults=values)
+        # A GPU that disappeared (driver reset, simulated count lowered) is no longer offered;
+        # one still held by a run stays until the run ends.
+        for device in Device.objects.filter(host=host, run__isnull=True):
+            if (device.kind, device.index) not in seen:
+                device.delete()
+    return host

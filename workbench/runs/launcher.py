@@ -1,0 +1,227 @@
+"""Runs one attempt of a run on this worker: starts the trainer, relays its events, ends the run.
+
+The trainer (`python -m trainer train`) runs in a session of its own with CUDA_VISIBLE_DEVICES set
+to exactly the granted GPUs, writes JSON-lines events to a file in the run folder (so events
+survive the worker) and its log to `trainer.log`. This module tails the events, stores them in
+batches, publishes them live, watches for abort and pause requests, and maps the trainer's exit
+to the run's final state.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import Max
+
+from workbench.runs.models import Device, Run, RunEvent
+from workbench.runs.services import run_events_append, run_finish
+from workbench.supervisor import die_with_parent
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+STOP_CHECK_SECONDS = 1.0
+
+# trainer/__main__.py: 0 done, 1 failed, 2 bad config/dataset, 3 stopped by signal with a
+# checkpoint saved, 4 out of memory, 5 loss not finite.
+EXIT_DONE, EXIT_STOPPED = 0, 3
+DETERMINISTIC_FAILURES = {1: "failed", 2: "bad configuration or dataset", 4: "out of memory", 5: "loss became NaN/inf"}
+
+
+def trainer_config(run: Run, devices: list[Device]) -> tuple[dict, dict[str, str]]:
+    """The trainer's config for this attempt and the environment that pins its devices."""
+    config = copy.deepcopy(run.config)
+    config["run_dir"] = str(run.run_dir)
+    config["network"] = run.network
+    config.setdefault("data", {})["dataset"] = str(run.dataset.path)
+    gpus = [device for device in devices if device.kind == Device.Kind.GPU]
+    if gpus and not any(device.simulated for device in gpus):
+        config["devices"] = list(range(len(gpus)))
+        visible = ",".join(str(device.index) for device in gpus)
+    else:
+        # The CPU, or simulated GPUs: one gloo process per simulated GPU, on the CPU.
+        config["devices"] = ["cpu"] * max(1, len(gpus))
+        visible = ""
+    return config, {"CUDA_VISIBLE_DEVICES": visible}
+
+
+class EventTail:
+    """Reads complete JSON lines appended to a file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self) -> list[dict]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        events = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                events.append({"type": "log", "line": line.decode(errors="replace"), "level": "warning"})
+        return events
+
+
+class EventFilter:
+    """Drops metrics and validation steps already stored by an earlier attempt.
+
+    A resumed trainer repeats the steps between its last checkpoint and the interruption; the
+    series keeps the first report of each step, so steps stay strictly increasing.
+    """
+
+    def __init__(self, run: Run) -> None:
+        stored = RunEvent.objects.filter(run=run)
+        self.last_step = {
+            kind: stored.filter(kind=kind).aggregate(last=Max("step"))["last"] for kind in ("metrics", "validation")
+        }
+
+    def keep(self, event: dict) -> bool:
+        kind = event.get("type")
+        if kind not in self.last_step or event.get("step") is None:
+            return True
+        last = self.last_step[kind]
+        if last is not None and event["step"] <= last:
+            return False
+        self.last_step[kind] = event["step"]
+        return True
+
+
+def claim(run_id: int, attempt: int) -> bool:
+    """Only the first delivery of a task for this attempt starts a trainer."""
+    return bool(
+        Run.objects.filter(
+            pk=run_id, state=Run.State.RUNNING, attempt=attempt, launched_attempt__lt=attempt
+        ).update(launched_attempt=attempt)
+    )
+
+
+def run_attempt(*, run_id: int, attempt: int) -> str:
+    if not claim(run_id, attempt):
+        log.info("run %s attempt %s: already launched or no longer running; nothing to do", run_id, attempt)
+        return "duplicate"
+    run = Run.objects.select_related("dataset", "host").get(pk=run_id)
+    if run.stop_request:
+        final = Run.State.ABORTED if run.stop_request == Run.StopRequest.ABORT else Run.State.PAUSED
+        run_finish(run=run, to_state=final, reason=f"{final} before the trainer started")
+        return final
+    devices = list(run.devices.order_by("kind", "index"))
+    config, device_env = trainer_config(run, devices)
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run.run_dir / f"launch-{attempt}.json"
+    config_path.write_text(json.dumps(config, indent=2))
+    events_path = run.run_dir / f"events-{attempt}.jsonl"
+    argv = [sys.executable, "-m", "trainer", "train", "--config", str(config_path), "--events", str(events_path)]
+    if attempt > 1:
+        argv.append("--resume")
+    env = {**os.environ, **device_env, "PYTHONUNBUFFERED": "1"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    with run.log_path.open("ab") as trainer_log:
+        trainer_log.write(f"--- attempt {attempt}: {' '.join(argv)}\n".encode())
+        trainer_log.flush()
+        process = subprocess.Popen(
+            argv,
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=trainer_log,
+            stderr=subprocess.STDOUT,
+            # Its own process group, so abort reaches every rank and data loader; and it gets
+            # SIGTERM (and saves a checkpoint) if this worker dies.
+            start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509
+        )
+    Run.objects.filter(pk=run.pk).update(trainer_pid=process.pid)
+    log.info("run %s attempt %s: trainer pid %s on %s", run.pk, attempt, process.pid, config["devices"])
+    code, last_status, stop_request = watch(run, process, EventTail(events_path))
+    return finish(run, code, last_status, stop_request)
+
+
+def watch(run: Run, process: subprocess.Popen, tail: EventTail) -> tuple[int, dict, str]:
+    event_filter = EventFilter(run)
+    last_status: dict = {}
+    stop_request = ""
+    signalled_at: float | None = None
+    next_stop_check = 0.0
+    while True:
+        code = process.poll()
+        events = [event for event in tail.read() if event_filter.keep(event)]
+        if events:
+            store(run, events)
+            last_status = next((e for e in reversed(events) if e.get("type") == "status"), last_status)
+        if code is not None:
+            return code, last_status, stop_request
+        now = time.monotonic()
+        if now >= next_stop_check:
+            next_stop_check = now + STOP_CHECK_SECONDS
+            state, requested = Run.objects.values_list("state", "stop_request").get(pk=run.pk)
+            if state != Run.State.RUNNING and not requested:
+                requested = Run.StopRequest.ABORT  # taken from us (worker declared lost): stop
+            if requested and signalled_at is None:
+                stop_request = requested
+                signalled_at = now
+                _kill_group(process, signal.SIGTERM)
+            elif signalled_at is not None and now - signalled_at > settings.RUN_STOP_GRACE_SECONDS:
+                log.warning("run %s: trainer ignored SIGTERM for %.0f s; killing it", run.pk, now - signalled_at)
+                _kill_group(process, signal.SIGKILL)
+        time.sleep(POLL_SECONDS)
+
+
+def store(run: Run, events: list[dict]) -> None:
+    run_events_append(run_id=run.pk, events=events)
+    progress = next((e for e in reversed(events) if e.get("type") == "progress"), None)
+    if progress is not None:
+        Run.objects.filter(pk=run.pk).update(
+            progress=min(max(float(progress.get("percent") or 0) / 100.0, 0.0), 1.0),
+            eta_seconds=progress.get("eta_seconds"),
+        )
+
+
+def finish(run: Run, code: int, last_status: dict, stop_request: str) -> str:
+    message = last_status.get("message") or ""
+    if code == EXIT_DONE:
+        state, reason = Run.State.DONE, message or "finished"
+    elif stop_request == Run.StopRequest.ABORT and (code == EXIT_STOPPED or code < 0):
+        state, reason = Run.State.ABORTED, "aborted by the user"
+    elif stop_request == Run.StopRequest.PAUSE and (code == EXIT_STOPPED or code < 0):
+        state, reason = Run.State.PAUSED, "paused by the user; resume continues from the checkpoint"
+    elif code in DETERMINISTIC_FAILURES:
+        # Not retried: the same config on the same data would fail the same way.
+        state, reason = Run.State.FAILED, message or DETERMINISTIC_FAILURES[code]
+    else:
+        # Stopped by a signal nobody asked for (the worker shutting down, the OOM killer): retry.
+        from workbench.runs.scheduler import interrupt
+
+        run.refresh_from_db()
+        why = f"the trainer was stopped ({'signal ' + str(-code) if code < 0 else 'exit code ' + str(code)})"
+        interrupt(run, why)
+        return Run.State.INTERRUPTED
+    run_finish(run=run, to_state=state, reason=reason)
+    return state
+
+
+def _kill_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,94 @@
+"""Concurrent submitters and finishers against the real database, for the allocation tests and the
+scheduling benchmark. Each function runs in its own process (multiprocessing, spawn) and sets up
+Django itself, so the processes contend like several web servers and workers would.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+
+def _setup(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    import django
+
+    django.setup()
+
+
+def submitter(env: dict[str, str], owner_ids: list[int], dataset_id: int, requests: list[dict], start_at: float) -> int:
+    """Submits runs (each followed by a scheduling pass, as the web layer triggers one)."""
+    _setup(env)
+    from django.contrib.auth import get_user_model
+
+    from datasets.models import Dataset
+    from workbench.runs.scheduler import schedule
+    from workbench.runs.services import run_create
+
+    owners = list(get_user_model().objects.filter(pk__in=owner_ids))
+    dataset = Dataset.objects.get(pk=dataset_id)
+    time.sleep(max(0.0, start_at - time.time()))
+    for number, request in enumerate(requests):
+        run_create(
+            owner=owners[number % len(owners)],
+            dataset=dataset,
+            name=f"load-{os.getpid()}-{number}",
+            network="lenet",
+            config={},
+            device_request=request,
+        )
+        schedule()
+    return len(requests)
+
+
+def finisher(env: dict[str, str], total_runs: int, hold_seconds: float, deadline: float, seed: int) -> int:
+    """Plays the trainers: ends each running run after about `hold_seconds`, then schedules."""
+    _setup(env)
+    from django.utils import timezone
+
+    from workbench.runs.models import Run, WorkerHost
+    from workbench.runs.scheduler import schedule
+    from workbench.runs.services import run_finish
+
+    rng = random.Random(seed)
+    finished = 0
+    while time.time() < deadline:
+        # The simulated hosts have no worker behind them: their heartbeat is played here.
+        WorkerHost.objects.filter(hostname__endswith="@simulated").update(last_seen=timezone.now())
+        running = list(Run.objects.filter(state=Run.State.RUNNING, name__startswith="load-"))
+        ended = Run.objects.filter(state=Run.State.DONE, name__startswith="load-").count()
+        if ended >= total_runs:
+            break
+        for run in running:
+            if (time.time() - run.started_at.timestamp()) >= hold_seconds * rng.uniform(0.5, 1.5):
+                if run_finish(run=run, to_state=Run.State.DONE, reason="finished (simulated)"):
+                    finished += 1
+                    schedule()
+        schedule()
+        time.sleep(0.02)
+    return finished
+
+
+def check_allocations() -> list[str]:
+    """Problems with the allocation state, or an empty list: what must hold at every moment."""
+    from workbench.runs.models import Device, Run
+    from workbench.runs.validators import process_count
+
+    problems = []
+    for run in Run.objects.prefetch_related("devices"):
+        count = len(run.devices.all())
+        if run.state == Run.State.RUNNING:
+            if count != process_count(run.device_request):
+                problems.append(f"run {run.pk} is running with {count} devices, asked for {run.device_request}")
+            if len({d.host_id for d in run.devices.all()}) > 1:
+                problems.append(f"run {run.pk} holds devices on several hosts")
+        elif count:
+            problems.append(f"run {run.pk} is {run.state} but holds {count} devices")
+    held = Device.objects.filter(run__isnull=False).count()
+    expected = sum(
+        process_count(r.device_request) for r in Run.objects.filter(state=Run.State.RUNNING)
+    )
+    if held != expected:
+        problems.append(f"{held} devices held, running runs asked for {expected}")
+    return problems

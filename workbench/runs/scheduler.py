@@ -1,0 +1,288 @@
+"""The queue and the allocation of devices.
+
+One scheduling pass: reclaim runs of lost workers, then walk the pending runs in queue order and
+start each one whose devices are free. Passes may run at the same time in several processes
+(every heartbeat and every submission triggers one): correctness rests on conditional updates
+inside one transaction per start, never on there being a single scheduler.
+
+Queue order: higher priority first; within a priority, users take turns (each user's first
+waiting run, then each user's second...), oldest first within a turn, so one user's hundred runs
+cannot starve another user's one. A run that cannot start blocks only lower priorities: runs of
+the same priority may start around it when what they need is free (backfill).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from datasets.models import Dataset
+from workbench.runs.models import Device, Run, WorkerHost
+from workbench.runs.services import run_finish, run_transition
+
+log = logging.getLogger(__name__)
+
+
+class AllocationConflict(Exception):
+    """Another pass took a device or the run first; this pass leaves it to them."""
+
+
+@dataclass
+class Placement:
+    host: WorkerHost
+    devices: list[Device]
+
+
+@dataclass
+class Inventory:
+    """Free and held devices on online hosts, read once per pass."""
+
+    hosts: list[WorkerHost]
+    free: dict[int, list[Device]]  # host id -> free devices
+    held: dict[int, list[Device]]  # host id -> devices held by runs
+
+    @classmethod
+    def load(cls) -> Inventory:
+        cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
+        hosts = list(WorkerHost.objects.filter(last_seen__gte=cutoff))
+        free: dict[int, list[Device]] = defaultdict(list)
+        held: dict[int, list[Device]] = defaultdict(list)
+        for device in Device.objects.filter(host__in=hosts).select_related("run").order_by("host_id", "kind", "index"):
+            (held if device.run_id else free)[device.host_id].append(device)
+        return cls(hosts=hosts, free=free, held=held)
+
+    def free_gpus(self, host: WorkerHost) -> list[Device]:
+        return [d for d in self.free[host.pk] if d.kind == Device.Kind.GPU]
+
+    def gpu_count(self, host: WorkerHost) -> int:
+        return sum(1 for d in self.free[host.pk] + self.held[host.pk] if d.kind == Device.Kind.GPU)
+
+    def take(self, placement: Placement, run: Run) -> None:
+        for device in placement.devices:
+            device.run = run
+            self.free[placement.host.pk].remove(device)
+            self.held[placement.host.pk].append(device)
+
+
+def queue_order(runs: list[Run]) -> list[Run]:
+    """Priority first, then users interleaved in turns, then age."""
+    turn_of: dict[int, int] = {}
+    seen_per_user: dict[tuple[int, int], int] = defaultdict(int)
+    for run in sorted(runs, key=lambda r: (-r.priority, r.queued_at, r.pk)):
+        key = (run.priority, run.owner_id)
+        turn_of[run.pk] = seen_per_user[key]
+        seen_per_user[key] += 1
+    return sorted(runs, key=lambda r: (-r.priority, turn_of[r.pk], r.queued_at, r.pk))
+
+
+# ------------------------------------------------------------------------------- placement
+
+
+def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, str]:
+    """Where the run could start now, or why it cannot (in plain words)."""
+    request = run.device_request or {"kind": "count", "count": 1}
+    if not inventory.hosts:
+        return None, "no worker online"
+    kind = request.get("kind")
+    if kind == "cpu":
+        for host in inventory.hosts:
+            cpus = [d for d in inventory.free[host.pk] if d.kind == Device.Kind.CPU]
+            if cpus:
+                return Placement(host, cpus[:1]), ""
+        return None, "the CPU of every online worker is in use"
+    if kind == "specific":
+        host = next((h for h in inventory.hosts if h.hostname == request.get("host")), None)
+        if host is None:
+            return None, f"worker {request.get('host')} is offline"
+        wanted = [int(i) for i in request.get("indices", [])]
+        by_index = {d.index: d for d in inventory.free[host.pk] if d.kind == Device.Kind.GPU}
+        held = {d.index: d for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU}
+        for index in wanted:
+            if index in held:
+                holder = held[index].run
+                return None, f"GPU {index} on {host.hostname} is in use by run #{holder.pk} ({holder.name})"
+            if index not in by_index:
+                return None, f"{host.hostname} has no GPU {index}"
+        return Placement(host, [by_index[i] for i in wanted]), ""
+    count = int(request.get("count", 1))
+    fitting = [(len(inventory.free_gpus(h)), h) for h in inventory.hosts if len(inventory.free_gpus(h)) >= count]
+    if fitting:
+        # Best fit: the host with the fewest free GPUs that suffice keeps big hosts whole for big runs.
+        _, host = min(fitting, key=lambda pair: (pair[0], pair[1].hostname))
+        return Placement(host, inventory.free_gpus(host)[:count]), ""
+    largest = max(inventory.gpu_count(h) for h in inventory.hosts)
+    plural = "s" if count != 1 else ""
+    if largest < count:
+        if largest == 0:
+            return None, f"needs {count} GPU{plural}; no online worker has a GPU"
+        return None, f"needs {count} GPU{plural} on one host; the largest online host has {largest}"
+    most_free = max(len(inventory.free_gpus(h)) for h in inventory.hosts)
+    return None, f"needs {count} GPU{plural} on one host, {most_free} free"
+
+
+def estimate_start(run: Run, inventory: Inventory) -> timezone.datetime | None:
+    """When enough devices should be free, from the time left of the runs that hold them."""
+    request = run.device_request or {"kind": "count", "count": 1}
+    now = timezone.now()
+    best = None
+    for host in inventory.hosts:
+        if request.get("kind") == "cpu":
+            holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.CPU]
+            need = 1
+        elif request.get("kind") == "specific":
+            if host.hostname != request.get("host"):
+                continue
+            wanted = set(request.get("indices", []))
+            holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU and d.index in wanted]
+            need = len({h.pk for h in holders})
+        else:
+            count = int(request.get("count", 1))
+            if inventory.gpu_count(host) < count:
+                continue
+            holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU]
+            need = count - len(inventory.free_gpus(host))
+        finish_times = sorted(now + timedelta(seconds=r.eta_seconds) for r in holders if r.eta_seconds is not None)
+        if need <= 0:
+            candidate = now
+        elif len(finish_times) >= need and len(finish_times) == len(holders):
+            candidate = finish_times[need - 1]
+        else:
+            continue  # a holder has no estimate yet
+        best = candidate if best is None or candidate < best else best
+    return best
+
+
+# ------------------------------------------------------------------------------- allocation
+
+
+def allocate(run: Run, placement: Placement) -> bool:
+    """Claims the run and its devices in one transaction: all or nothing; False on a conflict."""
+    device_ids = sorted(device.pk for device in placement.devices)
+    attempt = run.attempt + 1
+    try:
+        with transaction.atomic():
+            # The run first: its row lock makes a second pass wait here, then find it running.
+            started = run_transition(
+                run=run,
+                to_state=Run.State.RUNNING,
+                from_states=Run.PENDING_STATES,
+                reason=f"started on {placement.host.hostname}: {', '.join(d.label for d in placement.devices)}",
+                host=placement.host,
+                host_boot_id=placement.host.boot_id,
+                attempt=attempt,
+                started_at=timezone.now(),
+                wait_reason="",
+                estimated_start=None,
+            )
+            if not started:
+                raise AllocationConflict
+            taken = Device.objects.filter(pk__in=device_ids, run__isnull=True).update(run=run)
+            if taken != len(device_ids):
+                raise AllocationConflict
+            transaction.on_commit(lambda: launch(run.pk, attempt, placement.host.queue))
+        return True
+    except AllocationConflict:
+        run.refresh_from_db()
+        return False
+    except DatabaseError as error:
+        # PostgreSQL may break a lock cycle between two passes by failing one: that pass just yields.
+        log.info("allocation of run %s yielded to another pass: %s", run.pk, error)
+        return False
+
+
+def launch(run_id: int, attempt: int, queue: str) -> None:
+    from workbench.runs.tasks import train_run
+
+    train_run.apply_async(args=[run_id, attempt], queue=queue)
+
+
+# ------------------------------------------------------------------------------- the pass
+
+
+def reclaim_lost_runs() -> int:
+    """Runs whose worker stopped sending heartbeats, or restarted, are interrupted (or failed)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
+    reclaimed = 0
+    for run in Run.objects.filter(state=Run.State.RUNNING).select_related("host"):
+        host = run.host
+        if host is None:
+            why = "its worker is gone"
+        elif host.last_seen < cutoff:
+            why = f"worker {host.hostname} stopped sending heartbeats"
+        elif run.host_boot_id and host.boot_id != run.host_boot_id:
+            why = f"worker {host.hostname} restarted"
+        else:
+            continue
+        reclaimed += interrupt(run, why)
+    return reclaimed
+
+
+def interrupt(run: Run, why: str) -> bool:
+    if run.stop_request == Run.StopRequest.ABORT:
+        return run_finish(run=run, to_state=Run.State.ABORTED, reason=f"aborted ({why})")
+    if run.stop_request == Run.StopRequest.PAUSE:
+        return run_finish(run=run, to_state=Run.State.PAUSED, reason=f"paused ({why})")
+    if run.attempt >= settings.RUN_MAX_ATTEMPTS:
+        return run_finish(
+            run=run, to_state=Run.State.FAILED, reason=f"interrupted {run.attempt} times; the last time {why}"
+        )
+    reason = f"interrupted: {why}; it resumes from its checkpoint"
+    return run_finish(run=run, to_state=Run.State.INTERRUPTED, reason=reason)
+
+
+def _set_waiting(run: Run, state: str, reason: str, estimate) -> None:
+    if run.state == state and run.wait_reason == reason and run.estimated_start == estimate:
+        return
+    if run.state != state and run.state != Run.State.INTERRUPTED:
+        run_transition(run=run, to_state=state, from_states=[run.state], reason=reason)
+    Run.objects.filter(pk=run.pk, state__in=Run.PENDING_STATES).update(wait_reason=reason, estimated_start=estimate)
+
+
+def schedule() -> dict:
+    """One scheduling pass; returns counts for logs and tests."""
+    reclaimed = reclaim_lost_runs()
+    pending = list(Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner"))
+    inventory = Inventory.load()
+    started = 0
+    waiting_priorities: list[int] = []
+    for run in queue_order(pending):
+        dataset = run.dataset
+        if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
+            run_finish(
+                run=run,
+                to_state=Run.State.FAILED,
+                reason=f"dataset {dataset.name!r} {dataset.status}: {dataset.error or 'no details'}".strip(),
+                from_states=Run.PENDING_STATES,
+            )
+            continue
+        if dataset.status != Dataset.Status.READY:
+            _set_waiting(run, Run.State.QUEUED, "dataset still building", None)
+            continue
+        ahead = sum(1 for priority in waiting_priorities if priority > run.priority)
+        if ahead:
+            reason = f"behind {ahead} run{'s' if ahead != 1 else ''} of higher priority"
+            _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory))
+            continue
+        placement, reason = find_placement(run, inventory)
+        if placement is not None and allocate(run, placement):
+            inventory.take(placement, run)
+            started += 1
+            continue
+        if placement is not None:
+            inventory = Inventory.load()  # another pass took something: see the world again
+            continue
+        _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory))
+        waiting_priorities.append(run.priority)
+    return {"reclaimed": reclaimed, "started": started, "pending": len(pending) - started}
+
+
+def queue_positions() -> list[Run]:
+    """The waiting runs in the order they will be considered, for the queue page and API."""
+    pending = list(Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner"))
+    return queue_order(pending)

@@ -1,0 +1,75 @@
+from rest_framework import serializers
+
+from trainer.config import NETWORKS, OPTIMIZERS
+from workbench.runs.models import Device, Run, RunTransition
+
+
+class DeviceSerializer(serializers.ModelSerializer):
+    host = serializers.CharField(source="host.hostname")
+
+    class Meta:
+        model = Device
+        fields = ["host", "kind", "index", "label", "name", "simulated"]
+
+
+class TransitionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunTransition
+        fields = ["from_state", "to_state", "reason", "at"]
+
+
+class RunSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    dataset_name = serializers.CharField(source="dataset.name")
+    devices = DeviceSerializer(many=True)
+    requested_devices = serializers.CharField(source="device_request_text")
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "name", "owner", "dataset", "dataset_name", "network", "state", "priority",
+            "device_request", "requested_devices", "devices", "progress", "eta_seconds", "wait_reason",
+            "estimated_start", "attempt", "error", "created_at", "started_at", "finished_at",
+        ]  # fmt: skip
+
+
+class RunDetailSerializer(RunSerializer):
+    transitions = TransitionSerializer(many=True)
+    host = serializers.CharField(source="host.hostname", default=None)
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "config", "host", "transitions", "last_seq"]
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """The short form of a run: the common fields, plus any trainer config field in `config`."""
+
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    dataset = serializers.IntegerField()
+    network = serializers.ChoiceField(choices=NETWORKS)
+    epochs = serializers.FloatField(required=False, min_value=0.01)
+    batch_size = serializers.IntegerField(required=False, min_value=1)
+    lr = serializers.FloatField(required=False, min_value=0)
+    solver = serializers.ChoiceField(choices=OPTIMIZERS, required=False)
+    gpus = serializers.CharField(required=False, default="auto")
+    priority = serializers.IntegerField(required=False, default=0)
+    config = serializers.DictField(required=False, default=dict)
+
+    def trainer_config(self) -> dict:
+        data = self.validated_data
+        config = {**data["config"]}
+        for field in ("epochs", "batch_size"):
+            if field in data:
+                config[field] = data[field]
+        solver = {**config.get("solver", {})}
+        if "lr" in data:
+            solver["base_lr"] = data["lr"]
+        if "solver" in data:
+            solver["optimizer"] = data["solver"]
+        if solver:
+            config["solver"] = solver
+        return config
+
+
+class PrioritySerializer(serializers.Serializer):
+    priority = serializers.IntegerField(min_value=-100, max_value=100)

@@ -1,0 +1,261 @@
+"""Run lifecycle: create, state transitions, events, abort, pause, resume, finish.
+
+Every state change is a conditional update (it happens only if the run is still in an expected
+state), stored with its time in RunTransition, and announced as a `status` event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from datasets.models import Dataset
+from workbench.consumers import user_group_name
+from workbench.runs.models import Device, Run, RunEvent, RunTransition
+from workbench.runs.validators import (
+    RequestError,
+    parse_device_request,
+    process_count,
+    resolve_auto,
+    validate_trainer_config,
+)
+
+log = logging.getLogger(__name__)
+
+
+class RunError(ValueError):
+    """A request about a run that cannot be carried out; the message says why."""
+
+
+# ------------------------------------------------------------------------------- events
+
+
+def _event_fields(event: dict) -> dict:
+    data = {key: value for key, value in event.items() if key not in {"type", "time", "step", "epoch"}}
+    return {
+        "kind": str(event.get("type", "log"))[:16],
+        "step": event.get("step"),
+        "epoch": event.get("epoch"),
+        "time": float(event.get("time") or time.time()),
+        "data": data,
+    }
+
+
+def event_payload(event: RunEvent) -> dict:
+    """The neutral shape every client receives: {seq, type, time, step, epoch, ...fields}."""
+    return {
+        "seq": event.seq,
+        "type": event.kind,
+        "time": event.time,
+        "step": event.step,
+        "epoch": event.epoch,
+        **event.data,
+    }
+
+
+def run_events_append(*, run_id: int, events: list[dict]) -> list[RunEvent]:
+    """Stores events with the run's next sequence numbers, then publishes them after commit."""
+    if not events:
+        return []
+    with transaction.atomic():
+        # Reserve a block of sequence numbers: the row update serialises concurrent writers.
+        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
+        last = Run.objects.values_list("last_seq", flat=True).get(pk=run_id)
+        first = last - len(events) + 1
+        rows = [RunEvent(run_id=run_id, seq=first + offset, **_event_fields(e)) for offset, e in enumerate(events)]
+        RunEvent.objects.bulk_create(rows)
+        transaction.on_commit(lambda: publish_run_events(run_id=run_id, rows=rows))
+    return rows
+
+
+def _group_send(group: str, message: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        # Live delivery is best effort: the events are stored and clients replay what they missed.
+        log.warning("could not publish to %s", group, exc_info=True)
+
+
+def publish_run_events(*, run_id: int, rows: Iterable[RunEvent]) -> None:
+    _group_send(f"run-{run_id}", {"type": "run.events", "events": [event_payload(row) for row in rows]})
+
+
+def publish_dashboard(run: Run) -> None:
+    payload = {"kind": "run", "id": run.pk, "status": run.state, "percent": round(100 * run.progress, 1)}
+    _group_send(user_group_name(run.owner_id), {"type": "dashboard.update", "payload": payload})
+
+
+# ------------------------------------------------------------------------------- transitions
+
+
+def run_transition(*, run: Run, to_state: str, from_states: Iterable[str], reason: str = "", **fields) -> bool:
+    """Moves the run to `to_state` if it is in one of `from_states`; returns whether it did."""
+    from_states = list(from_states)
+    with transaction.atomic():
+        current = Run.objects.select_for_update().filter(pk=run.pk).values_list("state", flat=True).first()
+        if current not in from_states:
+            return False
+        Run.objects.filter(pk=run.pk).update(state=to_state, **fields)
+        RunTransition.objects.create(run_id=run.pk, from_state=current, to_state=to_state, reason=reason)
+        status = {"type": "status", "time": time.time(), "state": to_state, "message": reason, "source": "workbench"}
+        run_events_append(run_id=run.pk, events=[status])
+        run.refresh_from_db()
+        transaction.on_commit(lambda: publish_dashboard(run))
+    return True
+
+
+def devices_release(*, run: Run) -> int:
+    return Device.objects.filter(run=run).update(run=None)
+
+
+def run_finish(*, run: Run, to_state: str, reason: str = "", from_states: Iterable[str] = (Run.State.RUNNING,)) -> bool:
+    """Ends (or pauses, or interrupts) a run: state change and release of its devices, at once."""
+    with transaction.atomic():
+        fields = {"stop_request": "", "trainer_pid": None}
+        if to_state in Run.FINISHED_STATES:
+            fields["finished_at"] = timezone.now()
+            fields["eta_seconds"] = None
+        if to_state == Run.State.FAILED:
+            fields["error"] = reason
+        if to_state == Run.State.DONE:
+            fields["progress"] = 1.0
+        changed = run_transition(run=run, to_state=to_state, from_states=from_states, reason=reason, **fields)
+        if changed:
+            devices_release(run=run)
+            transaction.on_commit(queue_scheduling)
+    return changed
+
+
+def queue_scheduling() -> None:
+    from workbench.runs.tasks import schedule_runs
+
+    try:
+        schedule_runs.delay()
+    except Exception:
+        # No broker right now: the workers' heartbeats schedule on their own every few seconds.
+        log.warning("could not queue a scheduling pass", exc_info=True)
+
+
+# ------------------------------------------------------------------------------- user actions
+
+
+def run_create(
+    *,
+    owner,
+    dataset: Dataset,
+    name: str,
+    network: str,
+    config: dict,
+    device_request: dict,
+    priority: int = 0,
+) -> Run:
+    """A new run in the queue; its config has been validated by the caller (forms, serializers)."""
+    if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
+        raise RequestError(f"dataset: {dataset.name!r} is {dataset.status}; build it again or choose another")
+    with transaction.atomic():
+        run = Run.objects.create(
+            owner=owner,
+            dataset=dataset,
+            name=name,
+            network=network,
+            config=config,
+            device_request=device_request,
+            priority=priority,
+        )
+        RunTransition.objects.create(run=run, from_state="", to_state=Run.State.QUEUED, reason="submitted")
+        run_events_append(
+            run_id=run.pk,
+            events=[{"type": "status", "state": Run.State.QUEUED, "message": "submitted", "source": "workbench"}],
+        )
+        transaction.on_commit(queue_scheduling)
+    run.refresh_from_db()
+    return run
+
+
+def gpus_online() -> bool:
+    from workbench.runs.scheduler import Inventory
+
+    inventory = Inventory.load()
+    return any(inventory.gpu_count(host) for host in inventory.hosts)
+
+
+def run_submit(
+    *,
+    owner,
+    dataset: Dataset,
+    name: str,
+    network: str,
+    config: dict,
+    gpus: str | int | None = "auto",
+    priority: int = 0,
+) -> Run:
+    """Validates a run request (devices, trainer config) and queues it; RequestError names the field."""
+    request = resolve_auto(parse_device_request(gpus), gpus_online=gpus_online())
+    config = validate_trainer_config(config, network=network, processes=process_count(request))
+    return run_create(
+        owner=owner,
+        dataset=dataset,
+        name=name or f"{network} on {dataset.name}",
+        network=network,
+        config=config,
+        device_request=request,
+        priority=priority,
+    )
+
+
+def _request_stop(*, run: Run, kind: str, to_state: str, verb: str) -> Run:
+    # The state may change under us (the scheduler starting the run): look again and retry.
+    for _ in range(5):
+        run.refresh_from_db()
+        if run.state in Run.PENDING_STATES or (run.state == Run.State.PAUSED and kind == Run.StopRequest.ABORT):
+            done = run_finish(run=run, to_state=to_state, reason=f"{verb} by the user", from_states=[run.state])
+        elif run.state == Run.State.RUNNING:
+            # The task watching the trainer sees this, sends SIGTERM (checkpoint), then SIGKILL.
+            done = bool(Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(stop_request=kind))
+        else:
+            raise RunError(f"run {run.pk} is {run.state} and cannot be {verb}")
+        if done:
+            run.refresh_from_db()
+            return run
+    raise RunError(f"run {run.pk} keeps changing state; try again")
+
+
+def run_abort(*, run: Run) -> Run:
+    return _request_stop(run=run, kind=Run.StopRequest.ABORT, to_state=Run.State.ABORTED, verb="aborted")
+
+
+def run_pause(*, run: Run) -> Run:
+    if run.state == Run.State.PAUSED:
+        raise RunError(f"run {run.pk} is already paused")
+    return _request_stop(run=run, kind=Run.StopRequest.PAUSE, to_state=Run.State.PAUSED, verb="paused")
+
+
+def run_resume(*, run: Run) -> Run:
+    """A paused run goes back to the queue and continues from its checkpoint on any suitable devices."""
+    changed = run_transition(
+        run=run,
+        to_state=Run.State.QUEUED,
+        from_states=[Run.State.PAUSED],
+        reason="resumed by the user",
+        queued_at=timezone.now(),
+    )
+    if not changed:
+        raise RunError(f"run {run.pk} is {run.state}, not paused")
+    transaction.on_commit(queue_scheduling)
+    return run
+
+
+def run_delete(*, run: Run) -> None:
+    if run.state == Run.State.RUNNING:
+        raise RunError(f"run {run.pk} is running; abort it first")
+    run.delete()

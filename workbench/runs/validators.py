@@ -1,0 +1,77 @@
+"""Checks on what users ask for: device requests and trainer configs, with messages that name the field."""
+
+from __future__ import annotations
+
+import re
+
+from trainer.config import ConfigError, config_from_dict
+
+
+class RequestError(ValueError):
+    """Bad input; the message names the field and what is allowed."""
+
+
+_SPECIFIC = re.compile(r"^(?P<host>[^:\s]+):(?P<indices>\d+(?:,\d+)*)$")
+
+
+def parse_device_request(text: str | int | None) -> dict:
+    """`auto` | `cpu` | `N` | `HOST:0,1` -> the stored device request."""
+    value = "auto" if text is None else str(text).strip()
+    if value.lower() == "auto":
+        return {"kind": "auto"}
+    if value.lower() == "cpu":
+        return {"kind": "cpu"}
+    if value.isdigit():
+        count = int(value)
+        if not 1 <= count <= 64:
+            raise RequestError(f"gpus: {count} is not between 1 and 64")
+        return {"kind": "count", "count": count}
+    match = _SPECIFIC.match(value)
+    if match:
+        indices = [int(i) for i in match.group("indices").split(",")]
+        if len(set(indices)) != len(indices):
+            raise RequestError(f"gpus: {value!r} names a GPU twice")
+        return {"kind": "specific", "host": match.group("host"), "indices": indices}
+    raise RequestError(f"gpus: {value!r} is not one of auto, cpu, a count such as 2, or HOST:0,1")
+
+
+def resolve_auto(request: dict, *, gpus_online: bool) -> dict:
+    """`auto` means one GPU when any online worker has GPUs, else the CPU."""
+    if request.get("kind") != "auto":
+        return request
+    return {"kind": "count", "count": 1} if gpus_online else {"kind": "cpu"}
+
+
+def process_count(request: dict) -> int:
+    if request.get("kind") == "count":
+        return int(request["count"])
+    if request.get("kind") == "specific":
+        return len(request["indices"])
+    return 1
+
+
+def validate_trainer_config(config: dict, *, network: str, processes: int) -> dict:
+    """Validates with the trainer's own rules (names the bad field); returns the config to store."""
+    if not isinstance(config, dict):
+        raise RequestError("config: expected an object")
+    for reserved in ("run_dir", "devices", "network"):
+        if reserved in config:
+            raise RequestError(f"config.{reserved}: set by the workbench, leave it out")
+    if "dataset" in (config.get("data") or {}):
+        raise RequestError("config.data.dataset: set by the workbench from the chosen dataset")
+    probe = {
+        **config,
+        "network": network,
+        "run_dir": "/nonexistent/run",
+        "devices": ["cpu"] * processes,
+        "data": {**(config.get("data") or {}), "dataset": "/nonexistent/dataset"},
+    }
+    if probe.get("precision") == "fp16":
+        probe["devices"] = list(range(processes))  # fp16 is checked against CUDA at launch
+    try:
+        config_from_dict(probe, check_paths=False)
+    except ConfigError as error:
+        raise RequestError(f"config: {error}") from None
+    except TypeError as error:
+        raise RequestError(f"config: {error}") from None
+    return config
