@@ -48,9 +48,11 @@ def test_it_builds_through_the_worker_and_tells_the_dashboard(celery_worker, own
     async_to_sync(layer.group_add)(f"user-{owner.pk}", channel)
     # 80 images: above the in-process threshold, so the worker task starts build processes.
     root = make_class_folders(import_root / "queued", {"a": 40, "b": 40}, size=(30, 20), fmt="JPEG")
-    response = client.post("/api/datasets/", {"name": "q", "source_path": str(root), "image_width": 16,
-                                              "image_height": 16, "val_percent": 25},
-                           content_type="application/json")
+    response = client.post(
+        "/api/datasets/",
+        {"name": "q", "source_path": str(root), "image_width": 16, "image_height": 16, "val_percent": 25},
+        content_type="application/json",
+    )
     assert response.status_code == 201, response.json()
     dataset = _wait_for(response.json()["id"], ("ready", "failed"))
     assert dataset.status == "ready", dataset.error
@@ -64,8 +66,23 @@ def test_it_builds_through_the_worker_and_tells_the_dashboard(celery_worker, own
 def test_it_waits_for_the_worker_from_the_command_line(celery_worker, owner, import_root):
     root = make_class_folders(import_root / "cli", {"x": 3, "y": 3})
     out = io.StringIO()
-    call_command("import_dataset", str(root), "--name", "cli", "--owner", owner.username, "--image-size", "8x8",
-                 "--val-percent", "0", "--wait", "--timeout", "90", stdout=out, stderr=io.StringIO())
+    call_command(
+        "import_dataset",
+        str(root),
+        "--name",
+        "cli",
+        "--owner",
+        owner.username,
+        "--image-size",
+        "8x8",
+        "--val-percent",
+        "0",
+        "--wait",
+        "--timeout",
+        "90",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
     assert out.getvalue().splitlines()[-1].split() == ["total", "6"]
 
 
@@ -74,18 +91,23 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
 
     client.force_login(owner)
     root = make_class_folders(import_root / "big", {"a": 600, "b": 600}, size=(64, 48), fmt="JPEG")
-    pk = client.post("/api/datasets/", {"name": "big", "source_path": str(root), "image_width": 128,
-                                        "image_height": 128, "encoding": "png"},
-                     content_type="application/json").json()["id"]
+    pk = client.post(
+        "/api/datasets/",
+        {"name": "big", "source_path": str(root), "image_width": 128, "image_height": 128, "encoding": "png"},
+        content_type="application/json",
+    ).json()["id"]
     deadline = time.monotonic() + 60
     while Dataset.objects.get(pk=pk).progress_done == 0:
         assert time.monotonic() < deadline, "the build never reported progress"
         time.sleep(0.1)
     response = client.post(f"/api/datasets/{pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
-    time.sleep(3)  # the build loop notices within about half a second, then removes its temp folder
+    # The build loop notices within about half a second, stops its processes, removes its temp folder.
+    root_dir = settings.DATA_DIR / "datasets"
+    deadline = time.monotonic() + 30
+    while [p.name for p in root_dir.iterdir() if p.name.startswith(f".{pk}.")]:
+        assert time.monotonic() < deadline, "the cancelled build left its temp folder"
+        time.sleep(0.2)
     dataset = Dataset.objects.get(pk=pk)
     assert dataset.status == "cancelled" and dataset.progress_done < 1200
-    root_dir = settings.DATA_DIR / "datasets"
     assert not dataset.path.exists()
-    assert not [p.name for p in root_dir.iterdir() if p.name.startswith(f".{pk}.")]

@@ -1,0 +1,65 @@
+"""End to end in a real browser: upload a zip in the wizard (progress bar), preview, confirm,
+watch the real worker build it, then see counts, histogram, mean and gallery."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import log_in
+from tests.datasets.conftest import make_class_folders, zip_folder
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def test_it_imports_an_uploaded_zip_through_the_wizard(live_server_url, celery_worker, page, owner, tmp_path):
+    folder = make_class_folders(tmp_path / "fruit", {"apple": 4, "kiwi": 6}, size=(40, 20))
+    archive = zip_folder(folder, tmp_path / "fruit.zip")
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/datasets/new/")
+
+    page.set_input_files("#archive-file", str(archive))
+    page.wait_for_selector("text=Uploaded fruit.zip")
+    assert page.eval_on_selector("#upload-progress", "el => el.value") == 100
+    page.click("#wizard-next")
+
+    page.fill("[name=image_width]", "16")
+    page.fill("[name=image_height]", "16")
+    page.select_option("[name=resize_mode]", "fill")
+    page.fill("[name=val_percent]", "50")
+    page.click("#wizard-next")
+
+    page.wait_for_selector("#preview-resized[src^='data:image/png']")
+    assert "40×20" in page.inner_text("#preview-original-caption")
+    assert page.eval_on_selector("#preview-resized", "el => el.naturalWidth") == 16
+    page.click("#wizard-next")
+
+    assert page.input_value("[name=name]") == "fruit"
+    assert "16 × 16" in page.inner_text("#summary")
+    page.click("#create-dataset")
+
+    page.wait_for_url(re.compile(r"/datasets/\d+/$"))
+    # The page polls the API while building and reloads when the build is done.
+    page.wait_for_selector("#class-table", timeout=60_000)
+    assert page.inner_text("#split-counts") == "train 5 · val 5"
+    rows = page.inner_text("#class-table tbody")
+    assert "apple" in rows and "kiwi" in rows
+    page.wait_for_selector("#histogram .main-svg")  # Plotly drew the bar chart
+    assert page.eval_on_selector("#mean-image", "el => el.naturalWidth") == 16
+    page.wait_for_selector("#gallery img")
+    assert page.locator("#gallery img").count() == 5
+    page.select_option("#gallery-label", label="kiwi")
+    page.wait_for_function("document.querySelector('#gallery-page').textContent.includes('(3 images)')")
+    page.select_option("#gallery-split", "val")
+    page.wait_for_function("document.querySelector('#gallery-page').textContent.includes('(3 images)')")
+
+
+def test_it_shows_the_refusal_of_an_oversized_upload(live_server_url, page, owner, tmp_path):
+    big = tmp_path / "huge.zip"
+    with open(big, "wb") as fh:
+        fh.truncate(64 * 1024 * 1024 * 1024)  # sparse: 64 GiB on paper, over the 20 GiB default limit
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/datasets/new/")
+    page.set_input_files("#archive-file", str(big))
+    page.wait_for_selector("text=over the upload limit")
