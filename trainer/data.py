@@ -8,6 +8,7 @@ as uint8 (4x less than float32); mean subtraction and scaling happen on the devi
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -158,6 +159,14 @@ def input_shape(cfg: TrainConfig, info: DatasetInfo) -> tuple[int, int, int]:
     return (info.channels, crop or info.image_height, crop or info.image_width)
 
 
+def _worker_init(worker_id: int) -> None:
+    # The runs app stops a run by signalling its whole process group. Workers must not die of
+    # that SIGTERM (the loop would see "DataLoader worker killed" instead of stopping cleanly):
+    # the training process decides, and shuts its workers down itself.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int = 1,
                pin_memory: bool = False) -> Data:
     train_db = DatumLMDB(info.splits["train"].db)
@@ -175,6 +184,7 @@ def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int
         # Its own generator: otherwise every new epoch iterator draws its worker seed from the
         # global torch RNG, and a resumed run's dropout stream would drift from the original's.
         generator=torch.Generator().manual_seed(cfg.seed),
+        worker_init_fn=_worker_init if workers else None,
     )
     sampler = ShardedSampler(train_count, rank=rank, world=world, seed=cfg.seed, shuffle=True,
                              global_batch=cfg.batch_size)

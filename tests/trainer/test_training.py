@@ -180,7 +180,9 @@ def _events(path: Path) -> list[dict]:
 
 
 def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
-    cfg = make_config(tmp_path / "run", gray8, epochs=400, snapshot_interval=0, val_interval=0)
+    # Two loader workers: they get the process group's SIGTERM too, and must not break the stop.
+    cfg = make_config(tmp_path / "run", gray8, epochs=400, snapshot_interval=0, val_interval=0,
+                      data={"num_workers": 2})
     cfg.save(tmp_path / "run.json")
     events = tmp_path / "events.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
