@@ -91,7 +91,15 @@ class ServiceProcess:
         if self.process.poll() is not None:
             pytest.fail(f"{self.name} exited with {self.process.returncode}:\n{self.tail()}")
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no clean-up runs in the process."""
+        self.process.kill()
+        self.process.wait()
+        self.log.close()
+
     def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=20)
@@ -101,12 +109,15 @@ class ServiceProcess:
         self.log.close()
 
 
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker):
+def start_worker(name: str, **env: str) -> ServiceProcess:
+    """A real Celery worker process named `name@<this host>`, answering pings before it returns."""
+    import socket
+
     from workbench.celery import app
 
+    nodename = f"{name}@{socket.gethostname()}"
     worker = ServiceProcess(
-        "celery-worker",
+        name,
         [
             sys.executable,
             "-m",
@@ -119,21 +130,28 @@ def celery_worker(django_db_setup, django_db_blocker):
             "--concurrency",
             "4",
             "--hostname",
-            "test-worker@%h",
+            nodename,
             "--loglevel",
             "INFO",
             "--without-mingle",
             "--without-gossip",
         ],  # fmt: skip
-        # Two simulated GPUs besides the CPU, so multi-GPU scheduling runs for real (on the CPU).
-        child_env(WORKBENCH_SIMULATED_GPUS="2"),
+        child_env(**env),
     )
+    worker.nodename = nodename
     deadline = time.monotonic() + 90
-    while not app.control.ping(timeout=0.5):
+    while not app.control.ping(destination=[nodename], timeout=0.5):
         worker.check_alive()
         if time.monotonic() > deadline:
             worker.stop()
-            pytest.fail(f"the Celery worker did not answer a ping within 90 s:\n{worker.tail()}")
+            pytest.fail(f"the Celery worker {nodename} did not answer a ping within 90 s:\n{worker.tail()}")
+    return worker
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    # Two simulated GPUs besides the CPU, so multi-GPU scheduling runs for real (on the CPU).
+    worker = start_worker("test-worker", WORKBENCH_SIMULATED_GPUS="2")
     yield worker
     worker.stop()
 

@@ -1,0 +1,151 @@
+"""Runs on real worker processes: multi-process training, abort, pause and resume, a killed worker."""
+
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import start_worker
+from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.runs.models import Device, Run
+from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
+from workbench.runs.tasks import train_run
+
+pytestmark = [pytest.mark.slow]
+
+# Long enough to act on while it trains; checkpoints often so a resume has one.
+LONG_CONFIG = {**TINY_CONFIG, "epochs": 2000, "val_interval": 5, "snapshot_interval": 1, "keep_last": 2}
+
+
+def wait_for(predicate, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_for_state(run: Run, *states: str, timeout: float = 180) -> Run:
+    def reached():
+        run.refresh_from_db()
+        return run.state in states
+
+    wait_for(reached, f"run {run.pk} to be {' or '.join(states)} (now {run.state}: {run.wait_reason})", timeout)
+    return run
+
+
+def checkpoints(run: Run) -> list:
+    return sorted((run.run_dir / "checkpoints").glob("step_*.pt"))
+
+
+def trainer_tree(run: Run) -> list[psutil.Process]:
+    run.refresh_from_db()
+    root = psutil.Process(run.trainer_pid)
+    return [root, *root.children(recursive=True)]
+
+
+def metric_steps(run: Run) -> list[int]:
+    return list(run.events.filter(kind="metrics").order_by("seq").values_list("step", flat=True))
+
+
+def test_it_trains_with_ddp_on_two_simulated_gpus(celery_worker, transactional_db, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = run_submit(owner=owner, dataset=dataset, name="ddp", network="lenet", config=TINY_CONFIG, gpus="2")
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED)
+    assert run.state == Run.State.DONE, run.error
+    started = run.transitions.get(to_state="running").reason
+    assert started.startswith("started on test-worker@") and started.endswith("GPU 0, GPU 1")
+    launch = (run.run_dir / "launch-1.json").read_text()
+    assert '"cpu",\n    "cpu"' in launch  # two gloo processes stand in for the two GPUs
+
+
+def test_it_aborts_a_run_and_stops_every_trainer_process(celery_worker, transactional_db, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = run_submit(owner=owner, dataset=dataset, name="long", network="lenet", config=LONG_CONFIG, gpus="cpu")
+    wait_for_state(run, Run.State.RUNNING)
+    wait_for(lambda: metric_steps(run), "the first metrics")
+    processes = trainer_tree(run)
+    run_abort(run=run)
+    wait_for_state(run, Run.State.ABORTED, timeout=90)
+    gone, alive = psutil.wait_procs(processes, timeout=10)
+    assert not alive, f"trainer processes left: {alive}"
+    assert not Device.objects.filter(run=run).exists()
+    assert run.transitions.last().reason == "aborted by the user"
+    assert checkpoints(run), "SIGTERM should have saved a checkpoint"
+
+
+def test_it_pauses_and_resumes_from_the_checkpoint(celery_worker, transactional_db, owner, make_dataset):
+    dataset = make_dataset(owner, train=48)
+    config = {**LONG_CONFIG, "epochs": 40}
+    run = run_submit(owner=owner, dataset=dataset, name="pausable", network="lenet", config=config, gpus="cpu")
+    wait_for_state(run, Run.State.RUNNING)
+    wait_for(lambda: checkpoints(run), "a first checkpoint")
+    run_pause(run=run)
+    wait_for_state(run, Run.State.PAUSED, timeout=90)
+    assert not Device.objects.filter(run=run).exists()
+    steps_before = metric_steps(run)
+    run_resume(run=run)
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=240)
+    assert run.state == Run.State.DONE, run.error
+    assert run.attempt == 2
+    assert "resumed from" in run.log_path.read_text()
+    steps = metric_steps(run)
+    assert steps[: len(steps_before)] == steps_before
+    assert steps == sorted(set(steps)), "metric steps must be strictly increasing"
+    # (A run may wait a moment for the worker's first heartbeat after the previous test.)
+    states = [t.to_state for t in run.transitions.all() if t.to_state != "waiting"]
+    assert states == ["queued", "running", "paused", "queued", "running", "done"]
+
+
+def test_it_resumes_a_run_after_its_worker_is_killed(celery_worker, transactional_db, owner, make_dataset):
+    crash_worker = start_worker("crash-worker", WORKBENCH_SIMULATED_GPUS="1")
+    try:
+        dataset = make_dataset(owner, train=48)
+        config = {**LONG_CONFIG, "epochs": 40}
+        gpus = f"{crash_worker.nodename}:0"
+        run = run_submit(owner=owner, dataset=dataset, name="crashy", network="lenet", config=config, gpus=gpus)
+        wait_for_state(run, Run.State.RUNNING)
+        wait_for(lambda: checkpoints(run) and len(metric_steps(run)) > 5, "a checkpoint and some metrics")
+        processes = trainer_tree(run)
+
+        crash_worker.kill()
+
+        # The trainer learns of its worker's death (SIGTERM from the kernel) and exits.
+        gone, alive = psutil.wait_procs(processes, timeout=60)
+        assert not alive
+        # The other worker's scheduler notices the silent host and interrupts the run.
+        wait_for_state(run, Run.State.INTERRUPTED, timeout=60)
+        assert "stopped sending heartbeats" in run.transitions.last().reason
+        assert not Device.objects.filter(run=run).exists()
+
+        crash_worker = start_worker("crash-worker", WORKBENCH_SIMULATED_GPUS="1")
+        wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=240)
+        assert run.state == Run.State.DONE, run.error
+        assert run.attempt == 2
+        steps = metric_steps(run)
+        assert steps == sorted(set(steps)), "metric steps must be strictly increasing, without duplicates"
+        seqs = list(run.events.values_list("seq", flat=True))
+        assert seqs == list(range(1, len(seqs) + 1))
+    finally:
+        crash_worker.stop()
+
+
+def test_it_starts_nothing_on_a_duplicate_delivery(celery_worker, transactional_db, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = run_submit(owner=owner, dataset=dataset, name="once", network="lenet", config=LONG_CONFIG, gpus="cpu")
+    wait_for_state(run, Run.State.RUNNING)
+    wait_for(lambda: metric_steps(run), "the first metrics")
+    run.refresh_from_db()
+    first_trainer = run.trainer_pid
+    # The same message again, through the broker to the same host's queue...
+    duplicate = train_run.apply_async(args=[run.pk, run.attempt], queue=run.host.queue)
+    assert duplicate.get(timeout=30) == "duplicate"
+    # ...and a stale one for an attempt that never was.
+    assert train_run.apply(args=[run.pk, run.attempt + 1]).get() == "duplicate"
+    run.refresh_from_db()
+    assert run.trainer_pid == first_trainer
+    assert sorted(p.name for p in run.run_dir.glob("launch-*.json")) == ["launch-1.json"]
+    run_abort(run=run)
+    wait_for_state(run, Run.State.ABORTED, timeout=90)
