@@ -81,12 +81,13 @@ def _flatten_alpha(image: Image.Image) -> Image.Image:
     return Image.alpha_composite(background, rgba).convert("RGB")
 
 
-def to_array(image: Image.Image, channels: int) -> np.ndarray:
-    """Apply the conversion rules; returns uint8 H x W x C (C = channels)."""
+def convert_image(image: Image.Image, channels: int) -> Image.Image:
+    """Apply the conversion rules; returns an image in mode L (channels=1) or RGB (channels=3)."""
     if channels not in (1, 3):
         raise ValueError(f"channels must be 1 or 3, not {channels}")
     # EXIF orientation: a phone photo is stored sideways and displayed upright; train on upright.
-    image = ImageOps.exif_transpose(image)
+    if image.getexif().get(0x0112, 1) not in (0, 1):
+        image = ImageOps.exif_transpose(image)
     mode = image.mode
     if mode == "F":
         raise ImageRefused("32-bit floating point images are not supported")
@@ -104,10 +105,17 @@ def to_array(image: Image.Image, channels: int) -> np.ndarray:
     elif mode not in ("L", "RGB"):
         image = image.convert("RGB")
     target = "L" if channels == 1 else "RGB"
-    if image.mode != target:
-        image = image.convert(target)
+    return image if image.mode == target else image.convert(target)
+
+
+def _as_hwc(image: Image.Image) -> np.ndarray:
     array = np.asarray(image, dtype=np.uint8)
     return array[:, :, None] if array.ndim == 2 else array
+
+
+def to_array(image: Image.Image, channels: int) -> np.ndarray:
+    """Apply the conversion rules; returns uint8 H x W x C (C = channels)."""
+    return _as_hwc(convert_image(image, channels))
 
 
 def _resize(array: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -198,7 +206,14 @@ def prepare_image(source, *, width: int, height: int, channels: int, resize_mode
     """load -> convert -> resize: the whole per-image pipeline (build, preview and tests)."""
     image = load_image(source)
     try:
-        array = to_array(image, channels)
+        converted = convert_image(image, channels)
+        w, h = converted.size
+        if resize_mode == "squash" or w * height == h * width:
+            # The common case stays inside Pillow: one resize, one copy out to numpy.
+            if (w, h) != (width, height):
+                converted = converted.resize((width, height), Image.Resampling.BILINEAR)
+            return _as_hwc(converted)
+        array = _as_hwc(converted)
     finally:
         image.close()
     return resize_image(array, height, width, resize_mode, rng=np.random.default_rng(seed))
