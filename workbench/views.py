@@ -11,7 +11,8 @@ from django.views.decorators.http import require_GET
 
 from datasets.models import Dataset
 from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm
-from workbench.health import health_report, workers
+from workbench.health import health_report
+from workbench.runs.inventory import hosts_for_display
 from workbench.runs.models import Run
 
 
@@ -27,7 +28,7 @@ def home(request):
 
 
 def gpus(request):
-    return render(request, "workbench/gpus.html", {"workers": workers()})
+    return render(request, "workbench/gpus.html", {"hosts": hosts_for_display(request.user)})
 
 
 @login_not_required

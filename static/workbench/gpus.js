@@ -15,31 +15,41 @@ function cell(text) {
   return td;
 }
 
-function render(workers) {
-  if (!workers.length) return;  // keep the server-rendered empty state
-  container.replaceChildren(...workers.map((worker) => {
+function badge(className, text) {
+  const span = document.createElement("span");
+  span.className = `status ${className}`;
+  span.textContent = text;
+  return span;
+}
+
+function holder(device) {
+  if (device.run) return `${device.run.name} (${device.run.owner})`;
+  return device.in_use ? "another user's run" : "free";
+}
+
+function render(hosts) {
+  if (!hosts.length) return;  // keep the server-rendered empty state
+  container.replaceChildren(...hosts.map((host) => {
     const section = document.createElement("section");
     section.className = "card worker";
     const title = document.createElement("h2");
-    title.textContent = `${worker.hostname} `;
-    const badge = document.createElement("span");
-    badge.className = `status ${worker.online ? "status-ready" : "status-failed"}`;
-    badge.textContent = worker.online ? "online" : "offline";
-    title.append(badge);
+    title.append(`${host.hostname} `, badge(host.online ? "status-ready" : "status-failed", host.online ? "online" : "offline"));
+    if (host.simulated) title.append(" ", badge("status-simulated", "simulated GPUs"));
     const hint = document.createElement("p");
     hint.className = "hint";
-    hint.textContent = `Last heartbeat ${worker.seconds_since_heartbeat} s ago.`;
+    hint.textContent = `Last heartbeat ${host.seconds_since_heartbeat} s ago.`;
     const table = document.createElement("table");
-    table.innerHTML = "<thead><tr><th>Device</th><th>Name</th><th>Memory used / total</th><th>Utilisation</th><th>Temperature</th></tr></thead>";
+    table.innerHTML = "<thead><tr><th>Device</th><th>Name</th><th>Memory used / total</th><th>Utilisation</th><th>Temperature</th><th>In use by</th></tr></thead>";
     const body = document.createElement("tbody");
-    for (const device of worker.devices) {
+    for (const device of host.devices) {
       const row = document.createElement("tr");
       row.append(
-        cell(`${device.kind.toUpperCase()} ${device.index}`),
-        cell(device.cores ? `${device.name} (${device.cores} cores)` : device.name),
+        cell(device.label),
+        cell(device.simulated ? `${device.name} (simulated)` : device.name),
         cell(`${device.memory_used_mb} / ${device.memory_total_mb} MiB`),
-        cell(device.utilization_percent == null ? "–" : `${device.utilization_percent} %`),
-        cell(device.temperature_c == null ? "–" : `${device.temperature_c} °C`),
+        cell(device.utilization_percent == null ? "–" : `${Math.round(device.utilization_percent)} %`),
+        cell(device.temperature_c == null ? "–" : `${Math.round(device.temperature_c)} °C`),
+        cell(holder(device)),
       );
       body.append(row);
     }
@@ -52,7 +62,7 @@ function render(workers) {
 async function refresh() {
   try {
     const response = await fetch(container.dataset.api, { headers: { Accept: "application/json" } });
-    if (response.ok) render((await response.json()).workers);
+    if (response.ok) render((await response.json()).hosts);
   } catch (error) {
     // The server may be restarting; the next refresh tries again.
   }

@@ -55,10 +55,21 @@ def test_it_reports_a_dead_broker(client, settings):
     assert "Connection" in report["checks"]["broker"]["detail"]
 
 
-def test_it_shows_workers_on_the_gpus_page(owner_client):
-    WorkerHost.objects.create(
+def test_it_shows_devices_and_who_uses_them_on_the_gpus_page(owner_client, owner):
+    import uuid
+
+    from datasets.models import Dataset
+    from workbench.runs.inventory import host_heartbeat
+    from workbench.runs.models import Device, Run
+
+    host = host_heartbeat(
         hostname="w@gpu1",
+        boot_id=uuid.uuid4(),
         devices=[{"kind": "gpu", "index": 0, "name": "NVIDIA H200", "memory_total_mb": 143771, "memory_used_mb": 10}],
     )
+    dataset = Dataset.objects.create(owner=owner, name="d")
+    run = Run.objects.create(owner=owner, dataset=dataset, name="resnet run", network="resnet50")
+    Device.objects.filter(host=host).update(run=run)
     body = owner_client.get(reverse("gpus")).content.decode()
     assert "w@gpu1" in body and "NVIDIA H200" in body and "10 / 143771 MiB" in body
+    assert "resnet run (alice)" in body

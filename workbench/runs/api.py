@@ -10,7 +10,8 @@ from rest_framework.response import Response
 
 from datasets.models import Dataset
 from workbench.runs import services
-from workbench.runs.models import Run, WorkerHost
+from workbench.runs.inventory import hosts_for_display
+from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_positions
 from workbench.runs.serializers import (
     PrioritySerializer,
@@ -144,34 +145,4 @@ def queue(request):
 
 @api_view(["GET"])
 def gpus(request):
-    hosts = []
-    for host in WorkerHost.objects.prefetch_related("device_rows__run__owner"):
-        devices = []
-        for device in host.device_rows.all():
-            holder = device.run
-            visible = holder is not None and (holder.owner_id == request.user.pk or request.user.is_staff)
-            devices.append(
-                {
-                    "kind": device.kind,
-                    "index": device.index,
-                    "name": device.name,
-                    "simulated": device.simulated,
-                    "memory_total_mb": device.memory_total_mb,
-                    "memory_used_mb": device.memory_used_mb,
-                    "utilization_percent": device.utilization_percent,
-                    "temperature_c": device.temperature_c,
-                    "power_watts": device.power_watts,
-                    "in_use": holder is not None,
-                    "run": {"id": holder.pk, "name": holder.name, "owner": holder.owner.username} if visible else None,
-                }
-            )
-        hosts.append(
-            {
-                "hostname": host.hostname,
-                "online": host.is_online,
-                "simulated": host.simulated,
-                "seconds_since_heartbeat": round(host.seconds_since_seen, 1),
-                "devices": devices,
-            }
-        )
-    return Response({"hosts": hosts})
+    return Response({"hosts": hosts_for_display(request.user)})

@@ -73,3 +73,39 @@ def host_heartbeat(*, hostname: str, boot_id: uuid.UUID, devices: list[dict]) ->
             if (device.kind, device.index) not in seen:
                 device.delete()
     return host
+
+
+def hosts_for_display(user) -> list[dict]:
+    """Hosts and their devices with who holds each one; the holder's run is named to its owner and staff."""
+    hosts = []
+    for host in WorkerHost.objects.prefetch_related("device_rows__run__owner"):
+        devices = []
+        for device in host.device_rows.all():
+            holder = device.run
+            visible = holder is not None and (holder.owner_id == user.pk or user.is_staff)
+            devices.append(
+                {
+                    "kind": device.kind,
+                    "index": device.index,
+                    "label": device.label,
+                    "name": device.name,
+                    "simulated": device.simulated,
+                    "memory_total_mb": device.memory_total_mb,
+                    "memory_used_mb": device.memory_used_mb,
+                    "utilization_percent": device.utilization_percent,
+                    "temperature_c": device.temperature_c,
+                    "power_watts": device.power_watts,
+                    "in_use": holder is not None,
+                    "run": {"id": holder.pk, "name": holder.name, "owner": holder.owner.username} if visible else None,
+                }
+            )
+        hosts.append(
+            {
+                "hostname": host.hostname,
+                "online": host.is_online,
+                "simulated": host.simulated,
+                "seconds_since_heartbeat": round(host.seconds_since_seen, 1),
+                "devices": devices,
+            }
+        )
+    return hosts

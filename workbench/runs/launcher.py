@@ -110,9 +110,9 @@ class EventFilter:
 def claim(run_id: int, attempt: int) -> bool:
     """Only the first delivery of a task for this attempt starts a trainer."""
     return bool(
-        Run.objects.filter(
-            pk=run_id, state=Run.State.RUNNING, attempt=attempt, launched_attempt__lt=attempt
-        ).update(launched_attempt=attempt)
+        Run.objects.filter(pk=run_id, state=Run.State.RUNNING, attempt=attempt, launched_attempt__lt=attempt).update(
+            launched_attempt=attempt
+        )
     )
 
 

@@ -86,9 +86,7 @@ def check_allocations() -> list[str]:
         elif count:
             problems.append(f"run {run.pk} is {run.state} but holds {count} devices")
     held = Device.objects.filter(run__isnull=False).count()
-    expected = sum(
-        process_count(r.device_request) for r in Run.objects.filter(state=Run.State.RUNNING)
-    )
+    expected = sum(process_count(r.device_request) for r in Run.objects.filter(state=Run.State.RUNNING))
     if held != expected:
         problems.append(f"{held} devices held, running runs asked for {expected}")
     return problems

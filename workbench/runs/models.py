@@ -144,6 +144,10 @@ class Run(models.Model):
         return self.state in self.ACTIVE_STATES
 
     @property
+    def is_pending(self) -> bool:
+        return self.state in self.PENDING_STATES
+
+    @property
     def is_finished(self) -> bool:
         return self.state in self.FINISHED_STATES
 

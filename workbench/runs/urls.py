@@ -4,4 +4,6 @@ from workbench.runs import views
 
 urlpatterns = [
     path("", views.run_list, name="run-list"),
+    path("queue/", views.queue, name="run-queue"),
+    path("<int:pk>/priority/", views.run_priority, name="run-priority"),
 ]

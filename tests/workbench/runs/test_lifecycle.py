@@ -35,3 +35,21 @@ def test_it_trains_a_run_on_the_cpu_to_done(celery_worker, transactional_db, own
     assert run.progress == 1.0
     assert not Device.objects.filter(run=run).exists()
     assert (run.run_dir / "trainer.log").exists()
+
+
+def test_it_waits_on_the_command_line_until_done(celery_worker, transactional_db, owner, make_dataset, tmp_path):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    dataset = make_dataset(owner)
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({"data": {"num_workers": 0}, "metrics_interval": 1}))
+    out = io.StringIO()
+    call_command("train", "--dataset", str(dataset.pk), "--network", "lenet", "--epochs", "1", "--batch-size", "8",
+                 "--gpus", "cpu", "--config", str(extra), "--wait", stdout=out)  # fmt: skip
+    lines = out.getvalue().splitlines()
+    run_id = int(lines[0])
+    assert lines[-1] == f"run {run_id}: done"
+    assert any(line.startswith(f"run {run_id}: running") for line in lines)

@@ -1,0 +1,152 @@
+"""The runs REST API and the management commands (no worker: runs stay queued)."""
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from datasets.models import Dataset
+from workbench.runs.models import Run
+from workbench.runs.simulation import simulate_hosts
+
+
+@pytest.fixture
+def dataset(owner):
+    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+
+
+def create(client, dataset, **fields):
+    body = {"dataset": dataset.pk, "network": "lenet", "epochs": 2, "batch_size": 8, "gpus": "cpu", **fields}
+    return client.post(reverse("api-runs"), body, content_type="application/json")
+
+
+def test_it_creates_a_run_and_shows_its_timeline(owner_client, dataset):
+    response = create(owner_client, dataset, lr=0.05, solver="adam", config={"data": {"num_workers": 0}})
+    assert response.status_code == 201, response.json()
+    run = response.json()
+    assert run["state"] == "queued" and run["requested_devices"] == "the CPU"
+    assert run["config"] == {
+        "epochs": 2.0,
+        "batch_size": 8,
+        "data": {"num_workers": 0},
+        "solver": {"base_lr": 0.05, "optimizer": "adam"},
+    }
+    detail = owner_client.get(reverse("api-run", args=[run["id"]])).json()
+    assert [t["to_state"] for t in detail["transitions"]] == ["queued"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"network": "resnet19"}, "network", '"resnet19" is not a valid choice.'),
+        ({"gpus": "many"}, "gpus", "'many' is not one of auto, cpu, a count such as 2, or HOST:0,1"),
+        ({"batch_size": 7, "gpus": "2"}, "config", "batch_size: 7 is not divisible by the 2 processes"),
+        ({"config": {"solver": {"lr_policy": "zigzag"}}}, "config", "solver.lr_policy: 'zigzag' is not one of"),
+        ({"config": {"devices": ["cpu"]}}, "config.devices", "set by the workbench, leave it out"),
+    ],
+)
+def test_it_refuses_bad_requests_naming_the_field(owner_client, dataset, fields, field, message):
+    response = create(owner_client, dataset, **fields)
+    assert response.status_code == 400
+    assert message in " ".join(response.json()[field])
+    assert not Run.objects.exists()
+
+
+def test_it_refuses_a_failed_dataset(owner_client, dataset):
+    Dataset.objects.filter(pk=dataset.pk).update(status=Dataset.Status.FAILED)
+    response = create(owner_client, dataset)
+    assert response.status_code == 400
+    assert "is failed; build it again" in response.json()["dataset"][0]
+
+
+def test_it_hides_other_users_runs_with_the_same_404(client, owner_client, other_user, dataset):
+    run_id = create(owner_client, dataset).json()["id"]
+    client.force_login(other_user)
+    missing = client.get(reverse("api-run", args=[run_id + 1000]))
+    foreign = client.get(reverse("api-run", args=[run_id]))
+    assert missing.status_code == foreign.status_code == 404
+    assert missing.json() == foreign.json()
+    assert client.post(reverse("api-run-abort", args=[run_id])).status_code == 404
+    assert client.get(reverse("api-runs")).json()["results"] == []
+    assert create(client, dataset).status_code == 400  # not their dataset either
+
+
+def test_it_aborts_a_queued_run(owner_client, dataset):
+    run_id = create(owner_client, dataset).json()["id"]
+    response = owner_client.post(reverse("api-run-abort", args=[run_id]))
+    assert response.json()["state"] == "aborted"
+    again = owner_client.post(reverse("api-run-abort", args=[run_id]))
+    assert again.status_code == 409 and "cannot be aborted" in again.json()["detail"]
+
+
+def test_it_lets_only_staff_set_priorities(owner_client, client, staff_user, dataset):
+    assert create(owner_client, dataset, priority=5).status_code == 403
+    run_id = create(owner_client, dataset).json()["id"]
+    assert (
+        owner_client.patch(
+            reverse("api-run", args=[run_id]), {"priority": 9}, content_type="application/json"
+        ).status_code
+        == 403
+    )
+    client.force_login(staff_user)
+    response = client.patch(reverse("api-run", args=[run_id]), {"priority": 9}, content_type="application/json")
+    assert response.json()["priority"] == 9
+
+
+def test_it_shows_the_queue_with_positions_and_reasons(owner_client, client, other_user, dataset):
+    simulate_hosts(hosts=1, gpus_per_host=1)
+    create(owner_client, dataset, gpus="4", batch_size=8)
+    queue = owner_client.get(reverse("api-queue")).json()["queue"]
+    from workbench.runs.scheduler import schedule
+
+    schedule()
+    queue = owner_client.get(reverse("api-queue")).json()["queue"]
+    assert queue[0]["position"] == 1
+    assert queue[0]["wait_reason"] == "needs 4 GPUs on one host; the largest online host has 1"
+    client.force_login(other_user)
+    hidden = client.get(reverse("api-queue")).json()["queue"][0]
+    assert hidden["name"] == "another user's run" and hidden["id"] is None
+    page = owner_client.get(reverse("run-queue")).content.decode()
+    assert "needs 4 GPUs on one host" in page
+
+
+def test_it_lists_gpus_with_their_holder(owner_client, dataset):
+    simulate_hosts(hosts=1, gpus_per_host=2)
+    create(owner_client, dataset, gpus="1", name="holder")
+    from workbench.runs.scheduler import schedule
+
+    schedule()
+    hosts = owner_client.get(reverse("api-gpus")).json()["hosts"]
+    gpus = [d for d in hosts[0]["devices"] if d["kind"] == "gpu"]
+    assert [d["in_use"] for d in gpus] == [True, False]
+    assert gpus[0]["run"]["name"] == "holder" and gpus[0]["simulated"] is True
+
+
+def test_it_filters_the_runs_page(owner_client, dataset):
+    create(owner_client, dataset, name="first")
+    second = create(owner_client, dataset, name="second").json()["id"]
+    owner_client.post(reverse("api-run-abort", args=[second]))
+    body = owner_client.get(reverse("run-list"), {"state": "aborted"}).content.decode()
+    assert "second" in body and "first" not in body
+
+
+def test_it_queues_a_run_from_the_command_line(owner, dataset):
+    out = io.StringIO()
+    call_command("train", "--dataset", str(dataset.pk), "--network", "lenet", "--epochs", "1", "--batch-size", "4",
+                 "--gpus", "cpu", "--lr", "0.1", stdout=out)  # fmt: skip
+    run = Run.objects.get(pk=int(out.getvalue()))
+    assert run.owner == owner and run.config["solver"] == {"base_lr": 0.1}
+    call_command("abort_run", str(run.pk), stdout=out)
+    run.refresh_from_db()
+    assert run.state == Run.State.ABORTED
+
+
+def test_it_names_the_problem_on_the_command_line(dataset):
+    with pytest.raises(CommandError, match="no dataset with id 999"):
+        call_command("train", "--dataset", "999", "--network", "lenet", "--epochs", "1", "--batch-size", "4")
+    with pytest.raises(CommandError, match="gpus: 'x:y' is not one of"):
+        call_command("train", "--dataset", str(dataset.pk), "--network", "lenet", "--epochs", "1",
+                     "--batch-size", "4", "--gpus", "x:y")  # fmt: skip
+    with pytest.raises(CommandError, match="no run with id 424242"):
+        call_command("abort_run", "424242")

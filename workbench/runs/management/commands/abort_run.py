@@ -1,0 +1,30 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from workbench.runs.models import Run
+from workbench.runs.services import RunError, run_abort, run_pause, run_resume
+
+ACTIONS = {"abort": run_abort, "pause": run_pause, "resume": run_resume}
+
+
+class Command(BaseCommand):
+    help = "Abort a run (or, with --pause / --resume, pause or resume it)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_id", type=int)
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--pause", dest="action", action="store_const", const="pause")
+        group.add_argument("--resume", dest="action", action="store_const", const="resume")
+
+    def handle(self, *args, run_id, action=None, **options):
+        action = action or "abort"
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
+            raise CommandError(f"no run with id {run_id}")
+        try:
+            run = ACTIONS[action](run=run)
+        except RunError as error:
+            raise CommandError(str(error)) from None
+        if run.stop_request:
+            self.stdout.write(f"run {run.pk}: {action} requested; the trainer saves a checkpoint and stops")
+        else:
+            self.stdout.write(f"run {run.pk}: {run.state}")

@@ -1,0 +1,99 @@
+"""`manage.py train`: queue a training run from the command line, optionally wait for it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from datasets.models import Dataset
+from trainer.config import NETWORKS, OPTIMIZERS
+from workbench.runs.models import Run
+from workbench.runs.services import run_submit
+from workbench.runs.validators import RequestError
+
+
+class Command(BaseCommand):
+    help = "Queue a training run; prints its id. With --wait, prints progress and exits 0 only if it ends done."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dataset", type=int, required=True, help="dataset id")
+        parser.add_argument("--network", required=True, choices=NETWORKS)
+        parser.add_argument("--epochs", type=float, required=True)
+        parser.add_argument("--batch-size", type=int, required=True, help="global batch size")
+        parser.add_argument("--gpus", default="auto", help="auto | cpu | N | HOST:0,1 (default auto)")
+        parser.add_argument("--lr", type=float, help="base learning rate")
+        parser.add_argument("--solver", choices=OPTIMIZERS)
+        parser.add_argument("--name", default="")
+        parser.add_argument("--priority", type=int, default=0)
+        parser.add_argument("--config", type=Path, help="a JSON file of further trainer settings (docs/formats.md)")
+        parser.add_argument("--owner", help="username of the owner (default: the dataset's owner)")
+        parser.add_argument("--wait", action="store_true", help="wait for the run to end, printing progress")
+
+    def handle(self, *args, **options):
+        dataset = Dataset.objects.filter(pk=options["dataset"]).first()
+        if dataset is None:
+            raise CommandError(f"no dataset with id {options['dataset']}")
+        owner = dataset.owner
+        if options["owner"]:
+            owner = get_user_model().objects.filter(username=options["owner"]).first()
+            if owner is None:
+                raise CommandError(f"no user named {options['owner']!r}")
+            if dataset.owner_id != owner.pk and not owner.is_staff:
+                raise CommandError(f"dataset {dataset.pk} does not belong to {owner.username}")
+        config = self._config(options)
+        try:
+            run = run_submit(
+                owner=owner,
+                dataset=dataset,
+                name=options["name"],
+                network=options["network"],
+                config=config,
+                gpus=options["gpus"],
+                priority=options["priority"],
+            )
+        except RequestError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(str(run.pk))
+        if options["wait"]:
+            self._wait(run)
+
+    def _config(self, options) -> dict:
+        config: dict = {}
+        if options["config"]:
+            try:
+                config = json.loads(options["config"].read_text())
+            except (OSError, json.JSONDecodeError) as error:
+                raise CommandError(f"--config {options['config']}: {error}") from None
+        config["epochs"] = options["epochs"]
+        config["batch_size"] = options["batch_size"]
+        solver = dict(config.get("solver") or {})
+        if options["lr"] is not None:
+            solver["base_lr"] = options["lr"]
+        if options["solver"]:
+            solver["optimizer"] = options["solver"]
+        if solver:
+            config["solver"] = solver
+        return config
+
+    def _wait(self, run: Run) -> None:
+        last_line = ""
+        while True:
+            run.refresh_from_db()
+            line = f"run {run.pk}: {run.state}"
+            if run.state == Run.State.RUNNING:
+                eta = f", ETA {run.eta_seconds:.0f} s" if run.eta_seconds is not None else ""
+                line += f" {100 * run.progress:.0f}%{eta}"
+            elif run.state in Run.PENDING_STATES and run.wait_reason:
+                line += f" ({run.wait_reason})"
+            if line != last_line:
+                self.stdout.write(line)
+                last_line = line
+            if run.state in Run.FINISHED_STATES:
+                break
+            time.sleep(1.0)
+        if run.state != Run.State.DONE:
+            raise CommandError(f"run {run.pk} ended {run.state}: {run.error or run.transitions.last().reason}")
