@@ -67,7 +67,8 @@ def dataset_new(request):
 def dataset_preview(request):
     """The wizard's preview: JSON with the first image before and after resizing."""
     data = request.POST.copy()
-    data.setdefault("name", "preview")
+    if not data.get("name"):
+        data["name"] = "preview"  # the name is chosen on the last step
     form = DatasetForm(data, user=request.user)
     if not form.is_valid():
         errors = {field: [str(e) for e in errs] for field, errs in form.errors.items()}

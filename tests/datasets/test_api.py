@@ -51,7 +51,7 @@ def test_it_creates_a_dataset_from_a_server_folder(
 
 @pytest.mark.django_db
 def test_it_creates_a_dataset_from_an_uploaded_zip(owner_client, owner, tmp_path, queued):
-    folder = make_class_folders(tmp_path / "zoo", {"chat": 3, "chien": 3})
+    folder = make_class_folders(tmp_path / "zoo", {"chat été": 3, "犬": 3})
     archive = zip_folder(folder, tmp_path / "zoo.zip")
     upload = SimpleUploadedFile("zoo.zip", archive.read_bytes(), content_type="application/zip")
     response = owner_client.post(
@@ -61,7 +61,7 @@ def test_it_creates_a_dataset_from_an_uploaded_zip(owner_client, owner, tmp_path
     _build_all(queued)
     dataset = Dataset.objects.get(pk=response.json()["id"])
     assert dataset.status == "ready", dataset.error
-    assert dataset.kind == "archive" and dataset.labels == ["chat", "chien"]
+    assert dataset.kind == "archive" and dataset.labels == ["chat été", "犬"]
     assert dataset.splits["train"]["class_counts"] == [3, 3]
     from django.conf import settings
 
@@ -208,3 +208,47 @@ def test_it_pages_the_gallery_per_class(owner_client, import_root, queued):
     assert page["total"] == 5 and len(page["items"]) == 5
     assert all(item["label"] == 1 and item["src"].startswith("data:image/png;base64,") for item in page["items"])
     assert owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "bogus"}).status_code == 400
+
+
+@pytest.mark.django_db
+def test_it_creates_from_a_text_list_and_from_an_lmdb(owner_client, import_root, queued):
+    import numpy as np
+
+    from trainer.datum import encode_datum, write_datum_lmdb
+
+    images = make_class_folders(import_root / "img", {"a": 3, "b": 3})
+    (import_root / "labels.txt").write_text("a\nb\n")
+    lines = [f"{c}/img_{i}.png {y}" for y, c in enumerate("ab") for i in range(3)]
+    (import_root / "train.txt").write_text("\n".join(lines) + "\n")
+    listed = owner_client.post(
+        "/api/datasets/",
+        {
+            "name": "list",
+            "source_path": str(import_root / "train.txt"),
+            "labels_path": str(import_root / "labels.txt"),
+            "image_folder": str(images),
+            "val_percent": 0,
+        },
+        content_type="application/json",
+    )
+    assert listed.status_code == 201, listed.json()
+    rng = np.random.default_rng(1)
+    records = ((b"%d" % i, encode_datum(rng.integers(0, 255, (5, 5, 1), dtype=np.uint8), i % 2)) for i in range(4))
+    write_datum_lmdb(import_root / "caffe_lmdb", records, map_size=1 << 20)
+    lmdb_made = owner_client.post(
+        "/api/datasets/",
+        {
+            "name": "lmdb",
+            "source_path": str(import_root / "caffe_lmdb"),
+            "labels_path": str(import_root / "labels.txt"),
+        },
+        content_type="application/json",
+    )
+    assert lmdb_made.status_code == 201, lmdb_made.json()
+    _build_all(queued)
+    first = owner_client.get(f"/api/datasets/{listed.json()['id']}/").json()
+    assert first["kind"] == "textlist" and first["splits"]["train"] == {"count": 6, "class_counts": [3, 3]}
+    second = owner_client.get(f"/api/datasets/{lmdb_made.json()['id']}/").json()
+    assert second["kind"] == "lmdb" and second["labels"] == ["a", "b"]
+    assert second["splits"]["train"] == {"count": 4, "class_counts": [2, 2]}
+    assert second["options"]["channels"] == 1 and second["options"]["image_width"] == 5

@@ -15,7 +15,7 @@ from datasets import services
 from datasets.build import ImageOptions, build_lmdbs
 from datasets.models import Dataset
 from datasets.sources import SplitOptions, plan_folder
-from tests.datasets.conftest import make_class_folders, noise_image
+from tests.datasets.conftest import image_bytes, make_class_folders, noise_image
 from trainer.dataset_folder import load_dataset_folder
 from trainer.datum import DatumLMDB, read_mean_blobproto
 
@@ -175,3 +175,37 @@ def test_it_imports_sklearn_digits_exported_as_png_folders(owner, import_root):
     assert dataset.splits["val"]["class_counts"] == [5] * 10
     info = load_dataset_folder(dataset.path)
     assert info.channels == 1 and info.mean_image().shape == (1, 8, 8)
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_hostile_archive_and_leaves_nothing(owner, import_root):
+    import io
+    import tarfile
+
+    archive = import_root / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for name in ("a/1.png", "b/1.png"):
+            info = tarfile.TarInfo(name)
+            data = image_bytes()
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("b/passwd.png")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(link)
+    dataset = _build(owner, archive, kind="archive")
+    assert dataset.status == "failed"
+    assert dataset.error == "member 'b/passwd.png': symbolic link"
+    assert not dataset.path.exists() and not _leftovers()
+
+
+@pytest.mark.django_db
+def test_it_skips_a_decompression_bomb_inside_a_build(owner, import_root, monkeypatch):
+    from datasets import limits
+
+    monkeypatch.setattr(limits, "MAX_IMAGE_PIXELS", 50 * 50)
+    root = make_class_folders(import_root / "src", {"a": 2, "b": 2}, size=(10, 10))
+    Image.new("L", (100, 100)).save(root / "a" / "bomb.png")
+    dataset = _build(owner, root, val_percent=0, image_width=4, image_height=4)
+    assert dataset.status == "ready", dataset.error
+    [skipped] = services.dataset_skipped(dataset=dataset)
+    assert skipped["path"] == "a/bomb.png" and skipped["reason"].startswith("decompression bomb refused")

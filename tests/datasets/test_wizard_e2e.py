@@ -63,3 +63,30 @@ def test_it_shows_the_refusal_of_an_oversized_upload(live_server_url, page, owne
     page.goto(f"{live_server_url}/datasets/new/")
     page.set_input_files("#archive-file", str(big))
     page.wait_for_selector("text=over the upload limit")
+
+
+def test_it_imports_a_digits_job_folder_from_a_server_path(live_server_url, celery_worker, page, owner, import_root):
+    import numpy as np
+
+    from trainer.testing import write_dataset_folder
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, (10, 8, 8, 3), dtype=np.uint8)
+    splits = {"train": (images[:6], np.arange(6) % 2), "val": (images[6:], np.arange(4) % 2)}
+    folder = write_dataset_folder(import_root / "digits_job", splits, ["ant", "bee"], digits_layout=True)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/datasets/new/")
+    page.check("input[name=source_choice][value=server]")
+    page.fill("[name=source_path]", str(folder))
+    page.click("#wizard-next")
+    page.click("#wizard-next")
+    page.wait_for_selector("#preview-resized[src^='data:image/png']")
+    assert "stored size" in page.inner_text("#preview-resized-caption")
+    page.click("#wizard-next")
+    assert page.input_value("[name=name]") == "digits_job"
+    page.click("#create-dataset")
+    page.wait_for_selector("#class-table", timeout=60_000)
+    assert page.inner_text("#split-counts") == "train 6 · val 4"
+    assert "DIGITS dataset job folder" in page.inner_text(".facts")
+    page.wait_for_selector("#gallery img")
+    assert page.locator("#gallery img").count() == 6
