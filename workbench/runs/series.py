@@ -1,0 +1,360 @@
+"""A run's metric series: read from RunEvent rows, cut to a range, downsampled for charts.
+
+Every series point carries all four x coordinates (step, epoch, wall time, images seen), so a page
+switches its x axis without asking again and runs with different batch sizes compare fairly.
+
+Reading is one indexed query (the (run, seq) unique index) for the events not read yet: the
+columns of recently viewed runs stay in this process, so 200 viewers of one run, a zoom, or a
+reconnecting socket cost a query for the new rows only. Events are append-only with gapless
+sequence numbers committed in order, which is what makes the incremental read exact.
+
+Downsampling keeps, in each of up to `points / 2` buckets, the lowest and the highest value
+(bucketed min/max, as M4 does without the first/last): a spike of one step survives at any zoom.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.runs.models import Run, RunEvent
+
+SERIES_KINDS = ("metrics", "validation", "system")
+X_AXES = ("step", "epoch", "time", "images")
+MAX_POINTS = 2000
+# Fields of an event that are coordinates or bookkeeping, not series of their own.
+COORDINATES = {"seq", "type", "time", "step", "epoch", "images_seen", "source"}
+CACHED_RUNS = 16
+
+
+def flatten(data: dict) -> dict[str, float]:
+    """The numeric fields of one event: {"loss": 0.3, "gpu0_utilization_percent": 97.0, ...}.
+
+    Lists of per-device dicts (`gpus`) become `<prefix><index>_<field>`; booleans, strings and the
+    coordinates are left out. The page's JS applies the same rule (static/runs/charts.js).
+    """
+    values: dict[str, float] = {}
+    for key, value in data.items():
+        if key in COORDINATES:
+            continue
+        if key == "gpus" and isinstance(value, list):
+            for device in value:
+                if not isinstance(device, dict):
+                    continue
+                index = device.get("index", 0)
+                for name, number in device.items():
+                    if name != "index" and _is_number(number):
+                        values[f"gpu{index}_{name}"] = float(number)
+        elif _is_number(value):
+            values[key] = float(value)
+    return values
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class KindColumns:
+    """The events of one kind as numpy columns: the coordinates and one column per field.
+
+    New rows gather in lists and join the arrays in `flush()`, once per read, so a long series is
+    converted once and then only grows by its tail.
+    """
+
+    AXES = ("seq", *X_AXES)
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.arrays: dict[str, np.ndarray] = {
+            axis: np.empty(0, np.int64 if axis == "seq" else np.float64) for axis in self.AXES
+        }
+        self.values: dict[str, np.ndarray] = {}
+        self._pending: dict[str, list] = {axis: [] for axis in self.AXES}
+        self._pending_values: dict[str, list[float]] = {}
+        self._pending_count = 0
+
+    def append(self, seq: int, step, epoch, time: float, images, fields: dict[str, float]) -> None:
+        pending = self._pending
+        pending["seq"].append(seq)
+        pending["step"].append(_or_nan(step))
+        pending["epoch"].append(_or_nan(epoch))
+        pending["time"].append(time)
+        pending["images"].append(_or_nan(images))
+        position = self._pending_count
+        self._pending_count += 1
+        for name, value in fields.items():
+            column = self._pending_values.get(name)
+            if column is None:
+                column = self._pending_values[name] = [math.nan] * position
+            column.append(value)
+        for column in self._pending_values.values():
+            if len(column) == position:  # a field this event lacks
+                column.append(math.nan)
+
+    def flush(self) -> None:
+        added = self._pending_count
+        if not added:
+            return
+        for axis in self.AXES:
+            tail = np.asarray(self._pending[axis], self.arrays[axis].dtype)
+            self.arrays[axis] = np.concatenate((self.arrays[axis], tail))
+            self._pending[axis] = []
+        for name in set(self.values) | set(self._pending_values):
+            old = self.values.get(name, np.full(self.count, np.nan))
+            new = self._pending_values.get(name)
+            tail = np.asarray(new, np.float64) if new is not None else np.full(added, np.nan)
+            self.values[name] = np.concatenate((old, tail))
+        self._pending_values = {}
+        self._pending_count = 0
+        self.count += added
+
+
+def _or_nan(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+@dataclass
+class RunColumns:
+    run_id: int
+    created: float
+    last_seq: int = 0
+    # Images per step from the latest metrics event: validation events carry only the step.
+    images_per_step: float | None = None
+    kinds: dict[str, KindColumns] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def names(self) -> dict[str, str]:
+        """Series name -> kind, for every series this run has."""
+        return {name: kind for kind, columns in self.kinds.items() for name in columns.values}
+
+    def add(self, kind: str, seq: int, step, epoch, time: float, data: dict) -> None:
+        images = data.get("images_seen")
+        if kind == "metrics" and images is not None and step:
+            self.images_per_step = float(images) / float(step)
+        if images is None and step is not None and self.images_per_step is not None:
+            images = step * self.images_per_step
+        self.kinds.setdefault(kind, KindColumns()).append(seq, step, epoch, time, images, flatten(data))
+
+
+_cache: OrderedDict[int, RunColumns] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def read_columns(run: Run) -> RunColumns:
+    """The run's series columns, brought up to date with one query for the events not read yet."""
+    created = run.created_at.timestamp()
+    with _cache_lock:
+        columns = _cache.get(run.pk)
+        if columns is None or columns.created != created:
+            columns = _cache[run.pk] = RunColumns(run_id=run.pk, created=created)
+        _cache.move_to_end(run.pk)
+        while len(_cache) > CACHED_RUNS:
+            _cache.popitem(last=False)
+    with columns.lock:
+        rows = (
+            RunEvent.objects.filter(run_id=run.pk, seq__gt=columns.last_seq, kind__in=SERIES_KINDS)
+            .order_by("seq")
+            .values_list("kind", "seq", "step", "epoch", "time", "data")
+        )
+        for kind, seq, step, epoch, time, data in rows.iterator(chunk_size=5000):
+            columns.add(kind, seq, step, epoch, time, data)
+            columns.last_seq = seq
+        for kind_columns in columns.kinds.values():
+            kind_columns.flush()
+    return columns
+
+
+def forget(run_id: int) -> None:
+    with _cache_lock:
+        _cache.pop(run_id, None)
+
+
+# ------------------------------------------------------------------------------- downsampling
+
+
+def minmax_indices(values: np.ndarray, points: int) -> np.ndarray:
+    """Indices of at most `points` values: the first, the last, and each bucket's min and max.
+
+    Vectorised: the values are padded to whole buckets and each bucket's argmin/argmax found at once.
+    """
+    count = len(values)
+    if count <= points:
+        return np.arange(count)
+    buckets = max(1, (points - 2) // 2)
+    size = math.ceil(count / buckets)
+    padded_low = np.full(buckets * size, np.inf)
+    padded_high = np.full(buckets * size, -np.inf)
+    padded_low[:count] = values
+    padded_high[:count] = values
+    offsets = np.arange(buckets) * size
+    lows = offsets + padded_low.reshape(buckets, size).argmin(axis=1)
+    highs = offsets + padded_high.reshape(buckets, size).argmax(axis=1)
+    keep = np.concatenate(([0, count - 1], lows, highs))
+    return np.unique(keep[keep < count])
+
+
+def naive_stride_indices(count: int, points: int) -> np.ndarray:
+    """Every k-th point: what a chart gets without care (peaks between strides vanish)."""
+    stride = max(1, math.ceil(count / points))
+    return np.arange(0, count, stride)
+
+
+def series_points(
+    columns: RunColumns,
+    name: str,
+    *,
+    x: str = "step",
+    start: float | None = None,
+    end: float | None = None,
+    points: int = MAX_POINTS,
+    after_seq: int = 0,
+    until_seq: int | None = None,
+) -> dict | None:
+    """One series in `[start, end]` on axis `x`, at most `points` points; None if the run lacks it.
+
+    The answer is columnar and neutral: {"name", "kind", "total", "downsampled",
+    "points": {"seq", "step", "epoch", "time", "images", "value"}}, NaN/missing as null.
+    """
+    kind = columns.names().get(name)
+    if kind is None:
+        return None
+    with columns.lock:
+        source = columns.kinds[kind]
+        seq = source.arrays["seq"]
+        coords = {axis: source.arrays[axis] for axis in X_AXES}
+        value = source.values[name]
+    mask = ~np.isnan(value) & (seq > after_seq)
+    if until_seq is not None:
+        mask &= seq <= until_seq
+    axis = coords[x]
+    if start is not None or end is not None:
+        inside = mask & ~np.isnan(axis)
+        if start is not None:
+            inside &= axis >= start
+        if end is not None:
+            inside &= axis <= end
+        mask = _widen(inside, mask)
+    where = np.flatnonzero(mask)
+    total = len(where)
+    chosen = where[minmax_indices(value[where], points)] if total > points else where
+    return {
+        "name": name,
+        "kind": kind,
+        "total": total,
+        "downsampled": total > points,
+        "points": {
+            "seq": seq[chosen].tolist(),
+            **{axis: _json_floats(coords[axis][chosen]) for axis in X_AXES},
+            "value": _json_floats(value[chosen]),
+        },
+    }
+
+
+def _widen(inside: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The range plus the nearest valid point on each side, so lines reach the chart's edges."""
+    hits = np.flatnonzero(inside)
+    if not len(hits):
+        return inside
+    candidates = np.flatnonzero(valid)
+    widened = inside.copy()
+    before = candidates[candidates < hits[0]]
+    after = candidates[candidates > hits[-1]]
+    if len(before):
+        widened[before[-1]] = True
+    if len(after):
+        widened[after[0]] = True
+    return widened
+
+
+def _json_floats(values: np.ndarray) -> list[float | None]:
+    return [None if math.isnan(v) else v for v in values.tolist()]
+
+
+def run_series(
+    run: Run,
+    names: list[str] | None = None,
+    *,
+    x: str = "step",
+    start: float | None = None,
+    end: float | None = None,
+    points: int = MAX_POINTS,
+    after_seq: int = 0,
+) -> dict:
+    """Several series of one run: {"run": id, "last_seq": n, "series": {name: series_points(...)}}."""
+    columns = read_columns(run)
+    wanted = names if names else sorted(columns.names())
+    series = {}
+    for name in wanted:
+        points_of = series_points(columns, name, x=x, start=start, end=end, points=points, after_seq=after_seq)
+        if points_of is not None:
+            series[name] = points_of
+    return {"run": run.pk, "last_seq": columns.last_seq, "series": series}
+
+
+def full_rows(run: Run):
+    """Every series event of the run at full resolution, in order: (kind, seq, step, epoch, time, images, fields)."""
+    images_per_step = None
+    rows = (
+        RunEvent.objects.filter(run_id=run.pk, kind__in=SERIES_KINDS)
+        .order_by("seq")
+        .values_list("kind", "seq", "step", "epoch", "time", "data")
+    )
+    for kind, seq, step, epoch, time, data in rows.iterator(chunk_size=5000):
+        images = data.get("images_seen")
+        if kind == "metrics" and images is not None and step:
+            images_per_step = images / step
+        if images is None and step is not None and images_per_step is not None:
+            images = step * images_per_step
+        yield kind, seq, step, epoch, time, images, flatten(data)
+
+
+# ------------------------------------------------------------------------------- replay
+
+REPLAY_FULL_LIMIT = 5000  # series events; a longer replay is sent as downsampled series
+LOG_TAIL = 200
+
+
+def replay_message(run: Run, since: int) -> dict:
+    """What a (re)connecting client misses after `since`, up to the run's last stored event.
+
+    {"type": "replay", "since", "last_seq", "downsampled", "events": [...], "series": {...}}:
+    every status event, the latest progress, the last LOG_TAIL log lines, and the series events;
+    those come as themselves when few, else as downsampled columns (`series`, as run_series).
+    Everything is cut at `last_seq`, read first, so live events after it fill in without a gap.
+    """
+    from workbench.runs.services import event_payload
+
+    last_seq = Run.objects.values_list("last_seq", flat=True).get(pk=run.pk)
+    window = RunEvent.objects.filter(run_id=run.pk, seq__gt=since, seq__lte=last_seq)
+    columns = read_columns(run)
+    pending = sum(_count_between(kind, since, last_seq) for kind in columns.kinds.values())
+    downsampled = pending > REPLAY_FULL_LIMIT
+    events = list(window.filter(kind="status"))
+    events += list(window.filter(kind="progress").order_by("-seq")[:1])
+    events += list(window.filter(kind="log").order_by("-seq")[:LOG_TAIL])
+    series = {}
+    if downsampled:
+        for name in sorted(columns.names()):
+            points = series_points(columns, name, after_seq=since, until_seq=last_seq)
+            if points is not None and points["total"]:
+                series[name] = points
+    else:
+        events += list(window.filter(kind__in=SERIES_KINDS))
+    events.sort(key=lambda event: event.seq)
+    return {
+        "type": "replay",
+        "since": since,
+        "last_seq": last_seq,
+        "downsampled": downsampled,
+        "events": [event_payload(event) for event in events],
+        "series": series,
+    }
+
+
+def _count_between(columns: KindColumns, after: int, until: int) -> int:
+    seq = columns.arrays["seq"]
+    return int(np.searchsorted(seq, until, side="right") - np.searchsorted(seq, after, side="right"))
