@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db.models import Max
 
 from workbench.runs.models import Device, Run, RunEvent
-from workbench.runs.services import run_events_append, run_finish
+from workbench.runs.services import publish_dashboard, run_events_append, run_finish
 from workbench.supervisor import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -191,10 +191,10 @@ def store(run: Run, events: list[dict]) -> None:
     run_events_append(run_id=run.pk, events=events)
     progress = next((e for e in reversed(events) if e.get("type") == "progress"), None)
     if progress is not None:
-        Run.objects.filter(pk=run.pk).update(
-            progress=min(max(float(progress.get("percent") or 0) / 100.0, 0.0), 1.0),
-            eta_seconds=progress.get("eta_seconds"),
-        )
+        run.progress = min(max(float(progress.get("percent") or 0) / 100.0, 0.0), 1.0)
+        run.eta_seconds = progress.get("eta_seconds")
+        Run.objects.filter(pk=run.pk).update(progress=run.progress, eta_seconds=run.eta_seconds)
+        publish_dashboard(run)
 
 
 def finish(run: Run, code: int, last_status: dict, stop_request: str) -> str:
