@@ -3,7 +3,10 @@
 from django.urls import path
 
 from workbench.consumers import DashboardConsumer
+from workbench.runs.consumers import DatasetConsumer, RunConsumer
 
 websocket_urlpatterns = [
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
+    path("ws/runs/<int:pk>/", RunConsumer.as_asgi()),
+    path("ws/datasets/<int:pk>/", DatasetConsumer.as_asgi()),
 ]

@@ -1,0 +1,116 @@
+"""Live streams of one run (`/ws/runs/<id>/`) and of one dataset build (`/ws/datasets/<id>/`).
+
+Both check in connect() that the user is logged in and owns the object (or is staff), and close
+before accepting otherwise (the browser sees a 403). They only relay: the database is read
+through database_sync_to_async, once per (re)connect, never per live event.
+
+Run protocol (docs/formats.md, "Live stream"):
+- client -> server: {"since": n}: the last sequence number the client holds (0 at first); sent on
+  connect, and again whenever the client sees a gap in the sequence numbers of live events.
+- server -> client: {"type": "replay", "since", "last_seq", "downsampled", "events", "series"}
+  answering it, then {"type": "events", "events": [...]} as the run publishes them.
+"""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from datasets.models import Dataset
+from workbench.runs.models import Run
+from workbench.runs.series import replay_message
+
+
+def dataset_group_name(dataset_id: int) -> str:
+    return f"dataset-{dataset_id}"
+
+
+def _visible(queryset, user):
+    return queryset if user.is_staff else queryset.filter(owner=user)
+
+
+@database_sync_to_async
+def _run_for(user, pk: int) -> Run | None:
+    return _visible(Run.objects.all(), user).filter(pk=pk).first()
+
+
+@database_sync_to_async
+def _replay(run: Run, since: int) -> dict:
+    return replay_message(run, since)
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    """Replays a run's events after the client's last sequence number, then relays live ones."""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close()
+            return
+        self.run = await _run_for(user, int(self.scope["url_route"]["kwargs"]["pk"]))
+        if self.run is None:
+            await self.close()  # the same refusal for "missing" and "not yours"
+            return
+        # Joined before the client asks for its replay: an event is either in the replay (stored
+        # by then) or arrives live (published after), so nothing falls between the two.
+        self.group_name = self.run.group_name
+        await self.channel_layer.group_add(self.group_name, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if hasattr(self, "group_name"):
+            await self.channel_layer.group_discard(self.group_name, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        since = content.get("since") if isinstance(content, dict) else None
+        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+            await self.send_json({"type": "error", "message": 'send {"since": <last sequence number, 0 or more>}'})
+            return
+        await self.send_json(await _replay(self.run, since))
+
+    async def run_events(self, message):
+        await self.send_json({"type": "events", "events": message["events"]})
+
+
+@database_sync_to_async
+def _dataset_for(user, pk: int) -> Dataset | None:
+    return _visible(Dataset.objects.all(), user).filter(pk=pk).first()
+
+
+def dataset_progress_payload(dataset: Dataset) -> dict:
+    """The payload of `dataset.progress`, from the row (what a client sees on connect)."""
+    return {
+        "done": dataset.progress_done,
+        "total": dataset.progress_total,
+        "images_per_second": dataset.images_per_second,
+        "eta_seconds": dataset.eta_seconds,
+        "status": dataset.status,
+    }
+
+
+class DatasetConsumer(AsyncJsonWebsocketConsumer):
+    """A dataset build's progress: the row's state on connect, then each `dataset.progress`."""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close()
+            return
+        dataset = await _dataset_for(user, int(self.scope["url_route"]["kwargs"]["pk"]))
+        if dataset is None:
+            await self.close()
+            return
+        self.dataset_id = dataset.pk
+        self.group_name = dataset_group_name(dataset.pk)
+        await self.channel_layer.group_add(self.group_name, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "progress", "id": dataset.pk, **dataset_progress_payload(dataset)})
+
+    async def disconnect(self, code):
+        if hasattr(self, "group_name"):
+            await self.channel_layer.group_discard(self.group_name, self.channel_name)
+
+    async def dataset_progress(self, message):
+        # {"type": "dataset.progress", "payload": {done, total, images_per_second, eta_seconds, status}}
+        payload = message.get("payload") or {k: v for k, v in message.items() if k != "type"}
+        await self.send_json({"type": "progress", "id": self.dataset_id, **payload})
