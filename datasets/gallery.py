@@ -7,11 +7,10 @@ import io
 import math
 from pathlib import Path
 
-import lmdb
 import numpy as np
 from PIL import Image
 
-from trainer.datum import DatumError, decode_datum
+from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 PER_PAGE = 48
 THUMB = 96
@@ -42,23 +41,24 @@ def gallery_page(
     db = folder / f"{split}_db"
     if not (db / "data.mdb").is_file():
         return {"items": [], "page": 1, "pages": 0, "total": 0}
-    env = lmdb.open(str(db), readonly=True, lock=False, readahead=False, subdir=True, max_readers=16)
+    # DatumLMDB shares one environment per path and process: py-lmdb refuses a second open.
+    db = DatumLMDB(db)
     try:
-        with env.begin() as txn:
-            keys = [k for k in txn.cursor().iternext(keys=True, values=False) if label is None or _label_of(k) == label]
-            total = len(keys)
-            pages = max(1, math.ceil(total / per_page))
-            page = min(max(1, page), pages)
-            items = []
-            for key in keys[(page - 1) * per_page : page * per_page]:
-                value = txn.get(key)
-                name = key.decode("ascii", errors="replace")
-                try:
-                    chw, record_label = decode_datum(value, key=key)
-                except DatumError as exc:
-                    items.append({"key": name, "label": _label_of(key), "src": None, "error": str(exc)})
-                    continue
-                items.append({"key": name, "label": record_label, "src": thumbnail_data_url(chw)})
+        keys = db.keys()
+        indices = [i for i, k in enumerate(keys) if label is None or _label_of(k) == label]
+        total = len(indices)
+        pages = max(1, math.ceil(total / per_page))
+        page = min(max(1, page), pages)
+        items = []
+        for index in indices[(page - 1) * per_page : page * per_page]:
+            key = keys[index]
+            name = key.decode("ascii", errors="replace")
+            try:
+                chw, record_label = decode_datum(db.raw(index), key=key)
+            except DatumError as exc:
+                items.append({"key": name, "label": _label_of(key), "src": None, "error": str(exc)})
+                continue
+            items.append({"key": name, "label": record_label, "src": thumbnail_data_url(chw)})
     finally:
-        env.close()
+        db.close()
     return {"items": items, "page": page, "pages": pages, "total": total}

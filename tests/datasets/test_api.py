@@ -204,7 +204,12 @@ def test_it_pages_the_gallery_per_class(owner_client, import_root, queued):
         content_type="application/json",
     ).json()["id"]
     _build_all(queued)
+    from trainer.datum import DatumLMDB
+
+    reader = DatumLMDB(Dataset.objects.get(pk=pk).path / "train_db")
+    reader.keys()  # another reader in this process holds the LMDB open: the gallery must share it
     page = owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "train", "label": 1}).json()
+    reader.close()
     assert page["total"] == 5 and len(page["items"]) == 5
     assert all(item["label"] == 1 and item["src"].startswith("data:image/png;base64,") for item in page["items"])
     assert owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "bogus"}).status_code == 400
