@@ -1,0 +1,130 @@
+"""System samples: the run's own GPUs only, the trainer's process tree, simulated GPUs labelled as such."""
+
+import json
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from datasets.models import Dataset
+from workbench.runs.models import Device, Run
+from workbench.runs.services import run_create, run_events_append
+from workbench.runs.simulation import simulate_hosts
+from workbench.runs.system_sampler import CpuMeter, SystemSampler, sample_system
+
+# A stand-in trainer: a launcher that sleeps and two busy rank processes, as DDP on the CPU runs.
+LAUNCHER = (
+    "import subprocess, sys, time\n"
+    "ranks = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]\n"
+    "time.sleep(60)"
+)
+
+
+@pytest.fixture
+def run(owner):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    request = {"kind": "cpu"}
+    return run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request=request)
+
+
+@pytest.fixture
+def trainer():
+    process = subprocess.Popen([sys.executable, "-c", LAUNCHER])
+    yield process
+    import psutil
+
+    for child in psutil.Process(process.pid).children(recursive=True):
+        child.kill()
+    process.kill()
+    process.wait()
+
+
+def hold_gpus(run: Run, indices: list[int], *, gpus_per_host: int = 4) -> None:
+    (host,) = simulate_hosts(hosts=1, gpus_per_host=gpus_per_host)
+    Device.objects.filter(host=host, kind="gpu", index__in=indices).update(run=run)
+
+
+def wait_for_children(pid: int, count: int) -> list[int]:
+    import psutil
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        children = psutil.Process(pid).children(recursive=True)
+        if len(children) >= count:
+            return [child.pid for child in children]
+        time.sleep(0.05)
+    pytest.fail("the stand-in trainer did not start its child")
+
+
+def test_it_measures_the_trainer_tree_and_labels_simulated_gpus_honestly(run, trainer):
+    ranks = wait_for_children(trainer.pid, 2)
+    hold_gpus(run, [1, 3])
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    (run.run_dir / "processes.json").write_text(json.dumps({"launcher": trainer.pid, "ranks": ranks}))
+    run_events_append(run_id=run.pk, events=[{"type": "metrics", "step": 40, "epoch": 1.5, "images_seen": 320}])
+    meter = CpuMeter()
+    sample_system(run, pid=trainer.pid, meter=meter)
+    time.sleep(0.5)
+    event = sample_system(run, pid=trainer.pid, meter=meter)
+
+    assert event["type"] == "system" and (event["step"], event["epoch"], event["images_seen"]) == (40, 1.5, 320)
+    assert event["process_count"] == 3
+    # Two busy processes on cores other engineers share: well above idle, at most two cores.
+    assert 20 < event["process_cpu_percent"] <= 220
+    assert event["process_rss_mb"] > 5 and 0 < event["host_memory_percent"] < 100
+    assert [gpu["index"] for gpu in event["gpus"]] == [1, 3]  # the run's GPUs, not the host's four
+    for gpu in event["gpus"]:
+        assert gpu["simulated"] is True and "utilization_percent" not in gpu and "memory_used_mb" not in gpu
+        assert gpu["cpu_percent"] > 10 and gpu["rss_mb"] > 5 and "simulated GPU" in gpu["measures"]
+
+
+def test_it_reads_only_the_runs_gpus_through_nvml(run, monkeypatch):
+    # This machine has no NVIDIA driver: a stand-in pynvml records which GPUs were asked for.
+    hold_gpus(run, [2])
+    Device.objects.filter(run=run).update(simulated=False, name="NVIDIA H200")
+    asked = []
+    fake = types.SimpleNamespace(
+        NVMLError=RuntimeError,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda index: asked.append(index) or index,
+        nvmlDeviceGetMemoryInfo=lambda handle: types.SimpleNamespace(used=40 * 2**30, total=141 * 2**30),
+        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=97, memory=60),
+        nvmlDeviceGetTemperature=lambda handle, sensor: 61,
+        nvmlDeviceGetPowerUsage=lambda handle: 612_000,
+        nvmlDeviceGetComputeRunningProcesses=lambda handle: [types.SimpleNamespace(pid=4242, usedGpuMemory=2**30)],
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr("workbench.runs.system_sampler.process_tree", lambda pid: [types.SimpleNamespace(pid=4242)])
+    monkeypatch.setattr("workbench.runs.system_sampler.tree_usage", lambda tree, meter: (0.0, 0.0))
+
+    (gpu,) = sample_system(run, pid=4242)["gpus"]
+    assert asked == [2]
+    assert gpu == {
+        "index": 2, "name": "NVIDIA H200", "simulated": False, "utilization_percent": 97.0,
+        "memory_utilization_percent": 60.0, "memory_used_mb": 40 * 1024, "memory_total_mb": 141 * 1024,
+        "temperature_c": 61, "power_watts": 612.0, "process_memory_mb": 1024,
+    }  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_stores_a_sample_every_interval_until_stopped(run, trainer):
+    with SystemSampler(run, interval=0.2, pid=trainer.pid) as sampler:
+        time.sleep(1.1)
+    stored = list(run.events.filter(kind="system").order_by("seq"))
+    assert 3 <= len(stored) == sampler.samples <= 6
+    time.sleep(0.5)
+    assert run.events.filter(kind="system").count() == len(stored)  # stopped means stopped
+    assert all(event.data["process_count"] == 3 for event in stored[1:])
+    assert not sampler._thread.is_alive()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_keeps_sampling_when_the_trainer_is_gone(run):
+    with SystemSampler(run, interval=0.1, pid=999_999_999) as sampler:
+        time.sleep(0.45)
+    assert sampler.samples >= 2
+    assert run.events.filter(kind="system", data__process_count=0).count() == sampler.samples
