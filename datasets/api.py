@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from datasets.forms import DatasetForm
 from datasets.gallery import gallery_page
 from datasets.models import Dataset
-from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete
+from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_rebuild
 from datasets.uploads import capped_handlers, request_too_large, too_large_message, upload_save
 from datasets.views import _get_dataset_for_user, _visible
 
@@ -143,6 +143,20 @@ def dataset_cancel_api(request, pk: int):
         )
     dataset.refresh_from_db()
     return Response(dataset_json(dataset, request))
+
+
+@api_view(["POST"])
+def dataset_rebuild_api(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    with transaction.atomic():
+        rebuilt = dataset_rebuild(dataset=dataset)
+    if not rebuilt:
+        return Response(
+            {"detail": f"Only a failed or cancelled dataset can be rebuilt; this one is {dataset.status}."},
+            status=status.HTTP_409_CONFLICT,
+        )
+    dataset.refresh_from_db()
+    return Response(dataset_json(dataset, request), status=status.HTTP_202_ACCEPTED)
 
 
 @api_view(["GET"])

@@ -9,5 +9,6 @@ urlpatterns = [
     path("uploads/", api.upload_create, name="api-dataset-upload"),
     path("<int:pk>/", api.dataset_item, name="api-dataset-detail"),
     path("<int:pk>/cancel/", api.dataset_cancel_api, name="api-dataset-cancel"),
+    path("<int:pk>/rebuild/", api.dataset_rebuild_api, name="api-dataset-rebuild"),
     path("<int:pk>/gallery/", api.dataset_gallery_api, name="api-dataset-gallery"),
 ]

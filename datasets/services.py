@@ -109,6 +109,26 @@ def dataset_cancel(*, dataset: Dataset) -> bool:
     return bool(changed)
 
 
+def dataset_rebuild(*, dataset: Dataset) -> bool:
+    """Queue a failed or cancelled dataset again (e.g. after a worker crash left it cancelled)."""
+    changed = Dataset.objects.filter(
+        pk=dataset.pk, status__in=(Dataset.Status.FAILED, Dataset.Status.CANCELLED)
+    ).update(
+        status=Dataset.Status.PENDING,
+        error="",
+        progress_done=0,
+        progress_total=0,
+        images_per_second=0.0,
+        started_at=None,
+        finished_at=None,
+    )
+    if changed:
+        dataset.refresh_from_db()
+        dataset_queue(dataset=dataset)
+        publish(dataset)
+    return bool(changed)
+
+
 def dataset_delete(*, dataset: Dataset) -> None:
     """Delete the row and its files; refused (DatasetInUse) while runs use the dataset."""
     runs = list(dataset.runs.order_by("-created_at"))

@@ -10,5 +10,6 @@ urlpatterns = [
     path("<int:pk>/mean.png", views.dataset_mean, name="dataset-mean"),
     path("<int:pk>/skipped.json", views.dataset_skipped_download, name="dataset-skipped"),
     path("<int:pk>/cancel/", views.dataset_cancel_view, name="dataset-cancel"),
+    path("<int:pk>/rebuild/", views.dataset_rebuild_view, name="dataset-rebuild"),
     path("<int:pk>/delete/", views.dataset_delete_view, name="dataset-delete"),
 ]

@@ -12,7 +12,14 @@ from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
 from datasets.preview import resize_preview
-from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_skipped
+from datasets.services import (
+    DatasetInUse,
+    dataset_cancel,
+    dataset_create,
+    dataset_delete,
+    dataset_rebuild,
+    dataset_skipped,
+)
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text
 
@@ -139,6 +146,18 @@ def dataset_cancel_view(request, pk: int):
         messages.success(request, "The build was cancelled; nothing half-built is kept.")
     else:
         messages.error(request, f"Only a pending or building dataset can be cancelled; this one is {dataset.status}.")
+    return redirect("dataset-detail", pk=dataset.pk)
+
+
+@require_POST
+def dataset_rebuild_view(request, pk: int):
+    dataset = _get_dataset_for_user(request, pk)
+    with transaction.atomic():
+        rebuilt = dataset_rebuild(dataset=dataset)
+    if rebuilt:
+        messages.success(request, "The dataset is queued for building again.")
+    else:
+        messages.error(request, f"Only a failed or cancelled dataset can be rebuilt; this one is {dataset.status}.")
     return redirect("dataset-detail", pk=dataset.pk)
 
 

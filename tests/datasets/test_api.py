@@ -257,3 +257,17 @@ def test_it_creates_from_a_text_list_and_from_an_lmdb(owner_client, import_root,
     assert second["kind"] == "lmdb" and second["labels"] == ["a", "b"]
     assert second["splits"]["train"] == {"count": 4, "class_counts": [2, 2]}
     assert second["options"]["channels"] == 1 and second["options"]["image_width"] == 5
+
+
+@pytest.mark.django_db
+def test_it_rebuilds_a_cancelled_dataset(owner_client, import_root, queued):
+    root = make_class_folders(import_root / "r", {"a": 2, "b": 2})
+    pk = owner_client.post(
+        "/api/datasets/", {"name": "r", "source_path": str(root), "val_percent": 0}, content_type="application/json"
+    ).json()["id"]
+    assert owner_client.post(f"/api/datasets/{pk}/cancel/").json()["status"] == "cancelled"
+    assert owner_client.post(f"/api/datasets/{pk}/rebuild/").json()["status"] == "pending"
+    assert owner_client.post(f"/api/datasets/{pk}/rebuild/").status_code == 409  # only failed/cancelled
+    _build_all(queued)
+    assert owner_client.get(f"/api/datasets/{pk}/").json()["status"] == "ready"
+    assert queued == [pk, pk]
