@@ -38,15 +38,16 @@ class CpuMeter:
     """
 
     def __init__(self) -> None:
-        self._last: dict[tuple[int, float], tuple[float, float]] = {}
+        self._last: dict[tuple[str, int, float], tuple[float, float]] = {}
 
-    def percent(self, process: psutil.Process) -> float:
+    def percent(self, process: psutil.Process, scope: str = "") -> float:
+        """`scope` keeps separate readings when one process is measured twice per sample."""
         with process.oneshot():
             times = process.cpu_times()
             created = process.create_time()
         busy = times.user + times.system
         now = time.time()
-        key = (process.pid, created)
+        key = (scope, process.pid, created)
         previous_busy, previous_at = self._last.get(key, (0.0, created))
         self._last[key] = (busy, now)
         return max(0.0, 100.0 * (busy - previous_busy) / max(now - previous_at, 1e-6))
@@ -62,12 +63,12 @@ def process_tree(pid: int | None) -> list[psutil.Process]:
         return []
 
 
-def tree_usage(processes: list[psutil.Process], meter: CpuMeter) -> tuple[float, float]:
+def tree_usage(processes: list[psutil.Process], meter: CpuMeter, scope: str = "") -> tuple[float, float]:
     """(CPU percent summed over the processes, resident memory in MiB)."""
     cpu = rss = 0.0
     for process in processes:
         try:
-            cpu += meter.percent(process)
+            cpu += meter.percent(process, scope)
             rss += process.memory_info().rss / MIB
         except psutil.Error:
             continue  # ended between the listing and now
@@ -126,7 +127,7 @@ def sample_system(run: Run, *, pid: int | None = None, meter: CpuMeter | None = 
     pids = rank_pids(run, pid)
     for rank, device in enumerate(simulated):
         rank_tree = process_tree(pids[rank]) if rank < len(pids) else []
-        cpu, rss = tree_usage(rank_tree, meter)
+        cpu, rss = tree_usage(rank_tree, meter, scope=f"rank{rank}")
         event["gpus"].append(
             {
                 "index": device.index,

@@ -99,7 +99,7 @@ def test_it_reads_only_the_runs_gpus_through_nvml(run, monkeypatch):
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setattr("workbench.runs.system_sampler.process_tree", lambda pid: [types.SimpleNamespace(pid=4242)])
-    monkeypatch.setattr("workbench.runs.system_sampler.tree_usage", lambda tree, meter: (0.0, 0.0))
+    monkeypatch.setattr("workbench.runs.system_sampler.tree_usage", lambda tree, meter, scope="": (0.0, 0.0))
 
     (gpu,) = sample_system(run, pid=4242)["gpus"]
     assert asked == [2]
