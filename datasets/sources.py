@@ -237,6 +237,9 @@ def read_labels_file(path: Path) -> list[str]:
     for number, name in enumerate(lines, start=1):
         if not name:
             raise SourceError(f"{path}: line {number} is blank; every line up to the last must name a class")
+        if name.startswith("."):
+            # The same rule as for class folders, where '.', '..' and hidden names are never classes.
+            raise SourceError(f"{path}: line {number}: class name {name!r} is not allowed (it starts with '.')")
     if len(lines) != len(set(lines)):
         dupes = sorted({n for n in lines if lines.count(n) > 1})
         raise SourceError(f"{path}: class names appear twice: {', '.join(dupes)}")

@@ -114,3 +114,28 @@ def test_it_detects_the_kind_of_a_source(tmp_path):
     (tmp_path / "job" / "train_db").mkdir(parents=True)
     (tmp_path / "job" / "train_db" / "data.mdb").write_bytes(b"")
     assert detect_kind(tmp_path / "job") == "digits"
+
+
+@pytest.mark.parametrize("bad", [".", "..", ".hidden"])
+def test_it_refuses_dot_and_hidden_class_names_in_a_labels_file(tmp_path, bad):
+    from datasets.sources import read_labels_file
+
+    (tmp_path / "labels.txt").write_text(f"cat\n{bad}\n")
+    with pytest.raises(SourceError, match=f"line 2: class name '{bad}' is not allowed"):
+        read_labels_file(tmp_path / "labels.txt")
+
+
+def test_it_never_makes_dot_or_dotdot_class_folders_from_an_archive(tmp_path):
+    import io
+    import tarfile
+
+    from datasets.archives import ArchiveError, Caps, extract_archive
+
+    archive = tmp_path / "dots.tar"
+    with tarfile.open(archive, "w") as tf:
+        for name in ("./a/1.png", "./b/./2.png", "./../c/3.png"):
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(ArchiveError, match="'./../c/3.png': path contains '..'"):
+        extract_archive(archive, tmp_path / "out", Caps(10**6, 100, 100.0))
