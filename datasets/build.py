@@ -32,6 +32,7 @@ FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
 CHUNK_SIZE = 32
 COMMIT_EVERY = 512
+COMMIT_BYTES = 32 * 1024 * 1024  # a transaction holds at most this much, so memory stays bounded
 INITIAL_MAP_SIZE = 1 << 30
 
 
@@ -127,12 +128,14 @@ class LmdbWriter:
             meminit=False,
         )
         self.pending: list[tuple[bytes, bytes]] = []
+        self.pending_bytes = 0
         self.count = 0
 
     def put(self, key: bytes, value: bytes) -> None:
         self.pending.append((key, value))
+        self.pending_bytes += len(value)
         self.count += 1
-        if len(self.pending) >= COMMIT_EVERY:
+        if len(self.pending) >= COMMIT_EVERY or self.pending_bytes >= COMMIT_BYTES:
             self.flush()
 
     def flush(self) -> None:
@@ -142,6 +145,7 @@ class LmdbWriter:
                     for key, value in self.pending:
                         txn.put(key, value)
                 self.pending.clear()
+                self.pending_bytes = 0
             except lmdb.MapFullError:
                 self.map_size *= 2
                 self.env.set_mapsize(self.map_size)
@@ -307,7 +311,7 @@ def _run_pool(split_entries, options: ImageOptions, workers: int, max_pixels: in
             for chunk in _chunks(split_entries):
                 in_flight.append(pool.submit(process_chunk, chunk, options))
                 # Bounded look-ahead keeps memory flat: results are consumed in order.
-                if len(in_flight) >= workers * 3:
+                if len(in_flight) >= workers * 2:
                     consume(in_flight.popleft().result())
             while in_flight:
                 consume(in_flight.popleft().result())

@@ -209,3 +209,16 @@ def test_it_skips_a_decompression_bomb_inside_a_build(owner, import_root, monkey
     assert dataset.status == "ready", dataset.error
     [skipped] = services.dataset_skipped(dataset=dataset)
     assert skipped["path"] == "a/bomb.png" and skipped["reason"].startswith("decompression bomb refused")
+
+
+def test_it_grows_the_lmdb_map_when_it_fills(tmp_path):
+    from datasets.build import LmdbWriter
+
+    writer = LmdbWriter(tmp_path / "db", map_size=64 * 1024)
+    for i in range(100):
+        writer.put(b"%08d_0" % i, bytes([i]) * 10_000)
+    writer.close()
+    assert writer.map_size > 64 * 1024
+    env = lmdb.open(str(tmp_path / "db"), readonly=True, lock=False)
+    assert env.stat()["entries"] == 100
+    env.close()
