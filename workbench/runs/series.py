@@ -237,7 +237,7 @@ def series_points(
             inside &= axis >= start
         if end is not None:
             inside &= axis <= end
-        mask = _widen(inside, mask)
+        mask = _widen(inside, mask, axis, start, end)
     where = np.flatnonzero(mask)
     total = len(where)
     chosen = where[minmax_indices(value[where], points)] if total > points else where
@@ -254,19 +254,19 @@ def series_points(
     }
 
 
-def _widen(inside: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """The range plus the nearest valid point on each side, so lines reach the chart's edges."""
-    hits = np.flatnonzero(inside)
-    if not len(hits):
-        return inside
-    candidates = np.flatnonzero(valid)
+def _widen(inside: np.ndarray, valid: np.ndarray, axis: np.ndarray, start, end) -> np.ndarray:
+    """The range plus the nearest valid point on each side, so lines reach the chart's edges
+    (and a sparse series with no point inside still draws its line across)."""
+    candidates = np.flatnonzero(valid & ~np.isnan(axis))
     widened = inside.copy()
-    before = candidates[candidates < hits[0]]
-    after = candidates[candidates > hits[-1]]
-    if len(before):
-        widened[before[-1]] = True
-    if len(after):
-        widened[after[0]] = True
+    if start is not None:
+        before = candidates[axis[candidates] < start]
+        if len(before):
+            widened[before[-1]] = True
+    if end is not None:
+        after = candidates[axis[candidates] > end]
+        if len(after):
+            widened[after[0]] = True
     return widened
 
 

@@ -1,9 +1,10 @@
-from django.urls import path
+from django.urls import include, path
 
 from workbench.runs import views
 
 urlpatterns = [
     path("", views.run_list, name="run-list"),
+    path("", include("workbench.runs.live_urls")),
     path("queue/", views.queue, name="run-queue"),
     path("<int:pk>/priority/", views.run_priority, name="run-priority"),
 ]

@@ -1,0 +1,383 @@
+// Shared by the run page and the comparison page: a store of series built from neutral events,
+// EMA smoothing, and Plotly charts that grow in place with extendTraces.
+//
+// A series point carries all four x coordinates (step, epoch, time, images), so switching the
+// x axis needs no request. The flattening of events into series follows workbench/runs/series.py.
+
+export const X_AXES = ["step", "epoch", "time", "images"];
+export const SERIES_TYPES = new Set(["metrics", "validation", "system"]);
+const COORDINATES = new Set(["seq", "type", "time", "step", "epoch", "images_seen", "source"]);
+// A live series that grows past COMPACT_AT points is re-bucketed to COMPACT_TO (min/max kept).
+const COMPACT_AT = 20000;
+const COMPACT_TO = 4000;
+// SVG traces up to this many points; WebGL (scattergl) beyond.
+const GL_THRESHOLD = 5000;
+const COLORS = ["#2f6fdf", "#e4572e", "#1f8a4c", "#9c4dcc", "#b7791f", "#17a2b8", "#c23b32", "#5c6675",
+  "#e83e8c", "#6f42c1", "#20c997", "#fd7e14"];
+
+const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
+
+export function flatten(event) {
+  const values = {};
+  for (const [key, value] of Object.entries(event)) {
+    if (COORDINATES.has(key)) continue;
+    if (key === "gpus" && Array.isArray(value)) {
+      for (const device of value) {
+        if (!device || typeof device !== "object") continue;
+        const index = device.index ?? 0;
+        for (const [name, number] of Object.entries(device)) {
+          if (name !== "index" && isNumber(number)) values[`gpu${index}_${name}`] = number;
+        }
+      }
+    } else if (isNumber(value)) {
+      values[key] = value;
+    }
+  }
+  return values;
+}
+
+function emptyColumns() {
+  return { seq: [], step: [], epoch: [], time: [], images: [], value: [] };
+}
+
+// Indices of at most `points` values: first, last, and each bucket's min and max.
+export function minmaxIndices(values, points) {
+  const n = values.length;
+  if (n <= points) return values.map((_, i) => i);
+  const buckets = Math.max(1, Math.floor((points - 2) / 2));
+  const size = Math.ceil(n / buckets);
+  const keep = new Set([0, n - 1]);
+  for (let start = 0; start < n; start += size) {
+    let lo = start;
+    let hi = start;
+    for (let i = start; i < Math.min(n, start + size); i += 1) {
+      if (values[i] < values[lo]) lo = i;
+      if (values[i] > values[hi]) hi = i;
+    }
+    keep.add(lo);
+    keep.add(hi);
+  }
+  return [...keep].sort((a, b) => a - b);
+}
+
+export class SeriesStore {
+  constructor() {
+    this.series = new Map();
+    // Bumped when a series is replaced (replay, compaction): charts then redraw it whole.
+    this.versions = new Map();
+    this.imagesPerStep = null;
+  }
+
+  names() { return [...this.series.keys()]; }
+
+  get(name) { return this.series.get(name); }
+
+  version(name) { return this.versions.get(name) || 0; }
+
+  addEvent(event) {
+    let images = event.images_seen;
+    if (event.type === "metrics" && isNumber(images) && event.step) this.imagesPerStep = images / event.step;
+    if (!isNumber(images) && isNumber(event.step) && this.imagesPerStep !== null) images = event.step * this.imagesPerStep;
+    for (const [name, value] of Object.entries(flatten(event))) {
+      let columns = this.series.get(name);
+      if (!columns) {
+        columns = emptyColumns();
+        this.series.set(name, columns);
+      }
+      columns.seq.push(event.seq);
+      columns.step.push(event.step ?? null);
+      columns.epoch.push(event.epoch ?? null);
+      columns.time.push(event.time);
+      columns.images.push(isNumber(images) ? images : null);
+      columns.value.push(value);
+      if (columns.value.length > COMPACT_AT) this.compact(name);
+    }
+  }
+
+  // Points from the server (a downsampled replay): after `since` they extend what is held.
+  merge(name, points, since) {
+    const held = this.series.get(name) || emptyColumns();
+    const keep = held.seq.findIndex((seq) => seq > since);
+    const cut = keep === -1 ? held.seq.length : keep;
+    const merged = {};
+    for (const key of Object.keys(held)) merged[key] = held[key].slice(0, cut).concat(points[key] || []);
+    this.series.set(name, merged);
+    this.versions.set(name, this.version(name) + 1);
+  }
+
+  compact(name) {
+    const columns = this.series.get(name);
+    const kept = minmaxIndices(columns.value, COMPACT_TO);
+    const compacted = {};
+    for (const key of Object.keys(columns)) compacted[key] = kept.map((i) => columns[key][i]);
+    this.series.set(name, compacted);
+    this.versions.set(name, this.version(name) + 1);
+  }
+}
+
+// Exponential moving average with TensorBoard's debiasing; `state` carries it across calls.
+export function ema(values, weight, state = { last: 0, count: 0 }) {
+  const out = [];
+  for (const value of values) {
+    if (!isNumber(value)) {
+      out.push(null);
+      continue;
+    }
+    state.last = state.last * weight + (1 - weight) * value;
+    state.count += 1;
+    out.push(state.last / (1 - weight ** state.count));
+  }
+  return out;
+}
+
+export function formatDuration(seconds) {
+  if (!isNumber(seconds)) return "–";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+// Wall time is shown in the browser's time zone: Plotly reads numbers on a date axis as UTC.
+const TZ_MS = new Date().getTimezoneOffset() * 60000;
+export const WALL_TIME = {
+  toAxis: (t) => (t === null ? null : t * 1000 - TZ_MS),
+  fromAxis: (v) => (typeof v === "number" ? (v + TZ_MS) / 1000 : (Date.parse(`${v.replace(" ", "T")}Z`) + TZ_MS) / 1000),
+};
+
+export const AXIS_TITLES = { step: "step", epoch: "epoch", time: "wall time", images: "images seen" };
+
+const percent = { tickformat: ".0%", rangemode: "tozero" };
+
+function gpuLabel(match) {
+  const what = {
+    utilization_percent: "utilisation %",
+    memory_used_mb: "memory MiB",
+    cpu_percent: "rank CPU % (simulated GPU)",
+    rss_mb: "rank RSS MiB (simulated GPU)",
+  }[match[2]];
+  return `GPU ${match[1]} ${what}`;
+}
+
+// What each chart of the run page shows. A trace's `series` is a name or a RegExp over names.
+export const CHARTS = {
+  loss: {
+    smooth: true, logToggle: true,
+    traces: [{ series: "loss", label: "train loss" }, { series: "val_loss", label: "val loss", markers: true }],
+    layout: { yaxis: { title: { text: "loss" } } },
+  },
+  accuracy: {
+    traces: [{ series: "top1", label: "top-1", markers: true }, { series: "top5", label: "top-5", markers: true }],
+    layout: { yaxis: { title: { text: "accuracy" }, ...percent, range: [0, 1] } },
+  },
+  lr: {
+    traces: [{ series: "lr", label: "learning rate" }],
+    layout: { yaxis: { title: { text: "learning rate" }, exponentformat: "e" } },
+  },
+  throughput: {
+    smooth: true,
+    traces: [
+      { series: "images_per_sec", label: "images/s (total)" },
+      { series: "images_per_sec_per_process", label: "images/s per GPU/process" },
+      { series: "data_wait_share", label: "data-wait share", yaxis: "y2" },
+    ],
+    layout: {
+      yaxis: { title: { text: "images/s" }, rangemode: "tozero" },
+      yaxis2: { title: { text: "waiting for data" }, overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%" },
+    },
+  },
+  gpu: {
+    smooth: true,
+    traces: [
+      { series: /^gpu(\d+)_(utilization_percent|cpu_percent)$/, label: gpuLabel },
+      { series: /^gpu(\d+)_(memory_used_mb|rss_mb)$/, label: gpuLabel, yaxis: "y2", dash: "dot" },
+    ],
+    layout: {
+      yaxis: { title: { text: "utilisation %" }, rangemode: "tozero" },
+      yaxis2: { title: { text: "memory MiB" }, overlaying: "y", side: "right", rangemode: "tozero" },
+    },
+    empty: "No GPU samples yet (the run holds no GPU, or has not started).",
+  },
+  host: {
+    smooth: true,
+    traces: [
+      { series: "process_cpu_percent", label: "trainer CPU %" },
+      { series: "host_cpu_percent", label: "host CPU %" },
+      { series: "host_memory_percent", label: "host memory %" },
+      { series: "process_rss_mb", label: "trainer RSS MiB", yaxis: "y2", dash: "dot" },
+    ],
+    layout: {
+      yaxis: { title: { text: "%" }, rangemode: "tozero" },
+      yaxis2: { title: { text: "MiB" }, overlaying: "y", side: "right", rangemode: "tozero" },
+    },
+  },
+};
+
+// One Plotly chart bound to series of a store. Mounted lazily (when scrolled into view); new
+// points go in with Plotly.extendTraces; a whole redraw happens only when a control changes,
+// a new series appears, or the store replaced a series.
+export class ChartView {
+  constructor(element, spec, view, { fetchRange } = {}) {
+    this.el = element;
+    this.spec = spec;
+    this.view = view; // shared {x, smoothing, log}
+    this.fetchRange = fetchRange;
+    this.mounted = false;
+    this.bindings = [];
+    this.zoom = null; // {start, end, data: Map(name -> columns)} while zoomed in
+    this.gl = false;
+  }
+
+  // The series of `store` this chart shows, with their labels, in a stable order.
+  bind(store) {
+    const bindings = [];
+    for (const trace of this.spec.traces) {
+      const names = trace.series instanceof RegExp
+        ? store.names().filter((n) => trace.series.test(n)).sort((a, b) => a.localeCompare(b, "en", { numeric: true }))
+        : [trace.series].filter((n) => store.get(n));
+      for (const name of names) {
+        const match = trace.series instanceof RegExp ? trace.series.exec(name) : null;
+        const label = typeof trace.label === "function" ? trace.label(match, store) : trace.label;
+        bindings.push({ name, label, trace });
+      }
+    }
+    return bindings;
+  }
+
+  smoothing() { return this.spec.smooth ? this.view.smoothing : 0; }
+
+  xOf(columns) {
+    const xs = columns[this.view.x];
+    return this.view.x === "time" ? xs.map(WALL_TIME.toAxis) : xs;
+  }
+
+  traces(store) {
+    const out = [];
+    const weight = this.smoothing();
+    this.gl = this.bindings.some((b) => (store.get(b.name)?.value.length || 0) > GL_THRESHOLD);
+    this.bindings.forEach((binding, i) => {
+      const columns = (this.zoom && this.zoom.data.get(binding.name)) || store.get(binding.name);
+      const color = COLORS[i % COLORS.length];
+      const base = {
+        type: this.gl ? "scattergl" : "scatter",
+        mode: binding.trace.markers ? "lines+markers" : "lines",
+        name: binding.label,
+        yaxis: binding.trace.yaxis || "y",
+        x: this.xOf(columns),
+        legendgroup: binding.name,
+      };
+      binding.state = { last: 0, count: 0 };
+      if (this.spec.smooth) {
+        out.push({ ...base, y: columns.value.slice(), opacity: weight ? 0.25 : 1, showlegend: !weight,
+          line: { color, width: 1, dash: binding.trace.dash } });
+        out.push({ ...base, y: weight ? ema(columns.value, weight, binding.state) : [], showlegend: !!weight,
+          x: weight ? base.x : [], line: { color, width: 2, dash: binding.trace.dash } });
+      } else {
+        out.push({ ...base, y: columns.value.slice(), line: { color, width: 2, dash: binding.trace.dash } });
+      }
+      binding.drawn = store.get(binding.name).value.length;
+      binding.version = store.version(binding.name);
+    });
+    return out;
+  }
+
+  layout() {
+    const xaxis = { title: { text: AXIS_TITLES[this.view.x] }, type: this.view.x === "time" ? "date" : "linear" };
+    const layout = {
+      margin: { t: 10, r: 60, b: 45, l: 60 },
+      legend: { orientation: "h", y: -0.25 },
+      hovermode: "x unified",
+      uirevision: this.view.x,
+      xaxis,
+      ...structuredClone(this.spec.layout || {}),
+    };
+    layout.yaxis = { ...(layout.yaxis || {}) };
+    if (this.spec.logToggle) layout.yaxis.type = this.view.log ? "log" : "linear";
+    if (!this.bindings.length) {
+      layout.annotations = [{ text: this.spec.empty || "No points yet.", showarrow: false, xref: "paper", yref: "paper",
+        x: 0.5, y: 0.5, font: { color: "#5c6675" } }];
+    }
+    return layout;
+  }
+
+  redraw(store) {
+    if (!this.mounted) return;
+    this.bindings = this.bind(store);
+    window.Plotly.react(this.el, this.traces(store), this.layout(), { displaylogo: false, responsive: true });
+  }
+
+  mount(store) {
+    if (this.mounted) return;
+    this.mounted = true;
+    this.redraw(store);
+    this.el.on("plotly_relayout", (change) => this.onRelayout(change, store));
+  }
+
+  // New points since the last draw: extendTraces, unless the chart must be redrawn whole.
+  update(store) {
+    if (!this.mounted) return;
+    const current = this.bind(store);
+    const changed = current.length !== this.bindings.length
+      || current.some((b, i) => b.name !== this.bindings[i].name || store.version(b.name) !== this.bindings[i].version);
+    const crossesGl = !this.gl && current.some((b) => (store.get(b.name)?.value.length || 0) > GL_THRESHOLD);
+    if (changed || crossesGl) {
+      this.redraw(store);
+      return;
+    }
+    const weight = this.smoothing();
+    const update = { x: [], y: [] };
+    const indices = [];
+    this.bindings.forEach((binding, i) => {
+      const columns = store.get(binding.name);
+      const fresh = columns.value.length - binding.drawn;
+      const xs = fresh > 0 ? this.xOf(columns).slice(binding.drawn) : [];
+      const ys = fresh > 0 ? columns.value.slice(binding.drawn) : [];
+      binding.drawn = columns.value.length;
+      if (this.spec.smooth) {
+        indices.push(2 * i, 2 * i + 1);
+        update.x.push(xs, weight ? xs : []);
+        update.y.push(ys, weight ? ema(ys, weight, binding.state) : []);
+      } else {
+        indices.push(i);
+        update.x.push(xs);
+        update.y.push(ys);
+      }
+    });
+    if (update.x.some((xs) => xs.length)) window.Plotly.extendTraces(this.el, update, indices);
+  }
+
+  async onRelayout(change, store) {
+    if (change["xaxis.autorange"]) {
+      if (this.zoom) {
+        this.zoom = null;
+        this.redraw(store);
+      }
+      return;
+    }
+    if (!("xaxis.range[0]" in change) || !this.fetchRange) return;
+    let [start, end] = [change["xaxis.range[0]"], change["xaxis.range[1]"]];
+    if (this.view.x === "time") [start, end] = [WALL_TIME.fromAxis(start), WALL_TIME.fromAxis(end)];
+    const names = this.bindings.map((b) => b.name);
+    const data = await this.fetchRange(names, this.view.x, start, end);
+    if (!data) return;
+    this.zoom = { start, end, data };
+    this.redraw(store);
+  }
+}
+
+// Mounts each chart when it first comes near the viewport.
+export function mountLazily(charts, store) {
+  if (!("IntersectionObserver" in window)) {
+    charts.forEach((chart) => chart.mount(store));
+    return;
+  }
+  const byElement = new Map(charts.map((chart) => [chart.el, chart]));
+  const observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting) continue;
+      byElement.get(entry.target).mount(store);
+      observer.unobserve(entry.target);
+    }
+  }, { rootMargin: "200px" });
+  charts.forEach((chart) => observer.observe(chart.el));
+}

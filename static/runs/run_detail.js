@@ -1,0 +1,290 @@
+// The live run page: one websocket (/ws/runs/<id>/) feeds a series store and the header; the
+// charts grow with extendTraces. Protocol: send {since: last seq held}; the server answers with a
+// replay, then live events. Events are applied strictly in sequence order: a duplicate is
+// dropped, a gap makes the client ask for a replay (and hold live events until it comes).
+import {
+  CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountLazily,
+} from "./charts.js";
+
+const page = JSON.parse(document.getElementById("run-page").textContent);
+const FINISHED = ["done", "failed", "aborted"];
+const PENDING = ["queued", "waiting", "interrupted"];
+const LOG_LINES = 500;
+
+const $ = (id) => document.getElementById(id);
+const store = new SeriesStore();
+const view = { x: $("x-axis").value, smoothing: Number($("smoothing").value), log: $("log-loss").checked };
+const header = { state: page.state, progress: null, progressAt: 0, bestTop1: null, epoch: null };
+
+async function fetchRange(names, x, start, end) {
+  const url = new URL(page.series_url, window.location.href);
+  names.forEach((name) => url.searchParams.append("name", name));
+  url.searchParams.set("x", x);
+  url.searchParams.set("start", start);
+  url.searchParams.set("end", end);
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) return null;
+  const data = await response.json();
+  return new Map(Object.entries(data.series).map(([name, s]) => [name, s.points]));
+}
+
+const charts = [...document.querySelectorAll("[data-chart]")].map(
+  (el) => new ChartView(el, CHARTS[el.dataset.chart], view, { fetchRange }),
+);
+
+// ---------------------------------------------------------------- header
+
+function setState(state) {
+  header.state = state;
+  const badge = $("run-state").querySelector(".status");
+  badge.textContent = state;
+  badge.className = `status status-${state}`;
+  $("run-header").dataset.state = state;
+  const active = !FINISHED.includes(state);
+  $("run-abort").hidden = !active;
+  $("run-pause").hidden = !(state === "running" || PENDING.includes(state));
+  $("run-resume").hidden = state !== "paused";
+  if (state !== "running") $("run-eta").textContent = "–";
+}
+
+function setProgress(percent) {
+  const bar = $("run-progress");
+  bar.setAttribute("aria-valuenow", Math.round(percent));
+  bar.querySelector(".bar").style.width = `${percent}%`;
+  $("run-percent").textContent = `${Math.round(percent)}%`;
+}
+
+function tick() {
+  if (header.progress && header.state === "running") {
+    const elapsed = header.progress.elapsed + (Date.now() - header.progressAt) / 1000;
+    $("run-elapsed").textContent = formatDuration(elapsed);
+  }
+}
+
+function applyProgress(event) {
+  header.progress = event;
+  header.progressAt = Date.now();
+  setProgress(event.percent);
+  $("run-elapsed").textContent = formatDuration(event.elapsed);
+  $("run-eta").textContent = header.state === "running" ? formatDuration(event.eta_seconds) : "–";
+}
+
+function appendLog(lines) {
+  if (!lines.length) return;
+  const log = $("run-log");
+  const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+  const kept = (log.textContent ? log.textContent.split("\n") : []).concat(lines).slice(-LOG_LINES);
+  log.textContent = kept.join("\n");
+  if (atBottom) log.scrollTop = log.scrollHeight;
+}
+
+function logLine(event) {
+  const time = new Date(event.time * 1000).toLocaleTimeString();
+  if (event.type === "log") return `${time} ${event.level && event.level !== "info" ? `${event.level.toUpperCase()} ` : ""}${event.line}`;
+  return `${time} [${event.source === "workbench" ? "run" : "trainer"}] ${event.state}${event.message ? `: ${event.message}` : ""}`;
+}
+
+function renderDetail(detail) {
+  setState(detail.state);
+  if (header.progress === null) setProgress(100 * detail.progress);
+  $("run-wait").textContent = detail.wait_reason || "–";
+  $("run-devices").textContent = detail.devices.length
+    ? detail.devices.map((d) => `${d.host}: ${d.label}${d.simulated ? " (simulated)" : ""}`).join(", ")
+    : "none held";
+  const error = $("run-error");
+  error.hidden = !detail.error;
+  error.textContent = detail.error || "";
+  const timeline = $("run-timeline");
+  timeline.replaceChildren(...detail.transitions.map((t) => {
+    const item = document.createElement("li");
+    const at = document.createElement("time");
+    at.dateTime = t.at;
+    at.textContent = new Date(t.at).toLocaleString();
+    const badge = document.createElement("span");
+    badge.className = `status status-${t.to_state}`;
+    badge.textContent = t.to_state;
+    item.append(at, " ", badge);
+    if (t.reason) {
+      const reason = document.createElement("span");
+      reason.className = "hint";
+      reason.textContent = ` ${t.reason}`;
+      item.append(reason);
+    }
+    return item;
+  }));
+}
+
+let detailTimer = null;
+async function refreshDetail() {
+  window.clearTimeout(detailTimer);
+  try {
+    const response = await fetch(page.api_url, { credentials: "same-origin" });
+    if (response.ok) renderDetail(await response.json());
+  } finally {
+    // The wait reason changes without events while queued: look again every few seconds.
+    if (PENDING.includes(header.state)) detailTimer = window.setTimeout(refreshDetail, 5000);
+  }
+}
+
+async function act(action) {
+  const error = $("run-action-error");
+  error.hidden = true;
+  const token = document.querySelector("input[name=csrfmiddlewaretoken]").value;
+  const response = await fetch(page[`${action}_url`], {
+    method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": token, Accept: "application/json" },
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    error.textContent = body.detail || `${action} failed (${response.status})`;
+    error.hidden = false;
+    return;
+  }
+  renderDetail(body);
+}
+
+// ---------------------------------------------------------------- events
+
+let frame = null;
+function scheduleDraw() {
+  if (frame !== null) return;
+  frame = window.requestAnimationFrame(() => {
+    frame = null;
+    charts.forEach((chart) => chart.update(store));
+  });
+}
+
+function apply(event, logs) {
+  if (SERIES_TYPES.has(event.type)) {
+    store.addEvent(event);
+    if (event.type === "metrics" && typeof event.epoch === "number") header.epoch = event.epoch;
+    if (event.type === "validation" && typeof event.top1 === "number") {
+      header.bestTop1 = Math.max(header.bestTop1 ?? 0, event.top1);
+    }
+  } else if (event.type === "progress") {
+    applyProgress(event);
+  } else if (event.type === "log") {
+    logs.push(logLine(event));
+  } else if (event.type === "status") {
+    logs.push(logLine(event));
+    if (event.source === "workbench") {
+      setState(event.state);
+      refreshDetail();
+    }
+  }
+}
+
+function afterApply(logs) {
+  appendLog(logs);
+  if (header.epoch !== null) $("run-epoch").textContent = header.epoch.toFixed(2);
+  if (header.bestTop1 !== null) $("run-best").textContent = `${(100 * header.bestTop1).toFixed(2)}% (top-1)`;
+  scheduleDraw();
+}
+
+class RunStream {
+  constructor(path) {
+    this.path = path;
+    this.lastSeq = 0;
+    this.waiting = true; // a replay is on its way: live events wait in `held`
+    this.held = [];
+    this.delay = 1000;
+    this.replays = 0;
+    this.gaps = 0;
+  }
+
+  connect() {
+    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+    this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`);
+    this.socket.addEventListener("open", () => {
+      this.delay = 1000;
+      this.requestReplay();
+    });
+    this.socket.addEventListener("message", (message) => this.receive(JSON.parse(message.data)));
+    this.socket.addEventListener("close", () => {
+      status("reconnecting…");
+      this.waiting = true;
+      window.setTimeout(() => this.connect(), this.delay);
+      this.delay = Math.min(this.delay * 2, 30000);
+    });
+  }
+
+  requestReplay() {
+    this.waiting = true;
+    status(this.lastSeq ? "catching up…" : "loading…");
+    this.socket.send(JSON.stringify({ since: this.lastSeq }));
+  }
+
+  receive(message) {
+    if (message.type === "replay") this.applyReplay(message);
+    else if (message.type === "events") {
+      if (this.waiting) this.held.push(...message.events);
+      else this.applyLive(message.events);
+    } else if (message.type === "error") status(message.message);
+  }
+
+  applyReplay(replay) {
+    this.replays += 1;
+    const logs = [];
+    for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since);
+    for (const event of replay.events) if (event.seq > this.lastSeq) apply(event, logs);
+    this.lastSeq = Math.max(this.lastSeq, replay.last_seq);
+    afterApply(logs);
+    this.waiting = false;
+    status(replay.downsampled ? "live (history downsampled; zoom in for detail)" : "live");
+    const held = this.held;
+    this.held = [];
+    this.applyLive(held);
+  }
+
+  applyLive(events) {
+    const logs = [];
+    events.sort((a, b) => a.seq - b.seq);
+    for (let i = 0; i < events.length; i += 1) {
+      const event = events[i];
+      if (event.seq <= this.lastSeq) continue; // already held
+      if (event.seq > this.lastSeq + 1) {
+        // Missed some (the channel layer drops for slow clients): ask, keep the rest.
+        this.gaps += 1;
+        this.held.push(...events.slice(i));
+        this.requestReplay();
+        break;
+      }
+      apply(event, logs);
+      this.lastSeq = event.seq;
+    }
+    afterApply(logs);
+  }
+}
+
+function status(text) {
+  $("stream-state").textContent = text;
+}
+
+// ---------------------------------------------------------------- controls
+
+$("x-axis").addEventListener("change", (e) => {
+  view.x = e.target.value;
+  charts.forEach((chart) => { chart.zoom = null; chart.redraw(store); });
+});
+$("log-loss").addEventListener("change", (e) => {
+  view.log = e.target.checked;
+  charts.forEach((chart) => chart.spec.logToggle && chart.redraw(store));
+});
+$("smoothing").addEventListener("input", (e) => {
+  view.smoothing = Number(e.target.value);
+  $("smoothing-value").textContent = view.smoothing.toFixed(2);
+  charts.forEach((chart) => chart.spec.smooth && chart.redraw(store));
+});
+document.querySelectorAll("[data-action]").forEach((button) => {
+  button.addEventListener("click", () => act(button.dataset.action));
+});
+
+setState(page.state);
+if (typeof page.eta_seconds === "number" && page.state === "running") $("run-eta").textContent = formatDuration(page.eta_seconds);
+const stream = new RunStream(page.socket_path);
+stream.connect();
+mountLazily(charts, store);
+window.setInterval(tick, 1000);
+if (PENDING.includes(page.state)) refreshDetail();
+
+// For tests and the curious: the page's state, read-only by convention.
+window.runPage = { store, charts, stream, view, WALL_TIME };

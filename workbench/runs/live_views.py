@@ -1,0 +1,251 @@
+"""The live run page, its series endpoints (range re-fetch, full-resolution downloads) and comparison."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from workbench.runs import series
+from workbench.runs.models import Run
+
+MAX_REQUEST_POINTS = 20_000
+COMPARE_MAX_RUNS = 12
+# What the comparison chart can overlay, in the order the form lists them.
+COMPARE_SERIES = [
+    ("loss", "Training loss"),
+    ("val_loss", "Validation loss"),
+    ("top1", "Validation accuracy (top-1)"),
+    ("top5", "Validation accuracy (top-5)"),
+    ("lr", "Learning rate"),
+    ("images_per_sec", "Throughput (images/s)"),
+    ("data_wait_share", "Data-wait share"),
+]
+X_CHOICES = [("step", "Step"), ("epoch", "Epoch"), ("time", "Time since start"), ("images", "Images seen")]
+
+
+def _runs_for(user):
+    runs = Run.objects.select_related("owner", "dataset", "host")
+    return runs if user.is_staff else runs.filter(owner=user)
+
+
+def _get_run_for_user(request, pk: int) -> Run:
+    """The run, or 404 for both "missing" and "not yours"."""
+    return get_object_or_404(_runs_for(request.user), pk=pk)
+
+
+def key_settings(run: Run) -> dict:
+    config = run.config or {}
+    solver = config.get("solver") or {}
+    return {
+        "network": run.network,
+        "batch_size": config.get("batch_size"),
+        "lr": solver.get("base_lr"),
+        "optimizer": solver.get("optimizer"),
+        "epochs": config.get("epochs"),
+    }
+
+
+def run_label(run: Run) -> str:
+    settings = key_settings(run)
+    parts = [settings["network"]]
+    if settings["batch_size"] is not None:
+        parts.append(f"batch {settings['batch_size']}")
+    if settings["lr"] is not None:
+        parts.append(f"lr {settings['lr']:g}")
+    return f"{run.name} (#{run.pk}: {', '.join(parts)})"
+
+
+@login_required
+def run_detail(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    page = {
+        "id": run.pk,
+        "name": run.name,
+        "state": run.state,
+        "progress": run.progress,
+        "eta_seconds": run.eta_seconds,
+        "started_at": run.started_at.timestamp() if run.started_at else None,
+        "finished_at": run.finished_at.timestamp() if run.finished_at else None,
+        "socket_path": f"/ws/runs/{run.pk}/",
+        "series_url": reverse("run-series", args=[run.pk]),
+        "api_url": reverse("api-run", args=[run.pk]),
+        "abort_url": reverse("api-run-abort", args=[run.pk]),
+        "pause_url": reverse("api-run-pause", args=[run.pk]),
+        "resume_url": reverse("api-run-resume", args=[run.pk]),
+    }
+    context = {
+        "run": run,
+        "page": page,
+        "settings": key_settings(run),
+        "devices": run.devices.select_related("host").order_by("kind", "index"),
+        "transitions": run.transitions.all(),
+    }
+    return render(request, "runs/run_detail.html", context)
+
+
+def _float_param(request, name: str) -> float | None:
+    raw = request.GET.get(name, "")
+    if raw == "":
+        return None
+    value = float(raw)  # ValueError: the caller answers 400
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number")
+    return value
+
+
+def _series_params(request) -> dict:
+    """x, start, end and points from the query string; ValueError names the bad parameter."""
+    x = request.GET.get("x", "step")
+    if x not in series.X_AXES:
+        raise ValueError(f"x must be one of {', '.join(series.X_AXES)}, not {x!r}")
+    try:
+        start, end = _float_param(request, "start"), _float_param(request, "end")
+    except ValueError:
+        raise ValueError("start and end must be numbers on the x axis") from None
+    try:
+        points = int(request.GET.get("points", series.MAX_POINTS))
+    except ValueError:
+        raise ValueError("points must be a whole number") from None
+    if not 2 <= points <= MAX_REQUEST_POINTS:
+        raise ValueError(f"points must be between 2 and {MAX_REQUEST_POINTS}")
+    return {"x": x, "start": start, "end": end, "points": points}
+
+
+def _names(request) -> list[str]:
+    return [name for value in request.GET.getlist("name") for name in value.split(",") if name]
+
+
+@require_GET
+@login_required
+def run_series(request, pk: int):
+    """?name=loss&name=top1&x=step|epoch|time|images&start=&end=&points=: downsampled series."""
+    run = _get_run_for_user(request, pk)
+    try:
+        params = _series_params(request)
+    except ValueError as error:
+        return HttpResponseBadRequest(str(error))
+    return JsonResponse(series.run_series(run, _names(request), **params))
+
+
+def _download_name(run: Run, extension: str) -> str:
+    return f'attachment; filename="run-{run.pk}-series.{extension}"'
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@require_GET
+@login_required
+def run_series_csv(request, pk: int):
+    """Every series event at full resolution, one row per event, one column per field."""
+    run = _get_run_for_user(request, pk)
+    names = sorted(series.read_columns(run).names())
+    writer = csv.writer(_Echo())
+
+    def rows():
+        yield writer.writerow(["seq", "kind", "step", "epoch", "time", "images_seen", *names])
+        for kind, seq, step, epoch, time, images, fields in series.full_rows(run):
+            values = [fields.get(name, "") for name in names]
+            yield writer.writerow([seq, kind, _blank(step), _blank(epoch), time, _blank(images), *values])
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv")
+    response["Content-Disposition"] = _download_name(run, "csv")
+    return response
+
+
+def _blank(value):
+    return "" if value is None else value
+
+
+@require_GET
+@login_required
+def run_series_json(request, pk: int):
+    """Every series at full resolution, in the shape of the series endpoint (never downsampled)."""
+    run = _get_run_for_user(request, pk)
+    data = series.run_series(run, points=2**62)
+    data.update(name=run.name, settings=key_settings(run))
+    response = HttpResponse(json.dumps(data, separators=(",", ":")), content_type="application/json")
+    response["Content-Disposition"] = _download_name(run, "json")
+    return response
+
+
+class CompareForm(forms.Form):
+    runs = forms.ModelMultipleChoiceField(queryset=Run.objects.none(), widget=forms.CheckboxSelectMultiple)
+    name = forms.ChoiceField(choices=COMPARE_SERIES, initial="loss", label="Series", required=False)
+    x = forms.ChoiceField(choices=X_CHOICES, initial="step", label="X axis", required=False)
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["runs"].queryset = _runs_for(user)
+        self.fields["runs"].label_from_instance = run_label
+
+    def clean_runs(self):
+        runs = self.cleaned_data["runs"]
+        if len(runs) > COMPARE_MAX_RUNS:
+            raise forms.ValidationError(f"choose at most {COMPARE_MAX_RUNS} runs, not {len(runs)}")
+        return runs
+
+    def clean_name(self):
+        return self.cleaned_data["name"] or "loss"
+
+    def clean_x(self):
+        return self.cleaned_data["x"] or "step"
+
+
+@login_required
+def run_compare(request):
+    form = CompareForm(request.GET or None, user=request.user)
+    selected = list(form.cleaned_data["runs"]) if form.is_valid() else []
+    page = {
+        "series_url": reverse("run-compare-series"),
+        "runs": [run.pk for run in selected],
+        "name": form.cleaned_data["name"] if selected else "loss",
+        "x": form.cleaned_data["x"] if selected else "step",
+        "labels": dict(COMPARE_SERIES),
+    }
+    return render(request, "runs/compare.html", {"form": form, "selected": selected, "page": page})
+
+
+@require_GET
+@login_required
+def run_compare_series(request):
+    """?runs=1,2&name=loss&x=step: one series of several runs, each labelled with its key settings."""
+    try:
+        ids = [int(value) for raw in request.GET.getlist("runs") for value in raw.split(",") if value]
+        params = _series_params(request)
+    except ValueError as error:
+        return HttpResponseBadRequest(str(error) or "runs must be run ids")
+    name = request.GET.get("name", "loss")
+    if not ids or len(ids) > COMPARE_MAX_RUNS:
+        return HttpResponseBadRequest(f"runs: give 1 to {COMPARE_MAX_RUNS} run ids")
+    runs = {run.pk: run for run in _runs_for(request.user).filter(pk__in=ids)}
+    missing = [pk for pk in ids if pk not in runs]
+    if missing:
+        return JsonResponse({"detail": f"no run {missing[0]} of yours"}, status=404)
+    answer = []
+    for pk in ids:
+        run = runs[pk]
+        data = series.run_series(run, [name], **params)
+        answer.append(
+            {
+                "id": pk,
+                "name": run.name,
+                "state": run.state,
+                "label": run_label(run),
+                "settings": key_settings(run),
+                "url": reverse("run-detail", args=[pk]),
+                "last_seq": data["last_seq"],
+                "series": data["series"].get(name),
+            }
+        )
+    return JsonResponse({"name": name, "x": params["x"], "runs": answer})
