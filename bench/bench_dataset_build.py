@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import time
@@ -49,6 +50,15 @@ def generate(folder: Path, count: int, width: int, height: int, classes: int = 1
         )
     marker.touch()
     return folder
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished children (the build workers)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def baseline(files: list[tuple[str, int]], out: Path, size: int, encoding: str) -> float:
@@ -98,18 +108,27 @@ def main() -> None:
     for name in ("baseline-db", "ours-db"):
         shutil.rmtree(args.out / name, ignore_errors=True)
 
+    load_before = os.getloadavg()[0]
+    cpu0 = cpu_seconds()
     t_base = baseline(files, args.out / "baseline-db", args.size, args.encoding)
+    cpu1 = cpu_seconds()
     t_ours = ours(source, args.out / "ours-db", args.size, args.encoding, workers)
+    cpu2 = cpu_seconds()
     n = len(files)
     print(
         f"dataset build: {n} JPEGs {args.width}x{args.height} -> {args.size}x{args.size}, encoding "
-        f"{args.encoding}, {workers} worker processes, {os.cpu_count()} CPUs"
+        f"{args.encoding}, {workers} worker processes, {os.cpu_count()} CPUs, "
+        f"load average {load_before:.2f} before / {os.getloadavg()[0]:.2f} after"
     )
-    print(f"| {'builder':<40} | {'seconds':>8} | {'images/s':>9} |")
-    print(f"| {'-' * 40} | {'-' * 8}: | {'-' * 9}: |")
-    print(f"| {'single-process Pillow loop (baseline)':<40} | {t_base:8.1f} | {n / t_base:9.1f} |")
-    print(f"| {'datasets.build (ours)':<40} | {t_ours:8.1f} | {n / t_ours:9.1f} |")
-    print(f"ratio ours / baseline: {t_base / t_ours:.2f}x")
+    print(f"| {'builder':<40} | {'seconds':>8} | {'images/s':>9} | {'CPU ms/image':>12} |")
+    print(f"| {'-' * 40} | {'-' * 7}: | {'-' * 8}: | {'-' * 11}: |")
+    rows = (
+        ("single-process Pillow loop (baseline)", t_base, cpu1 - cpu0),
+        ("datasets.build (ours)", t_ours, cpu2 - cpu1),
+    )
+    for name, seconds, cpu in rows:
+        print(f"| {name:<40} | {seconds:8.1f} | {n / seconds:9.1f} | {1000 * cpu / n:12.2f} |")
+    print(f"ratio ours / baseline (images/s): {t_base / t_ours:.2f}x")
     for name in ("baseline-db", "ours-db"):
         shutil.rmtree(args.out / name, ignore_errors=True)
 

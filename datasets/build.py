@@ -99,7 +99,10 @@ def process_chunk(items: list[tuple[int, str, int, bool]], options: ImageOptions
             continue
         results.append((seq, encode_datum(pixels, label, encoding=options.encoding), None))
         if for_mean:
-            total = pixels.astype(np.float64) if total is None else total + pixels
+            if total is None:
+                total = pixels.astype(np.float64)
+            else:
+                np.add(total, pixels, out=total)  # in place: no new 1.5 MB array per image
             n += 1
     return results, total, n
 
