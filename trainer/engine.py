@@ -91,6 +91,14 @@ class Meter:
         self.images += images
         self.data_wait += wait
 
+    def average_over_ranks(self) -> None:
+        # Every rank reaches the same metrics step, so this collective lines up.
+        total = torch.as_tensor(self.loss_sum, dtype=torch.float32).reshape(1)
+        if not total.is_cuda and dist.get_backend() == "nccl":
+            total = total.cuda()
+        dist.all_reduce(total)
+        self.loss_sum = total / dist.get_world_size()
+
     def loss(self) -> float:
         total = self.loss_sum.item() if isinstance(self.loss_sum, torch.Tensor) else self.loss_sum
         return total / max(1, self.loss_count)
@@ -315,13 +323,15 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
             run.scheduler.step()
             run.step += 1
             if run.step % cfg.metrics_interval == 0:
+                if run.world > 1:
+                    run.meter.average_over_ranks()
                 if run.rank == 0:
                     report_metrics(run)
                 else:
                     run.meter.reset()
             if run.step % val_every == 0 and run.step < run.total_steps:
                 validate_and_maybe_save(run, criterion, snapshot=run.step % snap_every == 0)
-                run.model.train()
+                run.model_without_ddp.train()
             elif run.step % snap_every == 0 and run.step < run.total_steps:
                 save_checkpoint(run)
             if _should_stop(run):
@@ -334,15 +344,20 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
 
 @torch.no_grad()
 def evaluate(run: Run, criterion: nn.Module) -> dict[str, float]:
-    """Validation loss and top-1/top-5 over the whole split (shards summed over ranks)."""
-    run.model.eval()
+    """Validation loss and top-1/top-5 over the whole split (shards summed over ranks).
+
+    Uses the model without DDP: shards may differ by one batch between ranks, and DDP's forward
+    would then wait for a buffer broadcast that the other rank never joins.
+    """
+    model = run.model_without_ddp
+    model.eval()
     totals = torch.zeros(4, device=run.device, dtype=torch.float64)  # loss, top1, top5, count
     k = min(5, run.info.num_classes)
     for images, labels in DevicePrefetcher(run.data.val_loader, run.device):
         x = run.data.normalize(images.to(run.device, non_blocking=True))
         y = labels.to(run.device, non_blocking=True)
         with run.autocast():
-            logits = run.model(x)
+            logits = model(x)
         loss = nn.functional.cross_entropy(logits.float(), y, reduction="sum")
         top = logits.topk(k, dim=1).indices
         hits = top.eq(y[:, None])

@@ -16,15 +16,20 @@ from trainer.checkpoint import CheckpointStore
 from trainer.engine import EXIT_DONE, EXIT_FAILED
 from trainer.events import ListReporter
 from trainer.run import train
+from trainer.testing import make_dataset_folder
 
 from .conftest import make_config
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path, gray8):
+def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path):
+    # 9 validation images: rank 0 gets 5 (two batches of 4), rank 1 gets 4 (one batch); uneven
+    # shards must neither hang nor skew the metrics.
+    dataset = make_dataset_folder(tmp_path / "ds", num_classes=3, size=8, channels=1, train=48, val=9)
+
     def run(name: str, devices) -> tuple[dict, ListReporter]:
-        cfg = make_config(tmp_path / name, gray8, devices=devices, epochs=1, batch_size=8, metrics_interval=2,
+        cfg = make_config(tmp_path / name, dataset, devices=devices, epochs=1, batch_size=8, metrics_interval=2,
                           data={"random_flip": True}, solver={"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9})
         reporter = ListReporter()
         assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
@@ -40,7 +45,10 @@ def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path, gr
     metrics = two_events.of_type("metrics")[-1]
     assert metrics["images_per_sec"] == metrics["images_per_sec_per_process"] * 2
     val_one, val_two = one_events.of_type("validation")[-1], two_events.of_type("validation")[-1]
-    assert abs(val_two["val_loss"] - val_one["val_loss"]) < 1e-4
+    assert abs(val_two["val_loss"] - val_one["val_loss"]) < 1e-4 and val_two["top1"] == val_one["top1"]
+    # The reported loss is the mean over both ranks' halves of each global batch.
+    for m1, m2 in zip(one_events.of_type("metrics"), two_events.of_type("metrics"), strict=True):
+        assert abs(m1["loss"] - m2["loss"]) < 1e-4
     assert two_events.events[-1]["state"] == "done"
 
 
