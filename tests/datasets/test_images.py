@@ -97,3 +97,17 @@ def test_it_identifies_images_by_content_not_extension(tmp_path):
     Image.new("RGB", (5, 3), (9, 9, 9)).save(path, format="PNG")
     out = prepare_image(path, width=5, height=3, channels=3, resize_mode="squash")
     assert out.shape == (3, 5, 3) and out[0, 0].tolist() == [9, 9, 9]
+
+
+def test_it_decodes_big_jpegs_at_a_reduced_scale_that_still_covers_the_size(tmp_path):
+    from tests.datasets.conftest import noise_image
+
+    path = tmp_path / "big.jpg"
+    smooth = noise_image((80, 60)).resize((1600, 1200), Image.Resampling.BICUBIC)
+    smooth.save(path, quality=95)
+    image = load_image(path, draft_size=(200, 150))
+    assert image.size == (200, 150)  # 1/8 scale: the largest reduction still >= 200 x 150
+    fast = prepare_image(path, width=200, height=150, channels=3, resize_mode="squash")
+    full = np.asarray(Image.open(path).convert("RGB").resize((200, 150), Image.Resampling.BILINEAR))
+    assert fast.shape == (150, 200, 3)
+    assert np.abs(fast.astype(int) - full.astype(int)).mean() < 3  # the same picture
