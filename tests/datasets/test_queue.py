@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from django.core.management import call_command
 
 from datasets.models import Dataset
-from tests.datasets.conftest import make_class_folders
+from tests.datasets.conftest import make_class_folders, noise_image
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -90,7 +90,14 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
     from django.conf import settings
 
     client.force_login(owner)
-    root = make_class_folders(import_root / "big", {"a": 600, "b": 600}, size=(64, 48), fmt="JPEG")
+    # 2,000 copies of one noisy photo-sized JPEG into 256x256 PNGs: many seconds of work on 2 cores.
+    buf = io.BytesIO()
+    noise_image((400, 300)).save(buf, format="JPEG", quality=90)
+    root = import_root / "big"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for i in range(1000):
+            (root / name / f"{i}.jpg").write_bytes(buf.getvalue())
     pk = client.post(
         "/api/datasets/",
         {"name": "big", "source_path": str(root), "image_width": 128, "image_height": 128, "encoding": "png"},
@@ -109,5 +116,5 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
         assert time.monotonic() < deadline, "the cancelled build left its temp folder"
         time.sleep(0.2)
     dataset = Dataset.objects.get(pk=pk)
-    assert dataset.status == "cancelled" and dataset.progress_done < 1200
+    assert dataset.status == "cancelled" and dataset.progress_done < 2000
     assert not dataset.path.exists()
