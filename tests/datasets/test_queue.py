@@ -100,7 +100,7 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
             (root / name / f"{i}.jpg").write_bytes(buf.getvalue())
     pk = client.post(
         "/api/datasets/",
-        {"name": "big", "source_path": str(root), "image_width": 128, "image_height": 128, "encoding": "png"},
+        {"name": "big", "source_path": str(root), "image_width": 256, "image_height": 256, "encoding": "png"},
         content_type="application/json",
     ).json()["id"]
     deadline = time.monotonic() + 60
