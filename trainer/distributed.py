@@ -46,7 +46,19 @@ class QueueReporter:
         self.q.put(("event", event))
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to send us SIGTERM when the launcher dies, so ranks never outlive it (they then
+    stop like on any SIGTERM: agree on a step, save, exit)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q: Any) -> None:
+    _die_with_parent()
     cfg = config_from_dict(raw_cfg, check_paths=False)
     stop = StopFlag()
     stop.install()
@@ -68,7 +80,7 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
     except Exception as exc:
         outcome = Outcome(EXIT_FAILED, "failed", f"rank {rank}: {type(exc).__name__}: {exc}")
-    q.put(("outcome", rank, outcome.code, outcome.state, outcome.message, outcome.fields))
+    q.put(("outcome", rank, outcome.code, outcome.state, outcome.message, outcome.fields, time.time()))
     if dist.is_initialized() and outcome.code in (EXIT_DONE, EXIT_STOPPED):
         dist.destroy_process_group()
     # Exit without interpreter teardown: a failed peer can leave gloo threads that block exit.
@@ -140,10 +152,10 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
     codes = [p.exitcode for p in procs]
     ok = (EXIT_DONE, EXIT_STOPPED)
     if first_failure is None and all(c == EXIT_DONE for c in codes):
-        _, _, message, fields = outcomes.get(0, (EXIT_DONE, "done", "finished", {}))
+        _, _, message, fields, _ = outcomes.get(0, (EXIT_DONE, "done", "finished", {}, 0.0))
         return Outcome(EXIT_DONE, "done", message, fields)
     if first_failure is None and all(c in ok for c in codes):
-        _, _, message, fields = outcomes.get(0, (EXIT_STOPPED, "stopped", "stopped", {}))
+        _, _, message, fields, _ = outcomes.get(0, (EXIT_STOPPED, "stopped", "stopped", {}, 0.0))
         return Outcome(EXIT_STOPPED, "stopped", message, fields)
     # A rank that vanished without reporting (SIGKILL, OOM killer, segfault) is the root cause:
     # the others only fail afterwards with "connection closed by peer".
@@ -155,9 +167,11 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
             else f"exited with code {code} without a report"
         return Outcome(EXIT_FAILED, "failed",
                        f"rank {r} (pid {procs[r].pid}, device {devices[r]}) {how}; the other ranks were stopped")
-    # Otherwise rank 0's explanation (it sees OOM/NaN first), else the first rank that failed.
-    for r in (0, first_failure):
-        if r is not None and r in outcomes and outcomes[r][0] not in ok:
-            code, _, message, fields = outcomes[r]
-            return Outcome(code, "failed", message if message.startswith("rank") else f"rank {r}: {message}", fields)
+    # Otherwise the earliest reported failure: the rank that hit OOM/NaN/an error first; the
+    # others fail after it, in collectives, with less useful messages.
+    failures = sorted((o[4], r) for r, o in outcomes.items() if o[0] not in ok)
+    if failures:
+        r = failures[0][1]
+        code, _, message, fields, _ = outcomes[r]
+        return Outcome(code, "failed", message if message.startswith("rank") else f"rank {r}: {message}", fields)
     return Outcome(EXIT_FAILED, "failed", f"ranks exited with codes {codes}")

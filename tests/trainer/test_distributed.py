@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from trainer.checkpoint import CheckpointStore
-from trainer.engine import EXIT_DONE, EXIT_FAILED
+from trainer.engine import EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
 from trainer.events import ListReporter
 from trainer.run import train
 from trainer.testing import make_dataset_folder
@@ -78,3 +78,15 @@ def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
     assert final["message"].startswith("rank 1 (pid ") and "was killed by SIGKILL" in final["message"], final
     for pid in ranks:  # no orphans left behind
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_it_reports_the_root_cause_when_one_rank_fails(tmp_path, gray8):
+    # A diverging LR: rank 0 detects the NaN loss and exits; rank 1 then fails in a collective.
+    # The run's message must be the NaN, not rank 1's "connection closed by peer".
+    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=5, stop_check_interval=1,
+                      solver={"optimizer": "sgd", "base_lr": 1e12, "momentum": 0.9})
+    reporter = ListReporter()
+    assert train(cfg, reporter=reporter) == EXIT_NONFINITE
+    final = reporter.events[-1]
+    assert final["state"] == "failed" and final["exit_code"] == EXIT_NONFINITE
+    assert final["message"].startswith("rank 0: training loss became "), final["message"]
