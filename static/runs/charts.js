@@ -246,8 +246,9 @@ export class ChartView {
 
   smoothing() { return this.spec.smooth ? this.view.smoothing : 0; }
 
-  xOf(columns) {
-    const xs = columns[this.view.x];
+  // A copy, never the store's own array: Plotly keeps the arrays it is given, and the store grows.
+  xOf(columns, from = 0) {
+    const xs = columns[this.view.x].slice(from);
     return this.view.x === "time" ? xs.map(WALL_TIME.toAxis) : xs;
   }
 
@@ -330,7 +331,7 @@ export class ChartView {
     this.bindings.forEach((binding, i) => {
       const columns = store.get(binding.name);
       const fresh = columns.value.length - binding.drawn;
-      const xs = fresh > 0 ? this.xOf(columns).slice(binding.drawn) : [];
+      const xs = fresh > 0 ? this.xOf(columns, binding.drawn) : [];
       const ys = fresh > 0 ? columns.value.slice(binding.drawn) : [];
       binding.drawn = columns.value.length;
       if (this.spec.smooth) {

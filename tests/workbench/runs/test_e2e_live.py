@@ -1,0 +1,162 @@
+"""The live run page in Chromium against a real daphne and Redis: charts grow in place while events
+are stored, the controls redraw, a dropped socket catches up, and the state reaches done live."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from datasets.models import Dataset
+from tests.conftest import log_in
+from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.runs.models import Run
+from workbench.runs.services import run_create, run_events_append, run_finish, run_submit, run_transition
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+STEPS = 240
+POINTS = "i => document.querySelector(`[data-chart=${i.chart}]`).data?.[i.trace]?.x.length ?? 0"
+STORE = "name => { const s = runPage.store.get(name); return s ? {seq: s.seq, value: s.value, step: s.step} : null }"
+
+
+def metrics(step: int) -> dict:
+    return {
+        "type": "metrics", "time": time.time(), "step": step, "epoch": step / 40, "images_seen": step * 16,
+        "loss": 2.0 / (1 + step / 20), "lr": 0.1, "images_per_sec": 400.0 + step,
+        "images_per_sec_per_process": 200.0 + step / 2, "data_wait_share": 0.2,
+    }  # fmt: skip
+
+
+class Trainer(threading.Thread):
+    """Appends a run's events as the worker would: batches of metrics, validation, system, progress."""
+
+    def __init__(self, run: Run, *, batches: int, per_batch: int = 6, pause: float = 0.08) -> None:
+        super().__init__(daemon=True)
+        self.run_id, self.batches, self.per_batch, self.pause = run.pk, batches, per_batch, pause
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            step = 0
+            for _ in range(self.batches):
+                events = []
+                for _ in range(self.per_batch):
+                    step += 1
+                    events.append(metrics(step))
+                    if step % 40 == 0:
+                        events.append({"type": "validation", "time": time.time(), "step": step, "epoch": step / 40,
+                                       "val_loss": 1.5 / (1 + step / 30), "top1": min(0.95, step / 250),
+                                       "top5": 1.0})  # fmt: skip
+                events.append({"type": "progress", "time": time.time(), "percent": 100 * step / STEPS,
+                               "eta_seconds": (STEPS - step) / 60, "elapsed": step / 60, "step": step})  # fmt: skip
+                events.append({"type": "log", "time": time.time(), "line": f"step {step}", "level": "info"})
+                if step % 24 == 0:
+                    events.append({"type": "system", "time": time.time(), "step": step, "epoch": step / 40,
+                                   "images_seen": step * 16, "host_cpu_percent": 50.0, "process_cpu_percent": 90.0,
+                                   "gpus": [{"index": 0, "name": "sim", "simulated": True, "cpu_percent": 88.0,
+                                             "rss_mb": 300.0}]})  # fmt: skip
+                run_events_append(run_id=self.run_id, events=events)
+                time.sleep(self.pause)
+        except Exception as error:  # surfaced by the test
+            self.error = error
+
+
+def off_the_loop(function, **kwargs):
+    """Calls a service from a thread of its own: Playwright's event loop owns this one, and the
+    services publish to the channel layer with async_to_sync."""
+    worker = threading.Thread(target=function, kwargs=kwargs)
+    worker.start()
+    worker.join(30)
+
+
+def points(page, chart: str, trace: int = 0) -> int:
+    return page.evaluate(POINTS, {"chart": chart, "trace": trace})
+
+
+def wait_points(page, chart: str, at_least: int, trace: int = 0, timeout: float = 20) -> int:
+    page.wait_for_function(f"({POINTS})({{chart: '{chart}', trace: {trace}}}) >= {at_least}", timeout=timeout * 1000)
+    return points(page, chart, trace)
+
+
+def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, page, owner):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    run = run_create(owner=owner, dataset=dataset, name="live", network="lenet", config={"batch_size": 16},
+                     device_request={"kind": "cpu"})  # fmt: skip
+    off_the_loop(run_transition, run=run, to_state=Run.State.RUNNING, from_states=[Run.State.QUEUED], reason="go")
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    assert page.inner_text("#run-state .status") == "running"
+
+    trainer = Trainer(run, batches=STEPS // 6)
+    trainer.start()
+    first = wait_points(page, "loss", 12)
+    later = wait_points(page, "loss", first + 30)
+    assert later > first  # the same graph div, extended in place (no reload)
+    # Drop the socket mid-stream: the page reconnects with since=<last seq> and catches up.
+    page.evaluate("runPage.stream.socket.close()")
+    trainer.join(60)
+    assert trainer.error is None
+    wait_points(page, "loss", STEPS)
+    assert points(page, "loss") == STEPS
+    # Charts out of view are not drawn until scrolled to (lazy mounting).
+    assert page.evaluate("document.querySelector('[data-chart=host]').data === undefined")
+    page.locator("[data-chart=throughput]").scroll_into_view_if_needed()
+    assert wait_points(page, "throughput", STEPS, trace=4) == STEPS  # data-wait share, on its own axis
+
+    stored = list(run.events.filter(kind="metrics").order_by("seq").values_list("seq", "step", "data"))
+    held = page.evaluate(STORE, "loss")
+    assert held["seq"] == [seq for seq, _, _ in stored]  # identical: no gap, no duplicate
+    assert held["value"] == [data["loss"] for _, _, data in stored]
+    assert page.evaluate("runPage.stream.replays") >= 2
+    assert points(page, "accuracy") == STEPS // 40
+    assert "step 240" in page.inner_text("#run-log")
+    assert page.inner_text("#run-best") == "95.00% (top-1)"
+    assert page.inner_text("#run-epoch") == "6.00"
+
+    # Controls redraw from the held series: x axis, smoothing (raw faint behind), log scale.
+    page.select_option("#x-axis", "step")
+    assert page.evaluate("document.querySelector('[data-chart=loss]').data[0].x.slice(0, 3)") == [1, 2, 3]
+    page.select_option("#x-axis", "images")
+    assert page.evaluate("document.querySelector('[data-chart=loss]').data[0].x[9]") == 160
+    page.evaluate("e => { e.value = '0'; e.dispatchEvent(new Event('input')); }", page.query_selector("#smoothing"))
+    assert (
+        points(page, "loss", 1) == 0
+        and page.evaluate("document.querySelector('[data-chart=loss]').data[0].opacity") == 1
+    )
+    page.evaluate("e => { e.value = '0.9'; e.dispatchEvent(new Event('input')); }", page.query_selector("#smoothing"))
+    assert points(page, "loss", 1) == STEPS
+    assert page.evaluate("document.querySelector('[data-chart=loss]').data[0].opacity") == 0.25
+    page.check("#log-loss")
+    assert page.evaluate("document.querySelector('[data-chart=loss]').layout.yaxis.type") == "log"
+
+    # Charts further down mount when scrolled to: the simulated GPU is labelled as such.
+    page.locator("[data-chart=gpu]").scroll_into_view_if_needed()
+    wait_points(page, "gpu", STEPS // 24)
+    assert "simulated GPU" in page.evaluate("document.querySelector('[data-chart=gpu]').data[0].name")
+
+    off_the_loop(run_finish, run=run, to_state=Run.State.DONE, reason="finished 240 steps")
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'done'")
+    page.wait_for_function("document.querySelector('#run-timeline').textContent.includes('done')")
+    assert page.is_hidden("#run-abort") and page.is_hidden("#run-pause")
+
+
+def test_it_watches_a_real_cpu_training_run_to_done(live_server_url, celery_worker, page, owner, make_dataset):
+    dataset = make_dataset(owner)
+    log_in(page, live_server_url, owner.username)
+    config = {**TINY_CONFIG, "epochs": 3}
+    run = run_submit(owner=owner, dataset=dataset, name="tiny", network="lenet", config=config, gpus="cpu")
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.select_option("#x-axis", "step")
+    first = wait_points(page, "loss", 1, timeout=120)
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'done'", timeout=180_000)
+    final = points(page, "loss")
+    run.refresh_from_db()
+    assert run.state == Run.State.DONE
+    stored = run.events.filter(kind="metrics").count()
+    assert final == stored and final > first
+    assert points(page, "accuracy") == run.events.filter(kind="validation").count() >= 1
+    assert page.inner_text("#run-percent") == "100%"
+    assert "%" in page.inner_text("#run-best")
