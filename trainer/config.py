@@ -162,6 +162,11 @@ def parse_devices(value: Any) -> list[str | int]:
 
 def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     """Check every field; raises ConfigError naming the first bad one. Returns cfg."""
+    # Paths may arrive as pathlib objects from Python callers; the config must stay JSON.
+    for owner, name in ((cfg, "run_dir"), (cfg.data, "dataset"), (cfg, "pretrained")):
+        value = getattr(owner, name)
+        if isinstance(value, os.PathLike):
+            setattr(owner, name, os.fspath(value))
     cfg.devices = parse_devices(cfg.devices)
     _one_of("network", cfg.network, NETWORKS)
     _one_of("precision", cfg.precision, PRECISIONS)

@@ -104,3 +104,12 @@ def test_it_previews_the_lr_curve_and_checks_configs_from_the_command_line(tmp_p
     assert bad.returncode == 2 and "network: 'resnet19' is not one of" in bad.stderr
     final = json.loads((tmp_path / "ev.jsonl").read_text().splitlines()[-1])
     assert final["state"] == "failed" and final["exit_code"] == 2
+
+
+@pytest.mark.slow  # ~25 s on 2 CPU cores: inductor compiles LeNet's forward and backward
+def test_it_trains_a_compiled_model_and_saves_plain_weights(tmp_path, gray8):
+    cfg = make_config(tmp_path / "run", gray8, compile=True, epochs=1)
+    reporter = ListReporter()
+    assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
+    state = CheckpointStore.load(CheckpointStore(tmp_path / "run").latest())
+    assert not any(key.startswith("_orig_mod.") for key in state["model"])  # loadable without compile
