@@ -225,3 +225,10 @@ def test_it_loads_a_dataset_folder_and_a_bare_digits_folder(tmp_path):
 
     with pytest.raises(DatasetFolderError, match="neither dataset.json nor labels.txt"):
         load_dataset_folder(tmp_path)
+
+
+def test_it_keeps_pillows_decompression_bomb_limit(monkeypatch):
+    value = encode_datum(np.zeros((20, 20), np.uint8), 0, encoding="png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # 400 pixels > 2 x limit: refused, not decoded
+    with pytest.raises(DatumError, match="record 7_0: image refused by Pillow's size limit"):
+        decode_datum(value, key="7_0")
