@@ -27,4 +27,6 @@ urlpatterns = [
     path("api/datasets/", include("datasets.api_urls")),
     path("api/", include(api_patterns)),
     path("api/", include("workbench.runs.api_urls")),
+    path("", include("workbench.inference.urls")),
+    path("api/", include("workbench.inference.api_urls")),
 ]

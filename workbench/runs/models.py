@@ -122,6 +122,10 @@ class Run(models.Model):
     # The last event sequence number stored for this run (see RunEvent).
     last_seq = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)
+    # The owner's own words about the run, and the sweep it belongs to (runs created together
+    # from comma-separated learning rates / batch sizes share it; blank for a single run).
+    notes = models.TextField(blank=True)
+    sweep = models.CharField(max_length=64, blank=True, db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("workbench.runs.live_urls")),
     path("queue/", views.queue, name="run-queue"),
     path("<int:pk>/priority/", views.run_priority, name="run-priority"),
+    path("", include("workbench.runs.wizard_urls")),
 ]

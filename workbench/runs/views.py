@@ -15,9 +15,20 @@ def _runs_for(user):
     return runs if user.is_staff else runs.filter(owner=user)
 
 
+SORTS = {
+    "-created": lambda run, summary: run.created_at,
+    "name": lambda run, summary: run.name.lower(),
+    "state": lambda run, summary: run.state,
+    "-accuracy": lambda run, summary: summary["best_accuracy"] if summary["best_accuracy"] is not None else -1,
+    "loss": lambda run, summary: summary["last_loss"] if summary["last_loss"] is not None else float("inf"),
+}
+
+
 def run_list(request):
+    from workbench.runs.manage_views import run_summary
+
     runs = _runs_for(request.user)
-    chosen = {name: request.GET.get(name, "") for name in (*FILTERS, "owner")}
+    chosen = {name: request.GET.get(name, "") for name in (*FILTERS, "owner", "sweep", "sort", "group")}
     if chosen["state"]:
         runs = runs.filter(state=chosen["state"])
     if chosen["network"]:
@@ -26,13 +37,31 @@ def run_list(request):
         runs = runs.filter(dataset_id=int(chosen["dataset"]))
     if chosen["owner"] and request.user.is_staff:
         runs = runs.filter(owner__username=chosen["owner"])
+    if chosen["sweep"]:
+        runs = runs.filter(sweep=chosen["sweep"])
+    rows = [(run, run_summary(run)) for run in runs[:200]]
+    sort = chosen["sort"] if chosen["sort"] in SORTS else "-created"
+    rows.sort(key=lambda row: SORTS[sort](*row), reverse=sort.startswith("-"))
+    groups = [{"sweep": "", "rows": rows}]
+    if chosen["group"] == "sweep":
+        by_sweep: dict[str, list] = {}
+        for row in rows:
+            by_sweep.setdefault(row[0].sweep, []).append(row)
+        groups = [
+            {"sweep": sweep, "rows": members, "ids": ",".join(str(run.pk) for run, _ in members)}
+            for sweep, members in sorted(by_sweep.items(), key=lambda item: (item[0] == "", item[0]))
+        ]
     everything = _runs_for(request.user)
     context = {
-        "runs": runs[:200],
+        "runs": [run for run, _ in rows],
+        "groups": groups,
         "chosen": chosen,
+        "sort": sort,
         "states": Run.State.values,
         "networks": sorted(set(everything.values_list("network", flat=True))),
         "datasets": sorted(set(everything.values_list("dataset_id", "dataset__name")), key=lambda d: d[1]),
+        "sweeps": sorted(set(everything.exclude(sweep="").values_list("sweep", flat=True))),
+        "filtered": any(chosen[name] for name in (*FILTERS, "owner", "sweep")),
     }
     return render(request, "runs/run_list.html", context)
 

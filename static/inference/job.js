@@ -1,0 +1,127 @@
+// A classify-many or test job: follows its progress, then shows the results.
+import { percent, sortable } from "./common.js";
+
+const card = document.getElementById("job");
+const kind = card.dataset.kind;
+const stateBox = document.getElementById("job-state");
+const progressBar = document.getElementById("job-progress");
+const progressText = document.getElementById("job-progress-text");
+
+function setState(job) {
+  stateBox.innerHTML = `<span class="status status-${job.state}">${job.state}</span>`;
+  progressBar.value = job.progress.percent;
+  progressText.textContent = job.progress.total ? `${job.progress.done} / ${job.progress.total} images` : "";
+  document.getElementById("job-error").textContent = job.error || "";
+}
+
+async function poll() {
+  const response = await fetch(card.dataset.api, { headers: { Accept: "application/json" } });
+  if (!response.ok) { setTimeout(poll, 3000); return; }
+  const job = await response.json();
+  setState(job);
+  if (job.state === "queued" || job.state === "running") { setTimeout(poll, 1000); return; }
+  if (job.state === "done") show(job.result);
+}
+
+function show(result) {
+  if (!result) return;
+  if (kind === "test") showTest(result); else showClassify(result);
+}
+
+function skippedNote(result) {
+  const skipped = result.skipped || [];
+  if (!skipped.length) return "";
+  const first = skipped.slice(0, 3).map((s) => `${s.path} (${s.reason})`).join("; ");
+  return `${skipped.length} file(s) skipped: ${first}${skipped.length > 3 ? "…" : ""}`;
+}
+
+// ------------------------------------------------------------------ test
+function showTest(r) {
+  document.getElementById("test-result").hidden = false;
+  document.getElementById("metric-top1").textContent = percent(r.top1, 2);
+  document.getElementById("metric-topk-label").textContent = `Top-${r.top_k}`;
+  document.getElementById("metric-top5").textContent = percent(r.top5, 2);
+  document.getElementById("metric-count").textContent = r.count;
+  document.getElementById("skipped-note").textContent = skippedNote(r);
+  const toggle = document.getElementById("confusion-normalised");
+  const draw = () => drawConfusion(r, toggle.checked);
+  toggle.addEventListener("change", draw);
+  draw();
+  const table = document.getElementById("per-class");
+  const render = (rows) => table.tBodies[0].replaceChildren(...rows.map((c) => {
+    const tr = document.createElement("tr");
+    for (const value of [c.label, c.support, percent(c.precision), percent(c.recall), percent(c.f1)]) {
+      const td = document.createElement("td");
+      td.textContent = value;
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
+  render(r.per_class);
+  sortable(table, () => r.per_class, render);
+  const base = card.dataset.mistakes.replace(/0\.png$/, "");
+  const gallery = document.getElementById("mistakes");
+  if (!r.mistakes.length) gallery.innerHTML = '<p class="empty">No mistakes.</p>';
+  gallery.replaceChildren(...r.mistakes.map((m) => {
+    const figure = document.createElement("figure");
+    const img = document.createElement("img");
+    img.src = base + m.file;
+    img.alt = `${m.name}: ${m.true} predicted as ${m.predicted}`;
+    const caption = document.createElement("figcaption");
+    caption.textContent = `${m.name}: ${m.true} → ${m.predicted} (${percent(m.confidence)})`;
+    figure.append(img, caption);
+    return figure;
+  }));
+}
+
+function drawConfusion(r, normalised) {
+  const labels = r.labels;
+  const raw = r.confusion;
+  const z = normalised
+    ? raw.map((row) => { const total = row.reduce((a, b) => a + b, 0); return row.map((v) => (total ? v / total : 0)); })
+    : raw;
+  const text = raw.map((row, i) => row.map((v, j) => (normalised ? `${v} (${percent(z[i][j])})` : String(v))));
+  Plotly.react("confusion", [{
+    type: "heatmap", x: labels, y: labels, z, text, colorscale: "Blues", hoverongaps: false,
+    texttemplate: labels.length <= 20 ? "%{text}" : "", zmin: 0, zmax: normalised ? 1 : undefined,
+    hovertemplate: "true %{y}<br>predicted %{x}<br>%{text}<extra></extra>",
+    colorbar: { title: normalised ? "share" : "images" },
+  }], {
+    margin: { l: 110, r: 20, t: 20, b: 110 }, height: Math.min(900, Math.max(420, 28 * labels.length + 160)),
+    xaxis: { title: "predicted", type: "category" }, yaxis: { title: "true", type: "category", autorange: "reversed" },
+  }, { responsive: true, displaylogo: false });
+}
+
+// ------------------------------------------------------------------ classify many
+async function showClassify(result) {
+  document.getElementById("classify-result").hidden = false;
+  document.getElementById("skipped-note").textContent = skippedNote(result);
+  const response = await fetch(card.dataset.rows, { headers: { Accept: "application/json" } });
+  const all = (await response.json()).results.map((row) => ({
+    path: row.path, label: row.top[0].label, probability: row.top[0].probability, top: row.top,
+  }));
+  const table = document.getElementById("rows");
+  const filter = document.getElementById("rows-filter");
+  let current = all;
+  const render = (rows) => {
+    current = rows;
+    const needle = filter.value.trim().toLowerCase();
+    const shown = needle ? rows.filter((r) => r.path.toLowerCase().includes(needle) || r.label.toLowerCase().includes(needle)) : rows;
+    table.tBodies[0].replaceChildren(...shown.slice(0, 5000).map((row) => {
+      const tr = document.createElement("tr");
+      const cells = [row.path, row.label, percent(row.probability, 2),
+        row.top.map((t) => `${t.label} ${percent(t.probability)}`).join(", ")];
+      for (const value of cells) {
+        const td = document.createElement("td");
+        td.textContent = value;
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+  };
+  filter.addEventListener("input", () => render(current));
+  render(all);
+  sortable(table, () => current, render);
+}
+
+poll().catch(() => setTimeout(poll, 3000));

@@ -1,0 +1,353 @@
+// New run: dataset facts, network table (parameters and fit from the server), the custom network
+// editor with live shapes, the live learning-rate preview, the live devices table and whether the
+// run would start now or wait. Every check the page shows comes from the server's own code.
+
+const form = document.getElementById("run-form");
+const datasets = JSON.parse(document.getElementById("dataset-facts-data").textContent);
+const networkInfo = JSON.parse(document.getElementById("network-info").textContent);
+const chosenGpus = new Set(JSON.parse(document.getElementById("chosen-gpus").textContent) || []);
+const csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+const $ = (id) => document.getElementById(id);
+
+function debounce(fn, ms = 300) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+function fieldBox(name) { return form.querySelector(`.field[data-field="${name}"]`); }
+
+function setFieldError(name, message) {
+  const box = $(`errors-${name}`);
+  if (!box) return;
+  box.textContent = message || "";
+  const field = fieldBox(name);
+  if (field) field.classList.toggle("has-error", Boolean(message));
+}
+
+// ------------------------------------------------------------------ dataset
+function dataset() { return datasets[form.elements.dataset.value] || null; }
+
+function showDataset() {
+  const d = dataset();
+  $("dataset-facts").textContent = d
+    ? `${d.width}×${d.height}, ${d.channels === 1 ? "gray" : "colour"}, ${d.classes} classes, ${d.train} training images (${d.images} in all)`
+    : "";
+  loadNetworks();
+  refreshShapes();
+  refreshLr();
+}
+
+// ------------------------------------------------------------------ networks
+function network() { const c = form.querySelector("input[name=network]:checked"); return c ? c.value : "lenet"; }
+
+function formatCount(n) {
+  if (n === null || n === undefined) return "–";
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} M`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} k`;
+  return String(n);
+}
+
+for (const row of document.querySelectorAll("#network-table tbody tr")) {
+  const info = networkInfo[row.dataset.network];
+  if (info) {
+    row.querySelector(".network-description").textContent = info.description;
+    row.querySelector(".network-fit").textContent = info.sizes;
+  }
+  row.addEventListener("click", (event) => {
+    if (event.target.tagName !== "INPUT") row.querySelector("input").click();
+  });
+}
+
+async function loadNetworks() {
+  const d = dataset();
+  if (!d) return;
+  const crop = form.elements.crop_size.value;
+  const response = await fetch(`${form.dataset.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`);
+  if (!response.ok) return;
+  const body = await response.json();
+  for (const row of document.querySelectorAll("#network-table tbody tr")) {
+    const fit = body.networks[row.dataset.network];
+    if (!fit) continue;
+    row.querySelector(".network-params").textContent = formatCount(fit.params);
+    const cell = row.querySelector(".network-fit");
+    cell.textContent = fit.problem || networkInfo[row.dataset.network].sizes;
+    cell.classList.toggle("bad", Boolean(fit.problem));
+    row.classList.toggle("unfit", Boolean(fit.problem));
+  }
+}
+
+function showNetwork() {
+  for (const row of document.querySelectorAll("#network-table tbody tr")) {
+    row.classList.toggle("chosen", row.dataset.network === network());
+  }
+  $("custom-editor").hidden = network() !== "custom";
+  if (network() === "custom" && !layers.length) useTemplate();
+  refreshShapes();
+}
+
+// ------------------------------------------------------------------ custom network editor
+const LAYERS = {
+  conv2d: { required: ["out_channels", "kernel_size"], optional: ["stride", "padding", "dilation", "groups"], defaults: { out_channels: 16, kernel_size: 3, padding: 1 } },
+  linear: { required: [], optional: ["out_features"], defaults: {} },
+  batch_norm: { required: [], optional: ["eps", "momentum"], defaults: {} },
+  relu: { required: [], optional: [], defaults: {} },
+  leaky_relu: { required: [], optional: ["negative_slope"], defaults: {} },
+  gelu: { required: [], optional: [], defaults: {} },
+  sigmoid: { required: [], optional: [], defaults: {} },
+  tanh: { required: [], optional: [], defaults: {} },
+  max_pool: { required: ["kernel_size"], optional: ["stride", "padding"], defaults: { kernel_size: 2 } },
+  avg_pool: { required: ["kernel_size"], optional: ["stride", "padding"], defaults: { kernel_size: 2 } },
+  adaptive_avg_pool: { required: [], optional: ["output_size"], defaults: { output_size: 1 } },
+  dropout: { required: [], optional: ["p"], defaults: { p: 0.5 } },
+  flatten: { required: [], optional: [], defaults: {} },
+};
+const TEMPLATE = [
+  { type: "conv2d", out_channels: 16, kernel_size: 3, padding: 1 }, { type: "relu" }, { type: "max_pool", kernel_size: 2 },
+  { type: "conv2d", out_channels: 32, kernel_size: 3, padding: 1 }, { type: "relu" }, { type: "adaptive_avg_pool", output_size: 1 },
+  { type: "flatten" }, { type: "linear" },
+];
+let layers = [];
+let shapes = [];
+let badLayer = null;
+try { layers = JSON.parse(form.elements.custom_layers.value || "[]"); } catch { layers = []; }
+
+const typeSelect = $("new-layer-type");
+for (const type of Object.keys(LAYERS)) typeSelect.add(new Option(type, type));
+
+function parseValue(text) {
+  const t = text.trim();
+  if (t === "") return undefined;
+  if (t === "true" || t === "false") return t === "true";
+  const n = Number(t);
+  return Number.isFinite(n) ? n : t;
+}
+
+function syncLayers() {
+  form.elements.custom_layers.value = layers.length ? JSON.stringify(layers) : "";
+  renderLayers();
+  refreshShapes();
+}
+
+function renderLayers() {
+  const body = $("layer-table").tBodies[0];
+  body.replaceChildren(...layers.map((layer, i) => {
+    const tr = document.createElement("tr");
+    tr.classList.toggle("bad", badLayer === i);
+    const spec = LAYERS[layer.type] || { required: [], optional: [] };
+    const cells = [document.createElement("td"), document.createElement("td"), document.createElement("td"),
+      document.createElement("td"), document.createElement("td")];
+    cells[0].textContent = i;
+    const select = document.createElement("select");
+    for (const type of Object.keys(LAYERS)) select.add(new Option(type, type, false, type === layer.type));
+    select.setAttribute("aria-label", `layer ${i} type`);
+    select.addEventListener("change", () => { layers[i] = { type: select.value, ...LAYERS[select.value].defaults }; syncLayers(); });
+    cells[1].appendChild(select);
+    for (const name of [...spec.required, ...spec.optional]) {
+      const wrap = document.createElement("label");
+      wrap.className = "param";
+      wrap.textContent = `${name}${spec.required.includes(name) ? "*" : ""} `;
+      const input = document.createElement("input");
+      input.value = layer[name] === undefined ? "" : layer[name];
+      input.placeholder = layer.type === "linear" && name === "out_features" ? "classes" : "";
+      input.dataset.param = name;
+      input.addEventListener("input", debounce(() => {
+        const value = parseValue(input.value);
+        if (value === undefined) delete layers[i][name]; else layers[i][name] = value;
+        form.elements.custom_layers.value = JSON.stringify(layers);
+        refreshShapes();
+      }, 250));
+      wrap.appendChild(input);
+      cells[2].appendChild(wrap);
+    }
+    cells[3].className = "shape";
+    const shape = shapes[i + 1];
+    cells[3].textContent = shape ? shape.shape.join(" × ") : (badLayer !== null && i >= badLayer ? "✗" : "…");
+    const buttons = [["↑", -1], ["↓", 1]].map(([label, delta]) => {
+      const b = document.createElement("button");
+      b.type = "button"; b.className = "secondary"; b.textContent = label;
+      b.setAttribute("aria-label", `move layer ${i} ${delta < 0 ? "up" : "down"}`);
+      b.disabled = i + delta < 0 || i + delta >= layers.length;
+      b.addEventListener("click", () => { [layers[i], layers[i + delta]] = [layers[i + delta], layers[i]]; syncLayers(); });
+      return b;
+    });
+    const remove = document.createElement("button");
+    remove.type = "button"; remove.className = "secondary"; remove.textContent = "✕";
+    remove.setAttribute("aria-label", `remove layer ${i}`);
+    remove.addEventListener("click", () => { layers.splice(i, 1); syncLayers(); });
+    cells[4].append(...buttons, remove);
+    tr.append(...cells);
+    return tr;
+  }));
+}
+
+function useTemplate() { layers = TEMPLATE.map((l) => ({ ...l })); syncLayers(); }
+$("add-layer").addEventListener("click", () => { layers.push({ type: typeSelect.value, ...LAYERS[typeSelect.value].defaults }); syncLayers(); });
+$("layer-template").addEventListener("click", useTemplate);
+
+const refreshShapes = debounce(async () => {
+  const d = dataset();
+  if (network() !== "custom" || !d) return;
+  const response = await fetch(form.dataset.layerShapes, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+    body: JSON.stringify({ dataset: d.id, layers, crop_size: form.elements.crop_size.value }),
+  });
+  const body = await response.json();
+  if (response.ok) {
+    shapes = body.shapes; badLayer = null;
+    $("layer-error").textContent = "";
+    $("custom-params").textContent = `${formatCount(body.params)} parameters; input ${body.shapes[0].shape.join(" × ")}`;
+  } else {
+    badLayer = body.index ?? null;
+    shapes = [];
+    $("layer-error").textContent = body.error;
+    $("custom-params").textContent = "";
+  }
+  renderLayers();
+}, 250);
+
+// ------------------------------------------------------------------ solver and learning-rate preview
+const POLICY_FIELDS = {
+  fixed: [], step: ["gamma", "step_size"], multistep: ["gamma", "step_values"], exp: ["gamma"],
+  inv: ["gamma", "power"], poly: ["power"], sigmoid: ["gamma", "step_size"], cosine: ["min_lr"],
+  onecycle: ["onecycle_pct_start", "onecycle_div_factor", "onecycle_final_div_factor"],
+};
+const ALL_POLICY_FIELDS = [...new Set(Object.values(POLICY_FIELDS).flat())];
+const PREVIEW_FIELDS = ["dataset", "epochs", "batch_size", "optimizer", "base_lr", "lr_policy", "momentum", "weight_decay",
+  "warmup_percent", ...ALL_POLICY_FIELDS];
+
+function showSolverFields() {
+  const wanted = POLICY_FIELDS[form.elements.lr_policy.value] || [];
+  for (const name of ALL_POLICY_FIELDS) fieldBox(name).hidden = !wanted.includes(name);
+  const optimizer = form.elements.optimizer.value;
+  fieldBox("momentum").hidden = !["sgd", "nesterov", "rmsprop"].includes(optimizer);
+}
+
+const refreshLr = debounce(async () => {
+  const data = new FormData();
+  for (const name of PREVIEW_FIELDS) data.append(name, form.elements[name].value);
+  const response = await fetch(form.dataset.lrPreview, { method: "POST", body: data, headers: { "X-CSRFToken": csrf } });
+  const body = await response.json();
+  for (const name of PREVIEW_FIELDS) if (name !== "dataset") setFieldError(name, (body.errors || {})[name]);
+  if (!response.ok) {
+    $("lr-error").textContent = Object.entries(body.errors || {}).map(([k, v]) => `${k}: ${v}`).join("; ");
+    return;
+  }
+  $("lr-error").textContent = "";
+  const useEpochs = true;
+  Plotly.react("lr-chart", body.traces.map((t) => ({
+    type: "scatter", mode: "lines", name: t.name, x: useEpochs ? t.epochs : t.steps, y: t.lr,
+    customdata: t.steps, hovertemplate: "epoch %{x}<br>step %{customdata}<br>lr %{y:.4g}<extra>%{fullData.name}</extra>",
+  })), {
+    margin: { l: 60, r: 10, t: 10, b: 40 }, xaxis: { title: "epoch" }, yaxis: { title: "learning rate", exponentformat: "e" },
+    showlegend: body.traces.length > 1, legend: { orientation: "h" },
+  }, { displayModeBar: false, responsive: true });
+  const first = body.traces[0];
+  $("lr-summary").textContent = `${first.total_steps} optimizer steps, ${first.steps_per_epoch} per epoch`;
+  const runs = body.traces.length;
+  $("sweep-note").textContent = runs > 1 ? `This creates a sweep of ${runs} runs, one per combination, grouped in the runs list.` : "";
+  $("create-run").textContent = runs > 1 ? `Create ${runs} runs` : "Create run";
+}, 250);
+
+// ------------------------------------------------------------------ devices
+function deviceMode() { const c = form.querySelector("input[name=device_mode]:checked"); return c ? c.value : "auto"; }
+
+function showDeviceFields() {
+  fieldBox("gpu_count").hidden = deviceMode() !== "count";
+  for (const box of form.querySelectorAll("input[name=gpus]")) box.disabled = deviceMode() !== "specific";
+  refreshPlacement();
+}
+
+function mb(value) { return value >= 1024 ? `${(value / 1024).toFixed(1)} GiB` : `${value} MiB`; }
+
+async function refreshDevices() {
+  try {
+    const response = await fetch(form.dataset.gpus, { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    const body = await response.json();
+    for (const box of form.querySelectorAll("input[name=gpus]")) if (box.checked) chosenGpus.add(box.value); else chosenGpus.delete(box.value);
+    const rows = [];
+    for (const host of body.hosts) {
+      for (const device of host.devices) {
+        const tr = document.createElement("tr");
+        tr.classList.toggle("busy", device.in_use);
+        const value = `${host.hostname}:${device.index}`;
+        const pick = document.createElement("td");
+        if (device.kind === "gpu") {
+          const box = document.createElement("input");
+          box.type = "checkbox"; box.name = "gpus"; box.value = value;
+          box.checked = chosenGpus.has(value);
+          box.disabled = deviceMode() !== "specific" || !host.online;
+          box.setAttribute("aria-label", `${host.hostname} GPU ${device.index}`);
+          box.addEventListener("change", () => {
+            if (box.checked) chosenGpus.add(value); else chosenGpus.delete(value);
+            refreshPlacement();
+          });
+          pick.appendChild(box);
+        }
+        const util = device.utilization_percent === null ? "–" : `${Math.round(device.utilization_percent)}%`;
+        const holder = device.in_use ? (device.run ? `#${device.run.id} ${device.run.name} (${device.run.owner})` : "another user's run") : "free";
+        const memory = device.memory_total_mb ? `${mb(device.memory_used_mb)} / ${mb(device.memory_total_mb)}` : "–";
+        const cells = [host.hostname + (host.online ? "" : " (offline)"),
+          `${device.label}: ${device.name}${device.simulated ? " (simulated)" : ""}`, memory, util, holder];
+        tr.appendChild(pick);
+        for (const text of cells) { const td = document.createElement("td"); td.textContent = text; tr.appendChild(td); }
+        rows.push(tr);
+      }
+    }
+    const body_ = $("device-table").tBodies[0];
+    if (rows.length) body_.replaceChildren(...rows);
+    else body_.innerHTML = '<tr><td colspan="6" class="hint">No worker online: the run will wait in the queue until one starts.</td></tr>';
+  } finally {
+    setTimeout(refreshDevices, 3000);
+  }
+}
+
+const refreshPlacement = debounce(async () => {
+  const params = new URLSearchParams({ device_mode: deviceMode(), gpu_count: form.elements.gpu_count.value || "1" });
+  for (const value of chosenGpus) params.append("gpus", value);
+  const response = await fetch(`${form.dataset.placement}?${params}`);
+  const body = await response.json();
+  const box = $("placement");
+  setFieldError("gpus", "");
+  if (!response.ok) {
+    const errors = body.errors || {};
+    if (errors.gpus) setFieldError("gpus", errors.gpus);
+    box.textContent = Object.values(errors).join(" ");
+    box.className = "notice wait";
+    return;
+  }
+  box.textContent = body.message;
+  box.className = `notice ${body.start_now ? "now" : "wait"}`;
+}, 200);
+
+// ------------------------------------------------------------------ start from
+function showStartFields() {
+  const start = form.querySelector("input[name=start_from]:checked")?.value || "scratch";
+  fieldBox("previous_run").hidden = start !== "run";
+  fieldBox("pretrained_file").hidden = start !== "upload";
+  const pathOption = form.querySelector("input[name=start_from][value=path]");
+  if (pathOption && !form.elements.pretrained_path.value) pathOption.closest("li, div").hidden = true;
+}
+
+// ------------------------------------------------------------------ wiring
+form.elements.dataset.addEventListener("change", showDataset);
+for (const radio of form.querySelectorAll("input[name=network]")) radio.addEventListener("change", showNetwork);
+for (const radio of form.querySelectorAll("input[name=device_mode]")) radio.addEventListener("change", showDeviceFields);
+for (const radio of form.querySelectorAll("input[name=start_from]")) radio.addEventListener("change", showStartFields);
+form.elements.gpu_count.addEventListener("input", refreshPlacement);
+form.elements.lr_policy.addEventListener("change", showSolverFields);
+form.elements.optimizer.addEventListener("change", showSolverFields);
+for (const name of PREVIEW_FIELDS) {
+  const element = form.elements[name];
+  element.addEventListener("input", refreshLr);
+  element.addEventListener("change", refreshLr);
+}
+form.elements.crop_size.addEventListener("input", debounce(() => { loadNetworks(); refreshShapes(); }, 400));
+
+showSolverFields();
+showStartFields();
+renderLayers();
+showNetwork();
+showDataset();
+showDeviceFields();
+refreshDevices();

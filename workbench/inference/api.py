@@ -1,0 +1,322 @@
+"""REST API of inference: classify an image, start classify-many and test jobs, follow them,
+look inside the network, download exports."""
+
+from __future__ import annotations
+
+from django.http import FileResponse, Http404
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, parser_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from workbench.inference import engine, services
+from workbench.inference.models import InferenceJob
+from workbench.runs.api import _get_run_for_user
+
+
+def _bad_request(error: Exception) -> ValidationError:
+    field, _, message = str(error).partition(": ")
+    return ValidationError({field: [message]} if message and " " not in field else {"detail": [str(error)]})
+
+
+def jobs_for(user):
+    jobs = InferenceJob.objects.select_related("run", "owner")
+    return jobs if user.is_staff else jobs.filter(owner=user)
+
+
+def job_json(job: InferenceJob, request=None) -> dict:
+    body = {
+        "id": job.pk,
+        "run": job.run_id,
+        "kind": job.kind,
+        "state": job.state,
+        "checkpoint": job.checkpoint,
+        "source": job.source,
+        "input_name": job.input_name,
+        "progress": {"done": job.progress_done, "total": job.progress_total, "percent": round(job.progress_percent, 1)},
+        "error": job.error,
+        "result": job.result if job.state == InferenceJob.State.DONE else None,
+        "created_at": job.created_at.isoformat(),
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "page": reverse("inference-job", args=[job.run_id, job.pk]),
+    }
+    if job.kind == InferenceJob.Kind.CLASSIFY:
+        body["csv"] = reverse("api-inference-job-csv", args=[job.pk])
+        body["rows"] = reverse("api-inference-job-rows", args=[job.pk])
+    return body
+
+
+def _checkpoint_classifier(run, which: str):
+    try:
+        path = services.checkpoint_path(run=run, which=which)
+    except services.InferenceError as error:
+        raise _bad_request(error) from None
+    return path, engine.load_classifier(path)
+
+
+def _open_upload(request, field: str = "image"):
+    upload = request.FILES.get(field)
+    if upload is None:
+        raise ValidationError({field: ["upload an image file"]})
+    from datasets.images import ImageRefused
+
+    try:
+        return upload.name, engine.open_image(upload.read())
+    except ImageRefused as error:
+        raise ValidationError({field: [f"{upload.name}: {error}"]}) from None
+
+
+def _top_k(request) -> int:
+    raw = request.data.get("top_k", "5") or "5"
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ValidationError({"top_k": [f"{raw!r} is not a whole number"]}) from None
+    if not 1 <= value <= 100:
+        raise ValidationError({"top_k": ["must be between 1 and 100"]})
+    return value
+
+
+UPLOAD_SCHEMA = {
+    "multipart/form-data": inline_serializer(
+        "ClassifyRequest",
+        {
+            "image": serializers.ImageField(),
+            "checkpoint": serializers.CharField(required=False, default="best"),
+            "top_k": serializers.IntegerField(required=False, default=5),
+        },
+    ),
+}
+
+
+@extend_schema(
+    summary="Classify one image (top-k classes with probabilities)",
+    request=UPLOAD_SCHEMA,
+    responses=inline_serializer(
+        "ClassifyResponse",
+        {
+            "run": serializers.IntegerField(),
+            "checkpoint": serializers.CharField(),
+            "predictions": serializers.ListField(child=serializers.DictField()),
+            "preprocessed": serializers.CharField(help_text="PNG data URL of the image as the network saw it"),
+        },
+    ),
+)
+@api_view(["POST"])
+@parser_classes([MultiPartParser, FormParser])
+def classify(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    top_k = _top_k(request)
+    name, image = _open_upload(request)
+    path, classifier = _checkpoint_classifier(run, request.data.get("checkpoint", "best"))
+    return Response(
+        {
+            "run": run.pk,
+            "checkpoint": path.name,
+            "image": name,
+            "predictions": engine.classify_one(classifier, image, top_k),
+            "preprocessed": engine.png_data_url(engine.as_seen(classifier, image)),
+            "preprocessing": classifier.preprocessing,
+        }
+    )
+
+
+@extend_schema(
+    summary="Look inside: first-layer filters and activation maps for one image",
+    request={
+        "multipart/form-data": inline_serializer(
+            "InsideRequest",
+            {
+                "image": serializers.ImageField(),
+                "checkpoint": serializers.CharField(required=False),
+                "layers": serializers.CharField(required=False, help_text="comma-separated layer names"),
+            },
+        )
+    },
+    responses=OpenApiTypes.OBJECT,
+)
+@api_view(["POST"])
+@parser_classes([MultiPartParser, FormParser])
+def inside(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    name, image = _open_upload(request)
+    path, classifier = _checkpoint_classifier(run, request.data.get("checkpoint", "best"))
+    raw = request.data.get("layers", "") or ""
+    layers = [part.strip() for part in raw.split(",") if part.strip()] or engine.default_layers(classifier.model)
+    if len(layers) > 8:
+        raise ValidationError({"layers": [f"choose at most 8 layers ({len(layers)} given)"]})
+    try:
+        body = engine.look_inside(classifier, image, layers)
+    except engine.InferenceInputError as error:
+        raise _bad_request(error) from None
+    body.update(
+        run=run.pk,
+        checkpoint=path.name,
+        image=name,
+        preprocessed=engine.png_data_url(engine.as_seen(classifier, image)),
+        chosen=layers,
+    )
+    return Response(body)
+
+
+@extend_schema(summary="Checkpoints a run can be used at", responses=OpenApiTypes.OBJECT)
+@api_view(["GET"])
+def checkpoints(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    return Response({"checkpoints": services.checkpoint_choices(run=run)})
+
+
+def _start_job(request, pk: int, kind: str) -> Response:
+    run = _get_run_for_user(request, pk)
+    source = request.data.get("source") or ("upload" if request.FILES else "val")
+    try:
+        job = services.job_create(
+            owner=request.user,
+            run=run,
+            kind=kind,
+            checkpoint=request.data.get("checkpoint") or "best",
+            source=source if kind == InferenceJob.Kind.TEST else InferenceJob.Source.UPLOAD,
+            archive=request.FILES.get("archive"),
+            files=request.FILES.getlist("images"),
+        )
+    except services.InferenceError as error:
+        raise _bad_request(error) from None
+    return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
+
+
+JOB_REQUEST = {
+    "multipart/form-data": inline_serializer(
+        "JobRequest",
+        {
+            "source": serializers.ChoiceField(InferenceJob.Source.values, required=False),
+            "checkpoint": serializers.CharField(required=False, default="best"),
+            "archive": serializers.FileField(required=False, help_text="zip or tar of images"),
+            "images": serializers.ListField(child=serializers.FileField(), required=False),
+        },
+    ),
+    "application/json": inline_serializer(
+        "JobJsonRequest",
+        {
+            "source": serializers.ChoiceField(InferenceJob.Source.values, required=False),
+            "checkpoint": serializers.CharField(required=False, default="best"),
+        },
+    ),
+}
+
+
+@extend_schema(
+    methods=["POST"],
+    summary="Start a test job (validation/test split or an uploaded labelled set)",
+    request=JOB_REQUEST,
+    responses={202: OpenApiTypes.OBJECT},
+)
+@extend_schema(methods=["GET"], summary="This run's test jobs", responses=OpenApiTypes.OBJECT)
+@api_view(["GET", "POST"])
+@parser_classes([MultiPartParser, FormParser, JSONParser])
+def test(request, pk: int):
+    if request.method == "POST":
+        return _start_job(request, pk, InferenceJob.Kind.TEST)
+    run = _get_run_for_user(request, pk)
+    jobs = jobs_for(request.user).filter(run=run, kind=InferenceJob.Kind.TEST)
+    return Response({"results": [job_json(job) for job in jobs[:100]]})
+
+
+@extend_schema(
+    methods=["POST"],
+    summary="Start a classify-many job (an archive or several images)",
+    request=JOB_REQUEST,
+    responses={202: OpenApiTypes.OBJECT},
+)
+@extend_schema(methods=["GET"], summary="This run's classify-many jobs", responses=OpenApiTypes.OBJECT)
+@api_view(["GET", "POST"])
+@parser_classes([MultiPartParser, FormParser])
+def classify_many(request, pk: int):
+    if request.method == "POST":
+        return _start_job(request, pk, InferenceJob.Kind.CLASSIFY)
+    run = _get_run_for_user(request, pk)
+    jobs = jobs_for(request.user).filter(run=run, kind=InferenceJob.Kind.CLASSIFY)
+    return Response({"results": [job_json(job) for job in jobs[:100]]})
+
+
+def _get_job_for_user(request, pk: int) -> InferenceJob:
+    return get_object_or_404(jobs_for(request.user), pk=pk)
+
+
+@extend_schema(
+    methods=["GET"], summary="A job: state, progress and (when done) its result", responses=OpenApiTypes.OBJECT
+)
+@extend_schema(methods=["DELETE"], summary="Delete a finished job and its files", responses={204: None})
+@api_view(["GET", "DELETE"])
+def job_detail(request, pk: int):
+    job = _get_job_for_user(request, pk)
+    if request.method == "DELETE":
+        if job.is_active:
+            return Response(
+                {"detail": f"job {job.pk} is {job.state}; wait for it to end"}, status=status.HTTP_409_CONFLICT
+            )
+        services.job_delete(job=job)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    return Response(job_json(job))
+
+
+@extend_schema(summary="Per-image results of a classify-many job", responses=OpenApiTypes.OBJECT)
+@api_view(["GET"])
+def job_rows(request, pk: int):
+    job = _get_job_for_user(request, pk)
+    return Response({"results": services.job_rows(job=job)})
+
+
+def csv_response(job: InferenceJob) -> FileResponse:
+    path = job.folder / "out" / "results.csv"
+    if job.state != InferenceJob.State.DONE or not path.exists():
+        raise Http404("no results yet")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"classified-run{job.run_id}-job{job.pk}.csv",
+        content_type="text/csv",
+    )
+
+
+@extend_schema(summary="Results of a classify-many job as CSV", responses={(200, "text/csv"): OpenApiTypes.BINARY})
+@api_view(["GET"])
+def job_csv(request, pk: int):
+    return csv_response(_get_job_for_user(request, pk))
+
+
+class IgnoreFormatNegotiation(DefaultContentNegotiation):
+    """`?format=onnx` names the export, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class Download(APIView):
+    content_negotiation_class = IgnoreFormatNegotiation
+
+    @extend_schema(
+        summary="Download an export of a checkpoint as a zip",
+        parameters=[
+            OpenApiParameter("format", str, enum=list(services.EXPORT_FORMATS), default="bundle"),
+            OpenApiParameter("checkpoint", str, description="best | last | a step number", default="best"),
+        ],
+        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+    )
+    def get(self, request, pk: int):
+        run = _get_run_for_user(request, pk)
+        fmt = request.query_params.get("format", "bundle")
+        try:
+            path = services.export_zip(run=run, fmt=fmt, checkpoint=request.query_params.get("checkpoint", "best"))
+        except services.InferenceError as error:
+            raise _bad_request(error) from None
+        return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+
+
+download = Download.as_view()

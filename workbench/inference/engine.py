@@ -1,0 +1,507 @@
+"""Inference on a trained checkpoint, without Django: classify images, test on labelled images,
+look inside the network. The web process calls the small, fast functions directly (one image);
+background jobs run `python -m workbench.inference.engine SPEC.json`, which prints one JSON
+progress line per batch on stdout and writes `result.json` (and the CSV / mistakes gallery) into
+the job folder, so a job's heavy work never runs inside a worker thread.
+
+Every image goes through the trainer's own preprocessing (`trainer.inference.Classifier`), and
+split images through the validation data path of training (`LMDBImageDataset`, centre crop), so
+what is measured here is what training measured.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+BATCH = 64
+MAX_MISTAKES = 24
+MAX_ACTIVATION_CHANNELS = 64
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm")
+
+Progress = Callable[[int, int], None]
+
+
+class InferenceInputError(ValueError):
+    """The input cannot be used (no images, an unknown label...); the message says which and why."""
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+_CACHE: dict[tuple[str, float], Any] = {}
+
+
+def load_classifier(checkpoint: str | os.PathLike[str]):
+    """A Classifier for a checkpoint file, cached per (path, mtime) so repeated single-image
+    requests do not reload the weights; at most two models stay in memory."""
+    from trainer.inference import load_checkpoint_classifier
+
+    path = str(checkpoint)
+    key = (os.path.realpath(path), os.stat(path).st_mtime)
+    if key not in _CACHE:
+        while len(_CACHE) >= 2:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = load_checkpoint_classifier(path)
+    return _CACHE[key]
+
+
+def open_image(source: str | os.PathLike[str] | bytes) -> Image.Image:
+    """Decode one image by its content (Pillow's bomb limits on); ImageRefused names the problem."""
+    from datasets.images import load_image
+
+    return load_image(source)
+
+
+def png_data_url(array_hwc_or_hw: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    Image.fromarray(array_hwc_or_hw).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def as_seen(classifier, image: Image.Image) -> np.ndarray:
+    """The image as the network saw it (resized, cropped; before mean subtraction), H x W (x C)."""
+    from trainer.inference import image_to_uint8
+
+    chw = image_to_uint8(image, classifier.preprocessing)
+    return chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)
+
+
+# ----------------------------------------------------------------------------- one image
+
+
+def classify_one(classifier, image: Image.Image, top_k: int = 5) -> list[dict[str, Any]]:
+    [top] = classifier.classify([image], top_k=top_k)
+    return [{"label": label, "probability": probability} for label, probability in top]
+
+
+# ----------------------------------------------------------------------------- many images
+
+
+def image_files(folder: Path) -> list[Path]:
+    """Every regular file under `folder`, sorted; non-images are reported when decoded."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def _batches(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _decode(paths: list[Path], root: Path) -> tuple[list[tuple[str, Image.Image]], list[dict[str, str]]]:
+    from datasets.images import ImageRefused
+
+    good, skipped = [], []
+    for path in paths:
+        name = path.relative_to(root).as_posix()
+        try:
+            good.append((name, open_image(path)))
+        except ImageRefused as error:
+            skipped.append({"path": name, "reason": str(error)})
+    return good, skipped
+
+
+def classify_folder(
+    classifier, root: Path, out: Path, *, top_k: int = 5, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Classify every image under `root`; writes `results.csv` and returns the summary + rows."""
+    files = image_files(root)
+    if not files:
+        raise InferenceInputError("no files found in the upload")
+    k = min(top_k, len(classifier.labels))
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for done, chunk in enumerate(_batches(files, BATCH)):
+        images, refused = _decode(chunk, root)
+        skipped += refused
+        if images:
+            for (name, _), top in zip(images, classifier.classify([im for _, im in images], top_k=k), strict=True):
+                rows.append({"path": name, "top": [{"label": lab, "probability": p} for lab, p in top]})
+        if progress:
+            progress(min(len(files), (done + 1) * BATCH), len(files))
+    if not rows:
+        raise InferenceInputError(f"none of the {len(files)} files is an image (first: {skipped[0]['reason']})")
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "results.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["path"] + [c for i in range(1, k + 1) for c in (f"label_{i}", f"probability_{i}")])
+        for row in rows:
+            writer.writerow([row["path"]] + [v for t in row["top"] for v in (t["label"], f"{t['probability']:.6f}")])
+    return {"count": len(rows), "skipped": skipped, "rows": rows, "top_k": k}
+
+
+# ----------------------------------------------------------------------------- testing
+
+
+def labelled_files(root: Path, labels: list[str]) -> list[tuple[Path, int]]:
+    """Labelled images in an upload: a list file (`path label` lines, label = index or class
+    name, paths relative to the list) or class folders named after the run's labels."""
+    index = {name: i for i, name in enumerate(labels)}
+    lists = sorted(p for p in root.rglob("*.txt") if p.is_file() and not p.name.startswith("."))
+    lists = [p for p in lists if p.name != "labels.txt"]
+    if lists:
+        items = []
+        for number, line in enumerate(lists[0].read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            path_text, _, label_text = line.strip().rpartition(" ")
+            if not path_text:
+                raise InferenceInputError(f"{lists[0].name} line {number}: expected 'path label', got {line!r}")
+            label_text = label_text.strip()
+            if label_text in index:
+                label = index[label_text]
+            elif label_text.lstrip("-").isdigit() and 0 <= int(label_text) < len(labels):
+                label = int(label_text)
+            else:
+                raise InferenceInputError(
+                    f"{lists[0].name} line {number}: label {label_text!r} is not a class of this run "
+                    f"(0..{len(labels) - 1} or one of {', '.join(labels[:10])})"
+                )
+            path = (lists[0].parent / path_text.strip()).resolve()
+            if not path.is_relative_to(root.resolve()):
+                raise InferenceInputError(f"{lists[0].name} line {number}: {path_text!r} is outside the upload")
+            items.append((path, label))
+        if not items:
+            raise InferenceInputError(f"{lists[0].name}: no 'path label' lines")
+        return items
+    items = []
+    for path in image_files(root):
+        parts = path.relative_to(root).parts
+        folder = next((part for part in reversed(parts[:-1]) if part in index), None)
+        if folder is None:
+            raise InferenceInputError(
+                f"{path.relative_to(root).as_posix()}: its folder is not a class of this run "
+                f"({', '.join(labels[:10])}); use class folders or a list file"
+            )
+        items.append((path, index[folder]))
+    if not items:
+        raise InferenceInputError("no images found in the upload")
+    return items
+
+
+def predict_split(
+    classifier, db_path: str | os.PathLike[str], *, progress: Progress | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(labels, probabilities N x C, the uint8 images as seen) over a dataset split, through the
+    validation data path of training."""
+    import torch
+
+    from trainer.data import LMDBImageDataset
+    from trainer.datum import DatumLMDB
+
+    dataset = LMDBImageDataset(DatumLMDB(db_path), crop_size=classifier.preprocessing.get("crop"))
+    total = len(dataset)
+    ys, probs, seen = [], [], []
+    for start in range(0, total, BATCH):
+        batch = [dataset[i] for i in range(start, min(total, start + BATCH))]
+        images = torch.stack([image for image, _ in batch])
+        with torch.no_grad():
+            logits = classifier.model(classifier.normalize(images.to(classifier.device)))
+        probs.append(torch.softmax(logits.float(), dim=1).cpu().numpy())
+        ys += [label for _, label in batch]
+        seen.append(images.numpy())
+        if progress:
+            progress(min(total, start + BATCH), total)
+    if not ys:
+        raise InferenceInputError(f"{db_path}: the split is empty")
+    return np.asarray(ys), np.concatenate(probs), np.concatenate(seen)
+
+
+def predict_files(
+    classifier, items: list[tuple[Path, int]], root: Path, *, progress: Progress | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    from trainer.inference import image_to_uint8
+
+    ys, probs, seen, skipped = [], [], [], []
+    label_of = {path: label for path, label in items}
+    paths = [path for path, _ in items]
+    for done, chunk in enumerate(_batches(paths, BATCH)):
+        images, refused = _decode(chunk, root)
+        skipped += refused
+        if images:
+            pil = [image for _, image in images]
+            probs.append(classifier.probabilities(pil).numpy())
+            seen.append(np.stack([image_to_uint8(image, classifier.preprocessing) for image in pil]))
+            ys += [label_of[root / name] for name, _ in images]
+        if progress:
+            progress(min(len(paths), (done + 1) * BATCH), len(paths))
+    if not ys:
+        raise InferenceInputError("none of the listed files is an image")
+    return np.asarray(ys), np.concatenate(probs), np.concatenate(seen), skipped
+
+
+def test_metrics(y_true: np.ndarray, probs: np.ndarray, labels: list[str]) -> dict[str, Any]:
+    """Top-1 / top-5 accuracy, per-class precision / recall / F1, the confusion matrix (rows =
+    true class, columns = predicted)."""
+    classes = len(labels)
+    pred = probs.argmax(axis=1)
+    k = min(5, classes)
+    topk = np.argsort(-probs, axis=1)[:, :k]
+    confusion = np.zeros((classes, classes), dtype=np.int64)
+    np.add.at(confusion, (y_true, pred), 1)
+    per_class = []
+    for c in range(classes):
+        tp = int(confusion[c, c])
+        predicted, actual = int(confusion[:, c].sum()), int(confusion[c, :].sum())
+        precision = tp / predicted if predicted else None
+        recall = tp / actual if actual else None
+        f1 = (
+            2 * precision * recall / (precision + recall)
+            if precision is not None and recall is not None and precision + recall
+            else (0.0 if precision is not None and recall is not None else None)
+        )
+        per_class.append(
+            {
+                "label": labels[c],
+                "support": actual,
+                "predicted": predicted,
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+            }
+        )
+    return {
+        "count": int(len(y_true)),
+        "top1": float((pred == y_true).mean()),
+        "top5": float((topk == y_true[:, None]).any(axis=1).mean()),
+        "top_k": k,
+        "per_class": per_class,
+        "confusion": confusion.tolist(),
+        "labels": list(labels),
+    }
+
+
+def save_mistakes(
+    y_true: np.ndarray,
+    probs: np.ndarray,
+    seen_chw: np.ndarray,
+    labels: list[str],
+    out: Path,
+    names: list[str] | None = None,
+    limit: int = MAX_MISTAKES,
+) -> list[dict[str, Any]]:
+    """The most confident wrong predictions, each saved as a PNG of the image as the net saw it."""
+    pred = probs.argmax(axis=1)
+    wrong = np.flatnonzero(pred != y_true)
+    order = wrong[np.argsort(-probs[wrong, pred[wrong]], kind="stable")][:limit]
+    folder = out / "mistakes"
+    folder.mkdir(parents=True, exist_ok=True)
+    mistakes = []
+    for rank, i in enumerate(order):
+        chw = seen_chw[i]
+        Image.fromarray(chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)).save(folder / f"{rank}.png")
+        mistakes.append(
+            {
+                "file": f"{rank}.png",
+                "index": int(i),
+                "name": names[i] if names else f"#{int(i)}",
+                "true": labels[int(y_true[i])],
+                "predicted": labels[int(pred[i])],
+                "confidence": float(probs[i, pred[i]]),
+                "true_probability": float(probs[i, y_true[i]]),
+            }
+        )
+    return mistakes
+
+
+# ----------------------------------------------------------------------------- look inside
+
+
+def _grid(maps: np.ndarray, *, upscale_to: int = 48) -> np.ndarray:
+    """N x H x W (or N x H x W x 3) floats -> one uint8 image of tiles, each tile min-max scaled."""
+    count = maps.shape[0]
+    cols = max(1, math.ceil(math.sqrt(count)))
+    rows = math.ceil(count / cols)
+    h, w = maps.shape[1:3]
+    scale = max(1, upscale_to // max(h, w))
+    th, tw = h * scale, w * scale
+    colour = maps.ndim == 4
+    canvas = np.full((rows * (th + 1) + 1, cols * (tw + 1) + 1) + ((3,) if colour else ()), 40, dtype=np.uint8)
+    for n in range(count):
+        tile = maps[n].astype(np.float64)
+        lo, hi = float(tile.min()), float(tile.max())
+        tile = (tile - lo) / (hi - lo) * 255 if hi > lo else np.zeros_like(tile)
+        tile = np.kron(tile, np.ones((scale, scale) + ((1,) if colour else ()))).astype(np.uint8)
+        r, c = divmod(n, cols)
+        canvas[1 + r * (th + 1) : 1 + r * (th + 1) + th, 1 + c * (tw + 1) : 1 + c * (tw + 1) + tw] = tile
+    return canvas
+
+
+def _stats(values: np.ndarray) -> dict[str, float]:
+    v = values.astype(np.float64)
+    return {
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "mean": float(v.mean()),
+        "std": float(v.std()),
+        "zero_share": float((v == 0).mean()),
+    }
+
+
+LAYER_TYPES = (
+    "Conv2d",
+    "ReLU",
+    "MaxPool2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "BatchNorm2d",
+    "Linear",
+    "GELU",
+    "LeakyReLU",
+    "Sigmoid",
+    "Tanh",
+    "Hardswish",
+    "SiLU",
+    "Flatten",
+    "Dropout",
+)
+
+
+def inspectable_layers(model) -> list[dict[str, str]]:
+    """Leaf layers whose output can be shown, in forward order of definition."""
+    return [
+        {"name": name, "type": type(module).__name__}
+        for name, module in model.named_modules()
+        if name and not list(module.children()) and type(module).__name__ in LAYER_TYPES
+    ]
+
+
+def default_layers(model, count: int = 3) -> list[str]:
+    layers = inspectable_layers(model)
+    convs = [layer["name"] for layer in layers if layer["type"] == "Conv2d"]
+    return (convs or [layer["name"] for layer in layers])[:count]
+
+
+def first_conv_filters(model) -> dict[str, Any] | None:
+    import torch
+
+    conv = next((m for m in model.modules() if isinstance(m, torch.nn.Conv2d)), None)
+    if conv is None:
+        return None
+    weight = conv.weight.detach().float().cpu().numpy()  # out x in x kh x kw
+    tiles = weight.transpose(0, 2, 3, 1) if weight.shape[1] == 3 else weight.mean(axis=1)
+    return {"shape": list(weight.shape), "stats": _stats(weight), "image": png_data_url(_grid(tiles))}
+
+
+def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[str, Any]:
+    """The first convolution's filters, and the activation maps of the chosen layers for `image`."""
+    import torch
+
+    model = classifier.model
+    modules = dict(model.named_modules())
+    unknown = [name for name in layer_names if name not in modules or not name]
+    if unknown:
+        raise InferenceInputError(f"layers: {unknown[0]!r} is not a layer of this network")
+    captured: dict[str, torch.Tensor] = {}
+    hooks = [
+        modules[name].register_forward_hook(
+            lambda _m, _i, output, name=name: captured.__setitem__(name, output.detach().float().cpu())
+        )
+        for name in layer_names
+    ]
+    try:
+        probs = classifier.probabilities([image])[0]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    activations = []
+    for name in layer_names:
+        out = captured.get(name)
+        if out is None:
+            activations.append({"name": name, "type": type(modules[name]).__name__, "error": "not reached"})
+            continue
+        values = out[0].numpy()
+        entry = {
+            "name": name,
+            "type": type(modules[name]).__name__,
+            "shape": list(values.shape),
+            "stats": _stats(values),
+        }
+        if values.ndim == 3:
+            shown = values[:MAX_ACTIVATION_CHANNELS]
+            entry["shown_channels"] = int(shown.shape[0])
+        else:
+            flat = values.reshape(-1)
+            side = math.ceil(math.sqrt(flat.size))
+            shown = np.pad(flat, (0, side * side - flat.size)).reshape(1, side, side)
+            entry["shown_channels"] = 1
+        entry["image"] = png_data_url(_grid(shown))
+        activations.append(entry)
+    top = probs.topk(min(5, len(classifier.labels)))
+    return {
+        "filters": first_conv_filters(model),
+        "activations": activations,
+        "layers": inspectable_layers(model),
+        "predictions": [
+            {"label": classifier.labels[i], "probability": float(p)}
+            for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+        ],
+    }
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """One background job. spec: {kind: classify|test, checkpoint, out, input (folder) | split_db}."""
+    classifier = load_classifier(spec["checkpoint"])
+    out = Path(spec["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    if spec["kind"] == "classify":
+        return classify_folder(classifier, Path(spec["input"]), out, progress=progress)
+    labels = classifier.labels
+    if spec.get("split_db"):
+        y, probs, seen = predict_split(classifier, spec["split_db"], progress=progress)
+        names, skipped = None, []
+    else:
+        root = Path(spec["input"])
+        items = labelled_files(root, labels)
+        y, probs, seen, skipped = predict_files(classifier, items, root, progress=progress)
+        decoded = {p for p, _ in items} - {root / s["path"] for s in skipped}
+        names = [p.relative_to(root).as_posix() for p, _ in items if p in decoded]
+    result = test_metrics(y, probs, labels)
+    result["mistakes"] = save_mistakes(y, probs, seen, labels, out, names)
+    result["skipped"] = skipped
+    return result
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    out = Path(spec["out"])
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.3 or done == total:
+            last[0] = now
+            print(json.dumps({"done": done, "total": total}), flush=True)
+
+    try:
+        result = run_job(spec, progress)
+    except Exception as error:  # reported to the user as the job's error
+        message = (
+            str(error)
+            if isinstance(error, InferenceInputError | ValueError | OSError)
+            else (f"{type(error).__name__}: {error}")
+        )
+        (out / "error.txt").write_text(message, encoding="utf-8")
+        print(json.dumps({"error": message}), flush=True)
+        return 1
+    (out / "result.json").write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

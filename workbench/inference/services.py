@@ -1,0 +1,345 @@
+"""Inference on runs: checkpoints, one-image classification, background jobs, exports.
+
+Jobs (classify many, test) are rows claimed by a Celery task with a conditional update; the task
+extracts the upload, starts the engine in a subprocess and relays its progress to the row.
+Exports are cached per checkpoint file (name + modification time) and format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from trainer.checkpoint import CheckpointStore
+from workbench.inference.models import InferenceJob
+from workbench.runs.models import Run
+
+log = logging.getLogger(__name__)
+
+EXPORT_FORMATS = ("bundle", "torchscript", "onnx")
+_STEP_FILE = re.compile(r"^step_(\d{8,})\.pt$")
+
+
+class InferenceError(ValueError):
+    """A request that cannot be served; the message starts with the field it is about."""
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def checkpoint_choices(*, run: Run) -> list[dict]:
+    """What a user may pick: best, latest, then every kept snapshot with its metrics."""
+    store = CheckpointStore(run.run_dir)
+    snapshots = store.snapshots()
+    if not snapshots and store.best() is None:
+        return []
+    try:
+        index = json.loads((store.dir / "index.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        index = {"snapshots": {}, "best": None}
+
+    def describe(meta: dict | None) -> str:
+        meta = meta or {}
+        parts = [f"{key} {meta[key]:.4g}" for key in ("top1", "val_loss") if isinstance(meta.get(key), int | float)]
+        return f" ({', '.join(parts)})" if parts else ""
+
+    best = index.get("best") or {}
+    choices = []
+    if store.best() is not None:
+        choices.append({"value": "best", "label": f"best: step {best.get('step', '?')}{describe(best)}"})
+    if snapshots:
+        step, _ = snapshots[-1]
+        meta = index.get("snapshots", {}).get(f"step_{step:08d}.pt")
+        choices.append({"value": "last", "label": f"last: step {step}{describe(meta)}"})
+    for step, path in reversed(snapshots):
+        choices.append({"value": str(step), "label": f"step {step}{describe(index['snapshots'].get(path.name))}"})
+    return choices
+
+
+def checkpoint_path(*, run: Run, which: str = "best") -> Path:
+    """`best` | `last` (or `latest`) | a step number | a snapshot file name -> the file."""
+    which = (which or "best").strip()
+    store = CheckpointStore(run.run_dir)
+    if which == "best":
+        path = store.best() or store.latest()
+    elif which in ("last", "latest"):
+        path = store.latest() or store.best()
+    elif which.isdigit() or _STEP_FILE.match(which):
+        path = store.dir / (which if which.endswith(".pt") else f"step_{int(which):08d}.pt")
+        if not path.is_file():
+            kept = ", ".join(str(step) for step, _ in store.snapshots()) or "none"
+            raise InferenceError(f"checkpoint: run {run.pk} has no checkpoint at step {which} (kept: {kept})")
+    else:
+        raise InferenceError(f"checkpoint: {which!r} is not best, last or a step number")
+    if path is None:
+        raise InferenceError(f"checkpoint: run {run.pk} has no checkpoint yet ({run.state})")
+    return path
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+def _save_upload(upload, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with dest.open("wb") as fh:
+        for chunk in upload.chunks():
+            fh.write(chunk)
+
+
+def _safe_name(name: str) -> str:
+    base = os.path.basename(name.replace("\\", "/")) or "file"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:120] or "file"
+
+
+def job_create(
+    *,
+    owner,
+    run: Run,
+    kind: str,
+    checkpoint: str = "best",
+    source: str = InferenceJob.Source.UPLOAD,
+    archive=None,
+    files=(),
+) -> InferenceJob:
+    """A queued job. The upload is either one archive (zip / tar, extracted by the task) or some
+    image files; a test may instead use the dataset's `val` or `test` split."""
+    if kind not in InferenceJob.Kind.values:
+        raise InferenceError(f"kind: {kind!r} is not one of {', '.join(InferenceJob.Kind.values)}")
+    checkpoint_path(run=run, which=checkpoint)  # names the problem now, not in the worker
+    files = list(files or [])
+    if kind == InferenceJob.Kind.CLASSIFY:
+        source = InferenceJob.Source.UPLOAD
+    if source not in InferenceJob.Source.values:
+        raise InferenceError(f"source: {source!r} is not one of {', '.join(InferenceJob.Source.values)}")
+    if source == InferenceJob.Source.UPLOAD:
+        if archive is None and not files:
+            raise InferenceError("images: upload an archive (zip, tar) or one or more images")
+        if archive is not None and files:
+            raise InferenceError("images: upload either an archive or images, not both")
+    else:
+        splits = run.dataset.splits or {}
+        if not splits.get(source, {}).get("count"):
+            have = ", ".join(name for name, split in splits.items() if split.get("count")) or "none"
+            raise InferenceError(f"source: dataset {run.dataset.name!r} has no {source} split (it has {have})")
+    name = (
+        archive.name
+        if archive is not None
+        else (files[0].name if len(files) == 1 else f"{len(files)} images")
+        if source == "upload"
+        else f"{source} split"
+    )
+    with transaction.atomic():
+        job = InferenceJob.objects.create(
+            owner=owner, run=run, kind=kind, checkpoint=checkpoint or "best", source=source, input_name=name[:300]
+        )
+        shutil.rmtree(job.folder, ignore_errors=True)  # a reused id of a deleted database
+        if archive is not None:
+            _save_upload(archive, job.folder / "upload.archive")
+        for upload in files:
+            target = job.folder / "input" / _safe_name(upload.name)
+            stem, suffix, n = target.stem, target.suffix, 1
+            while target.exists():
+                target = target.with_name(f"{stem}-{n}{suffix}")
+                n += 1
+            _save_upload(upload, target)
+        transaction.on_commit(lambda: _queue(job.pk))
+    return job
+
+
+def _queue(job_id: int) -> None:
+    from workbench.inference.tasks import run_inference_job
+
+    run_inference_job.delay(job_id)
+
+
+def _finish(job: InferenceJob, *, state: str, error: str = "", result: dict | None = None) -> None:
+    fields = {"state": state, "error": error, "finished_at": timezone.now()}
+    if result is not None:
+        fields["result"] = result
+    InferenceJob.objects.filter(pk=job.pk, state=InferenceJob.State.RUNNING).update(**fields)
+
+
+def _prepare_input(job: InferenceJob) -> dict:
+    """The engine's spec; extracts an uploaded archive into `input/`."""
+    from datasets import limits
+    from datasets.archives import ArchiveError, Caps, extract_archive
+
+    spec = {
+        "kind": job.kind,
+        "checkpoint": str(checkpoint_path(run=job.run, which=job.checkpoint)),
+        "out": str(job.folder / "out"),
+    }
+    if job.source != InferenceJob.Source.UPLOAD:
+        from trainer.dataset_folder import load_dataset_folder
+
+        info = load_dataset_folder(job.run.dataset.path)
+        if job.source not in info.splits:
+            raise InferenceError(f"source: dataset {job.run.dataset.name!r} has no {job.source} split")
+        spec["split_db"] = str(info.splits[job.source].db)
+        return spec
+    archive = job.folder / "upload.archive"
+    if archive.exists():
+        caps = Caps(
+            limits.ARCHIVE_MAX_BYTES,
+            limits.ARCHIVE_MAX_MEMBERS,
+            limits.ARCHIVE_MAX_RATIO,
+            limits.ARCHIVE_RATIO_GRACE_BYTES,
+        )
+        shutil.rmtree(job.folder / "input", ignore_errors=True)
+        try:
+            extract_archive(archive, job.folder / "input", caps)
+        except ArchiveError as error:
+            raise InferenceError(f"images: {error}") from None
+        archive.unlink()
+    spec["input"] = str(job.folder / "input")
+    return spec
+
+
+def job_run(*, job_id: int) -> str:
+    """Runs a queued job to its end (the Celery task's body); a second delivery does nothing."""
+    claimed = InferenceJob.objects.filter(pk=job_id, state=InferenceJob.State.QUEUED).update(
+        state=InferenceJob.State.RUNNING, started_at=timezone.now()
+    )
+    if not claimed:
+        return "not queued"
+    job = InferenceJob.objects.select_related("run__dataset").get(pk=job_id)
+    try:
+        spec = _prepare_input(job)
+    except (InferenceError, OSError, ValueError) as error:
+        _finish(job, state=InferenceJob.State.FAILED, error=str(error))
+        return "failed"
+    out = Path(spec["out"])
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    spec_path = job.folder / "spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH", "")])),
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    from workbench.supervisor import die_with_parent
+
+    with (job.folder / "engine.log").open("ab") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "workbench.inference.engine", str(spec_path)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            preexec_fn=die_with_parent,  # noqa: PLW1509
+        )
+        error = ""
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "error" in message:
+                error = message["error"]
+            elif "done" in message:
+                InferenceJob.objects.filter(pk=job.pk).update(
+                    progress_done=message["done"], progress_total=message["total"]
+                )
+        code = process.wait()
+    result_path = out / "result.json"
+    if code != 0 or not result_path.exists():
+        if not error:
+            tail = (job.folder / "engine.log").read_text(errors="replace").strip().splitlines()[-1:]
+            error = f"the inference process ended with code {code}" + (f": {tail[0]}" if tail else "")
+        _finish(job, state=InferenceJob.State.FAILED, error=error)
+        return "failed"
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    summary = {key: value for key, value in result.items() if key != "rows"}
+    InferenceJob.objects.filter(pk=job.pk).update(progress_done=summary.get("count", 0))
+    _finish(job, state=InferenceJob.State.DONE, result=summary)
+    shutil.rmtree(job.folder / "input", ignore_errors=True)  # the results stay, the upload goes
+    return "done"
+
+
+def job_rows(*, job: InferenceJob) -> list[dict]:
+    """The per-image rows of a finished classify job."""
+    path = job.folder / "out" / "result.json"
+    if job.state != InferenceJob.State.DONE or not path.exists():
+        return []
+    return json.loads(path.read_text(encoding="utf-8")).get("rows", [])
+
+
+def job_delete(*, job: InferenceJob) -> None:
+    folder = job.folder
+    job.delete()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- exports
+
+_export_locks: dict[str, threading.Lock] = {}
+_export_locks_guard = threading.Lock()
+
+
+def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
+    """A zip of the bundle (weights, labels, preprocessing, config, README) plus the TorchScript
+    or ONNX model; cached per checkpoint file and format. ONNX is checked with onnxruntime."""
+    if fmt not in EXPORT_FORMATS:
+        raise InferenceError(f"format: {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    source = checkpoint_path(run=run, which=checkpoint)
+    stat = source.stat()
+    real = source.resolve()
+    tag = f"{real.stem}-{int(stat.st_mtime_ns)}"
+    target = run.run_dir / "exports" / f"run{run.pk}-{tag}-{fmt}.zip"
+    with _export_locks_guard:
+        lock = _export_locks.setdefault(str(target), threading.Lock())
+    with lock:
+        if target.exists():
+            return target
+        from trainer.export import export_run
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        formats = ("bundle",) if fmt == "bundle" else ("bundle", fmt)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            folder = Path(tmp) / f"run{run.pk}-{fmt}"
+            try:
+                report = export_run(source, folder, formats)
+            except (RuntimeError, ValueError) as error:
+                raise InferenceError(f"format: the {fmt} export failed: {error}") from None
+            (folder / "export.json").write_text(
+                json.dumps(
+                    {
+                        "run": run.pk,
+                        "name": run.name,
+                        "network": run.network,
+                        "checkpoint": source.name,
+                        "format": fmt,
+                        "onnx_check": report.get("onnx_check"),
+                    },
+                    indent=2,
+                ),
+                encoding="utf-8",
+            )
+            partial = Path(tmp) / "export.zip"
+            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(folder.rglob("*")):
+                    if path.is_file():
+                        archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
+            os.replace(partial, target)
+        for stale in target.parent.glob(f"run{run.pk}-*-{fmt}.zip"):
+            if stale != target and stale.name.split("-")[1] == real.stem:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+    return target

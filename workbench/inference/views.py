@@ -1,0 +1,119 @@
+"""Pages of inference on a run: classify, test, a job's results, look inside, export."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import FileResponse, Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from workbench.inference import services
+from workbench.inference.api import csv_response, jobs_for
+from workbench.inference.forms import JobForm
+from workbench.inference.models import InferenceJob
+from workbench.runs.models import Run
+
+
+def _get_run_for_user(request, pk: int) -> Run:
+    runs = Run.objects.select_related("dataset", "owner")
+    if not request.user.is_staff:
+        runs = runs.filter(owner=request.user)
+    return get_object_or_404(runs, pk=pk)
+
+
+def _job_page(request, run: Run, kind: str, template: str):
+    checkpoints = services.checkpoint_choices(run=run)
+    form = JobForm(
+        request.POST or None, request.FILES or None, checkpoints=checkpoints, kind=kind, splits=run.dataset.splits or {}
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            job = services.job_create(
+                owner=request.user,
+                run=run,
+                kind=kind,
+                checkpoint=data["checkpoint"],
+                source=data["source"],
+                archive=data.get("archive"),
+                files=data.get("images") or [],
+            )
+        except services.InferenceError as error:
+            field, _, message = str(error).partition(": ")
+            form.add_error(field if field in form.fields else None, message or str(error))
+        else:
+            return redirect("inference-job", run.pk, job.pk)
+    jobs = jobs_for(request.user).filter(run=run, kind=kind)[:20]
+    context = {"run": run, "form": form, "checkpoints": checkpoints, "jobs": jobs}
+    return render(request, template, context)
+
+
+def classify_page(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    return _job_page(request, run, InferenceJob.Kind.CLASSIFY, "inference/classify.html")
+
+
+def test_page(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    return _job_page(request, run, InferenceJob.Kind.TEST, "inference/test.html")
+
+
+def _get_job(request, pk: int, job_pk: int) -> InferenceJob:
+    return get_object_or_404(jobs_for(request.user).select_related("run__dataset"), pk=job_pk, run_id=pk)
+
+
+def job_page(request, pk: int, job_pk: int):
+    job = _get_job(request, pk, job_pk)
+    return render(request, "inference/job.html", {"run": job.run, "job": job})
+
+
+def job_csv(request, pk: int, job_pk: int):
+    return csv_response(_get_job(request, pk, job_pk))
+
+
+def job_mistake(request, pk: int, job_pk: int, index: int):
+    job = _get_job(request, pk, job_pk)
+    path = job.folder / "out" / "mistakes" / f"{index}.png"
+    if not path.is_file():
+        raise Http404("no such image")
+    return FileResponse(path.open("rb"), content_type="image/png")
+
+
+@require_POST
+def job_delete(request, pk: int, job_pk: int):
+    job = _get_job(request, pk, job_pk)
+    if job.is_active:
+        messages.error(request, f"Job {job.pk} is {job.state}; wait for it to end.")
+        return redirect("inference-job", pk, job.pk)
+    kind = job.kind
+    services.job_delete(job=job)
+    messages.success(request, f"Job {job_pk} deleted.")
+    return redirect("inference-test" if kind == InferenceJob.Kind.TEST else "inference-classify", pk)
+
+
+def inside_page(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    layers, default = [], []
+    checkpoints = services.checkpoint_choices(run=run)
+    if checkpoints:
+        from workbench.inference import engine
+
+        try:
+            classifier = engine.load_classifier(services.checkpoint_path(run=run, which="best"))
+            layers, default = engine.inspectable_layers(classifier.model), engine.default_layers(classifier.model)
+        except (services.InferenceError, OSError, ValueError, KeyError) as error:
+            messages.error(request, f"The checkpoint cannot be loaded: {error}")
+    return render(
+        request,
+        "inference/inside.html",
+        {"run": run, "checkpoints": checkpoints, "layers": layers, "default_layers": default},
+    )
+
+
+def export_page(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    return render(
+        request,
+        "inference/export.html",
+        {"run": run, "checkpoints": services.checkpoint_choices(run=run), "formats": services.EXPORT_FORMATS},
+    )

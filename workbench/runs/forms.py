@@ -1,0 +1,481 @@
+"""The new-run form: every field cleaned to its typed value with a message naming the problem,
+then the whole request checked by the trainer's own rules (the same validation the API uses)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+from django import forms
+from django.conf import settings
+
+from datasets.models import Dataset
+from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS
+from workbench.runs.models import Device, Run
+from workbench.runs.validators import (
+    RequestError,
+    parse_device_request,
+    process_count,
+    validate_trainer_config,
+)
+
+MAX_SWEEP_RUNS = 32
+MAX_PRETRAINED_BYTES = 2 * 1024**3
+
+NETWORK_INFO = {
+    "lenet": (
+        "LeNet (Caffe/DIGITS): two convolutions and two fully connected layers; tiny and fast.",
+        "small images, gray or colour: 28×28 digits; works from 4×4",
+    ),
+    "alexnet": (
+        "AlexNet: five convolutions, three large fully connected layers (ImageNet 2012).",
+        "designed for 224×224 (DIGITS: 256 cropped to 227)",
+    ),
+    "googlenet": ("GoogLeNet / Inception v1: inception blocks, no large FC layer.", "designed for 224×224"),
+    "resnet18": ("ResNet-18: residual blocks; a strong, quick default for photos.", "224×224; fine from 32×32"),
+    "resnet34": ("ResNet-34: deeper ResNet, basic blocks.", "224×224; fine from 32×32"),
+    "resnet50": ("ResNet-50: bottleneck blocks; the standard ImageNet baseline.", "224×224; fine from 32×32"),
+    "vgg16": ("VGG-16: 13 convolutions of 3×3 and three big FC layers; heavy.", "224×224; needs at least 32×32"),
+    "mobilenet_v3_small": ("MobileNet-V3 small: depthwise convolutions, for phones and CPUs.", "224×224"),
+    "mobilenet_v3_large": ("MobileNet-V3 large: depthwise convolutions, more accurate than small.", "224×224"),
+    "efficientnet_b0": ("EfficientNet-B0: compound-scaled MBConv blocks.", "224×224"),
+    "vit_b_16": (
+        "ViT-B/16: a vision transformer on 16×16 patches; wants lots of data.",
+        "square sides that are multiples of 16 (224×224)",
+    ),
+    "custom": ("Your own network: a list of layers built in the editor below.", "whatever the layers allow"),
+}
+
+START_CHOICES = [
+    ("scratch", "From scratch (random weights)"),
+    ("run", "From a previous run's weights (fine-tune)"),
+    ("upload", "From an uploaded state_dict (.pt)"),
+    ("path", "From the weights the cloned run started from"),
+]
+DEVICE_CHOICES = [
+    ("auto", "Next available GPU (the CPU when there is no GPU)"),
+    ("count", "A number of GPUs, next available"),
+    ("specific", "These GPUs"),
+    ("cpu", "The CPU"),
+]
+
+# Trainer field (as named in its messages) -> form field.
+FIELD_OF = {
+    "solver.optimizer": "optimizer",
+    "solver.base_lr": "base_lr",
+    "solver.momentum": "momentum",
+    "solver.weight_decay": "weight_decay",
+    "solver.lr_policy": "lr_policy",
+    "solver.gamma": "gamma",
+    "solver.power": "power",
+    "solver.step_size": "step_size",
+    "solver.step_values": "step_values",
+    "solver.min_lr": "min_lr",
+    "solver.warmup_percent": "warmup_percent",
+    "solver.onecycle_pct_start": "onecycle_pct_start",
+    "solver.grad_clip_norm": "grad_clip_norm",
+    "data.crop_size": "crop_size",
+    "data.mean_subtraction": "mean_subtraction",
+    "data.num_workers": "num_workers",
+    "custom_layers": "custom_layers",
+    "pretrained": "start_from",
+    "devices": "device_mode",
+    "gpus": "device_mode",
+}
+
+
+def field_for_message(message: str) -> tuple[str | None, str]:
+    """'config: solver.base_lr: -1 must be ...' -> ('base_lr', '-1 must be ...')."""
+    text = message.removeprefix("config: ")
+    name, _, rest = text.partition(": ")
+    name = FIELD_OF.get(name, name)
+    return (name, rest) if rest else (None, text)
+
+
+def _number_list(raw: str, *, kind: type, label: str, low: float, high: float | None = None) -> list:
+    values = []
+    for part in (p.strip() for p in str(raw).replace(";", ",").split(",")):
+        if not part:
+            continue
+        try:
+            value = kind(part)
+        except ValueError:
+            raise forms.ValidationError(f"{part!r} is not a {label}.") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise forms.ValidationError(f"{part!r} is not a finite number.")
+        if value < low or (high is not None and value > high):
+            bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+            raise forms.ValidationError(f"{part} must be {bound}.")
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise forms.ValidationError("Enter a value (several separated by commas make a sweep).")
+    return values
+
+
+def usable_datasets(user):
+    datasets = Dataset.objects.filter(status=Dataset.Status.READY)
+    return datasets if user.is_staff else datasets.filter(owner=user)
+
+
+def runs_with_weights(user):
+    runs = Run.objects.select_related("dataset").order_by("-created_at")
+    runs = runs if user.is_staff else runs.filter(owner=user)
+    return [
+        run
+        for run in runs[:300]
+        if (run.run_dir / "checkpoints" / "best.pt").exists() or any((run.run_dir / "checkpoints").glob("step_*.pt"))
+    ]
+
+
+class RunForm(forms.Form):
+    name = forms.CharField(max_length=150, required=False, help_text="Blank: network on dataset")
+    dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.none(),
+        empty_label=None,
+        error_messages={"invalid_choice": "Choose one of your ready datasets."},
+    )
+    network = forms.ChoiceField(choices=[(n, n) for n in NETWORKS], initial="lenet")
+    start_from = forms.ChoiceField(choices=START_CHOICES, initial="scratch", widget=forms.RadioSelect)
+    previous_run = forms.ChoiceField(choices=(), required=False)
+    pretrained_file = forms.FileField(required=False)
+    pretrained_path = forms.CharField(required=False, widget=forms.HiddenInput)
+    custom_layers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}))
+
+    optimizer = forms.ChoiceField(choices=[(o, o) for o in OPTIMIZERS], initial="sgd")
+    base_lr = forms.CharField(
+        initial="0.01", label="Base learning rate", help_text="Several, separated by commas, make a sweep"
+    )
+    momentum = forms.FloatField(initial=0.9, min_value=0, max_value=1, help_text="SGD, Nesterov, RMSprop")
+    weight_decay = forms.FloatField(initial=0.0, min_value=0, max_value=1)
+    lr_policy = forms.ChoiceField(choices=[(p, p) for p in LR_POLICIES], initial="step", label="Policy")
+    gamma = forms.FloatField(initial=0.1, min_value=0, help_text="step, multistep, exp, inv, sigmoid")
+    power = forms.FloatField(initial=1.0, min_value=0, help_text="inv, poly")
+    step_size = forms.FloatField(initial=33.0, min_value=0, max_value=100, help_text="% of the run (step, sigmoid)")
+    step_values = forms.CharField(initial="50, 75", help_text="% of the run, comma-separated (multistep)")
+    min_lr = forms.FloatField(initial=0.0, min_value=0, help_text="cosine floor")
+    warmup_percent = forms.FloatField(initial=0.0, min_value=0, max_value=100, label="Warmup (% of the run)")
+    onecycle_pct_start = forms.FloatField(initial=0.3, min_value=0, max_value=1, label="One-cycle rise share")
+    onecycle_div_factor = forms.FloatField(initial=25.0, min_value=1, label="One-cycle start divisor")
+    onecycle_final_div_factor = forms.FloatField(initial=1e4, min_value=1, label="One-cycle final divisor")
+    grad_clip_norm = forms.FloatField(required=False, min_value=0.000001, label="Gradient clipping (norm)")
+
+    epochs = forms.FloatField(initial=30, min_value=0.01, max_value=100000)
+    batch_size = forms.CharField(initial="64", help_text="Several, separated by commas, make a sweep")
+    grad_accum = forms.IntegerField(initial=1, min_value=1, max_value=1024, label="Gradient accumulation")
+    val_interval = forms.FloatField(initial=1.0, min_value=0, label="Validate every (epochs)")
+    snapshot_interval = forms.FloatField(initial=1.0, min_value=0, label="Snapshot every (epochs)")
+    seed = forms.IntegerField(initial=0, min_value=0, max_value=2**31 - 1)
+    crop_size = forms.IntegerField(required=False, min_value=1, label="Random crop (pixels)")
+    random_flip = forms.BooleanField(required=False, label="Horizontal flips")
+    vertical_flip = forms.BooleanField(required=False, label="Vertical flips")
+    mean_subtraction = forms.ChoiceField(choices=[(m, m) for m in MEAN_MODES], initial="image")
+    precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32", label="Mixed precision")
+    channels_last = forms.BooleanField(required=False)
+    compile = forms.BooleanField(required=False, label="torch.compile")
+    best_metric = forms.ChoiceField(choices=[(m, m) for m in BEST_METRICS], initial="top1")
+    num_workers = forms.IntegerField(initial=2, min_value=0, max_value=64, label="Data loader workers")
+
+    device_mode = forms.ChoiceField(choices=DEVICE_CHOICES, initial="auto", widget=forms.RadioSelect, label="Devices")
+    gpu_count = forms.IntegerField(initial=1, min_value=1, max_value=64, required=False)
+    gpus = forms.MultipleChoiceField(choices=(), required=False, widget=forms.CheckboxSelectMultiple)
+    priority = forms.IntegerField(initial=0, min_value=-100, max_value=100, required=False)
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["dataset"].queryset = usable_datasets(user)
+        self.previous_runs = {str(run.pk): run for run in runs_with_weights(user)}
+        self.fields["previous_run"].choices = [("", "—")] + [
+            (pk, f"#{pk} {run.name} ({run.network}, {run.state})") for pk, run in self.previous_runs.items()
+        ]
+        devices = Device.objects.filter(kind=Device.Kind.GPU).select_related("host")
+        self.fields["gpus"].choices = [
+            (f"{d.host.hostname}:{d.index}", f"{d.host.hostname} GPU {d.index}") for d in devices
+        ]
+        if not user.is_staff:
+            del self.fields["priority"]
+
+    # ------------------------------------------------------------------ fields
+
+    def clean_name(self):
+        return self.cleaned_data["name"].strip()
+
+    def clean_base_lr(self):
+        values = _number_list(self.cleaned_data["base_lr"], kind=float, label="positive number", low=0, high=10)
+        if any(v <= 0 for v in values):
+            raise forms.ValidationError("The learning rate must be above 0.")
+        return values
+
+    def clean_batch_size(self):
+        return _number_list(self.cleaned_data["batch_size"], kind=int, label="whole number", low=1, high=1 << 20)
+
+    def clean_step_values(self):
+        return sorted(_number_list(self.cleaned_data["step_values"], kind=float, label="percent", low=0, high=100))
+
+    def clean_custom_layers(self):
+        raw = self.cleaned_data["custom_layers"].strip()
+        if not raw:
+            return None
+        try:
+            layers = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"Not valid JSON: {error.msg} at line {error.lineno}.") from None
+        if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
+            raise forms.ValidationError('Expected a list of layers such as [{"type": "conv2d", ...}].')
+        return layers
+
+    def clean_previous_run(self):
+        value = self.cleaned_data["previous_run"]
+        if value and value not in self.previous_runs:
+            raise forms.ValidationError("Choose one of your runs that has a checkpoint.")
+        return self.previous_runs.get(value)
+
+    def clean_pretrained_file(self):
+        upload = self.cleaned_data.get("pretrained_file")
+        if upload and upload.size > MAX_PRETRAINED_BYTES:
+            raise forms.ValidationError(f"{upload.name} is {upload.size} bytes, over the {MAX_PRETRAINED_BYTES} limit.")
+        return upload
+
+    def clean_pretrained_path(self):
+        value = self.cleaned_data["pretrained_path"].strip()
+        if not value:
+            return ""
+        root = (Path(settings.DATA_DIR) / "pretrained").resolve()
+        path = Path(value).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            raise forms.ValidationError("The cloned run's starting weights are no longer available.")
+        return str(path)
+
+    def clean_gpus(self):
+        chosen = self.cleaned_data["gpus"]
+        hosts = {value.rsplit(":", 1)[0] for value in chosen}
+        if len(hosts) > 1:
+            raise forms.ValidationError(f"Choose GPUs of one host (chosen: {', '.join(sorted(hosts))}).")
+        return chosen
+
+    # ------------------------------------------------------------------ the whole request
+
+    def gpus_request(self) -> str:
+        data = self.cleaned_data
+        mode = data.get("device_mode")
+        if mode == "count":
+            return str(data.get("gpu_count") or 1)
+        if mode == "specific":
+            chosen = data.get("gpus") or []
+            host = chosen[0].rsplit(":", 1)[0] if chosen else ""
+            return f"{host}:{','.join(sorted((c.rsplit(':', 1)[1] for c in chosen), key=int))}"
+        return mode or "auto"
+
+    def solver_config(self, base_lr: float) -> dict:
+        d = self.cleaned_data
+        solver = {
+            "optimizer": d["optimizer"],
+            "base_lr": base_lr,
+            "momentum": d["momentum"],
+            "weight_decay": d["weight_decay"],
+            "lr_policy": d["lr_policy"],
+            "gamma": d["gamma"],
+            "power": d["power"],
+            "step_size": d["step_size"],
+            "step_values": d["step_values"],
+            "min_lr": d["min_lr"],
+            "warmup_percent": d["warmup_percent"],
+            "onecycle_pct_start": d["onecycle_pct_start"],
+            "onecycle_div_factor": d["onecycle_div_factor"],
+            "onecycle_final_div_factor": d["onecycle_final_div_factor"],
+        }
+        if d.get("grad_clip_norm"):
+            solver["grad_clip_norm"] = d["grad_clip_norm"]
+        return solver
+
+    def base_config(self) -> dict:
+        d = self.cleaned_data
+        data = {
+            "mean_subtraction": d["mean_subtraction"],
+            "random_flip": d["random_flip"],
+            "vertical_flip": d["vertical_flip"],
+            "num_workers": d["num_workers"],
+        }
+        if d.get("crop_size"):
+            data["crop_size"] = d["crop_size"]
+        config = {
+            "epochs": d["epochs"],
+            "grad_accum": d["grad_accum"],
+            "val_interval": d["val_interval"],
+            "snapshot_interval": d["snapshot_interval"],
+            "seed": d["seed"],
+            "precision": d["precision"],
+            "channels_last": d["channels_last"],
+            "compile": d["compile"],
+            "best_metric": d["best_metric"],
+            "data": data,
+        }
+        if d.get("network") == "custom":
+            config["custom_layers"] = d.get("custom_layers")
+        return config
+
+    def combinations(self) -> list[tuple[float, int]]:
+        return list(itertools.product(self.cleaned_data["base_lr"], self.cleaned_data["batch_size"]))
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        dataset: Dataset = data["dataset"]
+        self._check_weights(data)
+        self._check_network(data, dataset)
+        if self.errors:
+            return data
+        combos = self.combinations()
+        if len(combos) > MAX_SWEEP_RUNS:
+            self.add_error("base_lr", f"The sweep makes {len(combos)} runs; at most {MAX_SWEEP_RUNS} at once.")
+            return data
+        if data["device_mode"] == "specific" and not data.get("gpus"):
+            self.add_error("gpus", "Tick at least one GPU, or choose another device option.")
+            return data
+        if data["device_mode"] == "cpu" and data["precision"] == "fp16":
+            self.add_error("precision", "fp16 needs GPUs; on the CPU use bf16 or fp32.")
+            return data
+        try:
+            request = parse_device_request(self.gpus_request())
+        except RequestError as error:
+            self.add_error("device_mode", str(error).partition(": ")[2])
+            return data
+        processes = process_count(request) if request["kind"] != "auto" else 1
+        train_count = int((dataset.splits or {}).get("train", {}).get("count", 0))
+        self.submissions = []
+        for lr, batch in combos:
+            if train_count and batch > train_count:
+                self.add_error(
+                    "batch_size", f"{batch} is larger than the {train_count} training images of {dataset.name}."
+                )
+                return data
+            config = {**self.base_config(), "batch_size": batch, "solver": self.solver_config(lr)}
+            try:
+                validate_trainer_config(config, network=data["network"], processes=processes)
+            except RequestError as error:
+                field, message = field_for_message(str(error))
+                self.add_error(field if field in self.fields else None, message)
+                return data
+            self.submissions.append({"lr": lr, "batch_size": batch, "config": config})
+        return data
+
+    def _check_weights(self, data) -> None:
+        start = data["start_from"]
+        if start == "run":
+            run = data.get("previous_run")
+            if run is None:
+                self.add_error("previous_run", "Choose the run whose weights to start from.")
+            elif run.network != data["network"]:
+                self.add_error(
+                    "previous_run",
+                    f"Run #{run.pk} trained a {run.network}; choose network {run.network} to start from its weights.",
+                )
+        elif start == "upload" and not data.get("pretrained_file"):
+            self.add_error("pretrained_file", "Choose a .pt file holding a state_dict.")
+        elif start == "path" and not data.get("pretrained_path"):
+            self.add_error("start_from", "The cloned run did not start from saved weights; choose another option.")
+
+    def _check_network(self, data, dataset: Dataset) -> None:
+        from trainer.custom_net import CustomNetError
+        from trainer.networks import InputSpec, NetworkError, check_input_size
+
+        network = data["network"]
+        if network == "custom" and not data.get("custom_layers"):
+            self.add_error("custom_layers", "Add at least one layer, ending with a linear layer.")
+            return
+        if network != "custom" and data.get("custom_layers"):
+            data["custom_layers"] = None
+        crop = data.get("crop_size")
+        width, height = dataset.image_width, dataset.image_height
+        if crop and (crop > width or crop > height):
+            self.add_error("crop_size", f"{crop} is larger than the dataset images ({width}×{height}).")
+            return
+        spec = InputSpec(
+            dataset.channels,
+            crop or height,
+            crop or width,
+            max(1, len(dataset.labels or [])),
+            data.get("custom_layers") or [],
+        )
+        try:
+            check_input_size(network, spec)
+        except CustomNetError as error:
+            self.add_error("custom_layers", str(error))
+        except NetworkError as error:
+            self.add_error("custom_layers" if network == "custom" else "network", str(error))
+
+
+def initial_from_run(run: Run) -> dict:
+    """The form's initial values that reproduce `run` (Clone)."""
+    config = run.config or {}
+    solver, data = config.get("solver") or {}, config.get("data") or {}
+    initial = {"name": f"{run.name} (clone)"[:150], "dataset": run.dataset_id, "network": run.network}
+    for key in (
+        "epochs",
+        "grad_accum",
+        "val_interval",
+        "snapshot_interval",
+        "seed",
+        "precision",
+        "channels_last",
+        "compile",
+        "best_metric",
+    ):
+        if key in config:
+            initial[key] = config[key]
+    if "batch_size" in config:
+        initial["batch_size"] = str(config["batch_size"])
+    for key in (
+        "optimizer",
+        "momentum",
+        "weight_decay",
+        "lr_policy",
+        "gamma",
+        "power",
+        "step_size",
+        "min_lr",
+        "warmup_percent",
+        "onecycle_pct_start",
+        "onecycle_div_factor",
+        "onecycle_final_div_factor",
+        "grad_clip_norm",
+    ):
+        if key in solver:
+            initial[key] = solver[key]
+    if "base_lr" in solver:
+        initial["base_lr"] = f"{solver['base_lr']:g}"
+    if "step_values" in solver:
+        initial["step_values"] = ", ".join(f"{v:g}" for v in solver["step_values"])
+    for key in ("crop_size", "random_flip", "vertical_flip", "mean_subtraction", "num_workers"):
+        if key in data:
+            initial[key] = data[key]
+    if config.get("custom_layers"):
+        initial["custom_layers"] = json.dumps(config["custom_layers"])
+    if config.get("pretrained"):
+        initial["start_from"] = "path"
+        initial["pretrained_path"] = config["pretrained"]
+    request = run.device_request or {}
+    kind = request.get("kind", "auto")
+    initial["device_mode"] = kind if kind in ("cpu", "count", "specific") else "auto"
+    if kind == "count":
+        initial["gpu_count"] = request.get("count", 1)
+    if kind == "specific":
+        initial["gpus"] = [f"{request.get('host')}:{i}" for i in request.get("indices", [])]
+    return initial
+
+
+class RunEditForm(forms.ModelForm):
+    class Meta:
+        model = Run
+        fields = ["name", "notes"]
+        widgets = {"notes": forms.Textarea(attrs={"rows": 6})}
+
+    def clean_name(self):
+        name = self.cleaned_data["name"].strip()
+        if not name:
+            raise forms.ValidationError("A run needs a name.")
+        return name

@@ -1,0 +1,187 @@
+"""Run management: rename and notes, delete (asks first; refuses while running), abort, bulk
+abort/delete, and the metric summaries (last/best loss and accuracy, sparkline) of the runs list."""
+
+from __future__ import annotations
+
+import shutil
+
+from django.contrib import messages
+from django.core.cache import cache
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from workbench.runs import services
+from workbench.runs.forms import RunEditForm
+from workbench.runs.models import Run, RunEvent
+
+SPARK_POINTS = 40
+SPARK_WIDTH, SPARK_HEIGHT = 120, 28
+
+
+def _runs_for(user):
+    runs = Run.objects.select_related("owner", "dataset")
+    return runs if user.is_staff else runs.filter(owner=user)
+
+
+def _get_run_for_user(request, pk: int) -> Run:
+    return get_object_or_404(_runs_for(request.user), pk=pk)
+
+
+def _back(request, fallback: str = "run-list"):
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    return redirect(target if target.startswith("/") and not target.startswith("//") else reverse(fallback))
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+def _bucket_means(values: list[float], count: int) -> list[float]:
+    if len(values) <= count:
+        return values
+    size = len(values) / count
+    return [
+        sum(chunk) / len(chunk)
+        for i in range(count)
+        if (chunk := values[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)])
+    ]
+
+
+def sparkline_points(values: list[float]) -> str:
+    """SVG polyline points for a small loss curve (y flipped: lower loss is lower on the line)."""
+    values = _bucket_means([v for v in values if v is not None], SPARK_POINTS)
+    if len(values) < 2:
+        return ""
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    step = SPARK_WIDTH / (len(values) - 1)
+    return " ".join(
+        f"{i * step:.1f},{SPARK_HEIGHT - 2 - (v - low) / span * (SPARK_HEIGHT - 4):.1f}" for i, v in enumerate(values)
+    )
+
+
+def run_summary(run: Run) -> dict:
+    """Last and best loss and accuracy of a run, and its sparkline; cached until a new event."""
+    key = f"run-summary:{run.pk}:{run.last_seq}"
+    summary = cache.get(key)
+    if summary is not None:
+        return summary
+    losses = [
+        loss
+        for loss in RunEvent.objects.filter(run_id=run.pk, kind="metrics")
+        .order_by("seq")
+        .values_list("data__loss", flat=True)
+        if isinstance(loss, int | float)
+    ]
+    validations = list(
+        RunEvent.objects.filter(run_id=run.pk, kind="validation")
+        .order_by("seq")
+        .values_list("data__val_loss", "data__top1")
+    )
+    val_losses = [v for v, _ in validations if isinstance(v, int | float)]
+    accuracies = [a for _, a in validations if isinstance(a, int | float)]
+    summary = {
+        "last_loss": losses[-1] if losses else None,
+        "best_loss": min(losses) if losses else None,
+        "last_val_loss": val_losses[-1] if val_losses else None,
+        "best_val_loss": min(val_losses) if val_losses else None,
+        "last_accuracy": accuracies[-1] if accuracies else None,
+        "best_accuracy": max(accuracies) if accuracies else None,
+        "sparkline": sparkline_points(losses),
+    }
+    cache.set(key, summary, 24 * 3600)
+    return summary
+
+
+def _delete(run: Run) -> None:
+    """services.run_delete, then the run's files: checkpoints, exports, inference results."""
+    from workbench.inference.models import InferenceJob
+
+    folders = [run.run_dir, *(job.folder for job in InferenceJob.objects.filter(run=run))]
+    services.run_delete(run=run)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def run_edit(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    form = RunEditForm(request.POST or None, instance=run)
+    if request.method == "POST" and form.is_valid():
+        Run.objects.filter(pk=run.pk).update(name=form.cleaned_data["name"], notes=form.cleaned_data["notes"])
+        messages.success(request, f"Run #{run.pk} saved.")
+        return _back(request)
+    return render(request, "runs/run_edit.html", {"run": run, "form": form})
+
+
+def run_delete(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    if request.method == "POST":
+        try:
+            _delete(run)
+        except services.RunError as error:
+            messages.error(request, f"{error}.")
+            return redirect("run-delete", run.pk)
+        messages.success(request, f"Run #{pk} {run.name} deleted.")
+        return redirect("run-list")
+    return render(request, "runs/run_delete.html", {"runs": [run], "single": True})
+
+
+@require_POST
+def run_abort(request, pk: int):
+    run = _get_run_for_user(request, pk)
+    try:
+        services.run_abort(run=run)
+    except services.RunError as error:
+        messages.error(request, f"{error}.")
+    else:
+        messages.success(request, f"Run #{run.pk} {run.name}: abort requested.")
+    return _back(request)
+
+
+# ----------------------------------------------------------------------------- many runs
+
+
+@require_POST
+def run_bulk(request):
+    """Abort or delete the ticked runs; delete shows the list and asks before it acts."""
+    ids = [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
+    runs = list(_runs_for(request.user).filter(pk__in=ids))
+    action = request.POST.get("action", "")
+    if not runs:
+        messages.error(request, "Tick at least one run first.")
+        return _back(request)
+    if action == "abort":
+        done, refused = [], []
+        for run in runs:
+            try:
+                services.run_abort(run=run)
+                done.append(run)
+            except services.RunError as error:
+                refused.append(str(error))
+        if done:
+            messages.success(request, f"Abort requested for {len(done)} run(s).")
+        for reason in refused:
+            messages.error(request, f"{reason}.")
+        return _back(request)
+    if action == "delete":
+        if request.POST.get("confirmed") != "yes":
+            return render(
+                request, "runs/run_delete.html", {"runs": runs, "single": False, "next": request.POST.get("next", "")}
+            )
+        deleted, refused = 0, []
+        for run in runs:
+            try:
+                _delete(run)
+                deleted += 1
+            except services.RunError as error:
+                refused.append(str(error))
+        if deleted:
+            messages.success(request, f"{deleted} run(s) deleted.")
+        for reason in refused:
+            messages.error(request, f"{reason}.")
+        return _back(request)
+    messages.error(request, f"Unknown action {action!r}: choose abort or delete.")
+    return _back(request)

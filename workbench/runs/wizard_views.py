@@ -1,0 +1,409 @@
+"""The new-run page (also Clone and sweeps) and the JSON endpoints its script calls while the
+user edits: the learning-rate preview, the custom network's shapes, the networks' fit to the
+dataset, and whether the run would start now or wait in the queue."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from datasets.models import Dataset
+from workbench.runs import services
+from workbench.runs.forms import NETWORK_INFO, RunForm, field_for_message, initial_from_run, usable_datasets
+from workbench.runs.models import Run
+from workbench.runs.validators import RequestError, parse_device_request, resolve_auto
+
+PREVIEW_POINTS = 200
+
+
+def _get_run_for_user(request, pk) -> Run:
+    runs = Run.objects.select_related("dataset")
+    if not request.user.is_staff:
+        runs = runs.filter(owner=request.user)
+    return get_object_or_404(runs, pk=pk)
+
+
+def dataset_facts(dataset: Dataset) -> dict:
+    train = int((dataset.splits or {}).get("train", {}).get("count", 0))
+    return {
+        "id": dataset.pk,
+        "name": dataset.name,
+        "width": dataset.image_width,
+        "height": dataset.image_height,
+        "channels": dataset.channels,
+        "classes": len(dataset.labels or []),
+        "train": train,
+        "images": dataset.image_count,
+    }
+
+
+def run_page_url(run: Run) -> str:
+    try:
+        return reverse("run-detail", args=[run.pk])
+    except NoReverseMatch:  # the live run page is not installed: the list shows the run
+        return reverse("run-list") + f"#run-{run.pk}"
+
+
+def run_new(request):
+    initial = {}
+    clone = request.GET.get("clone", "")
+    if clone.isdigit():
+        initial = initial_from_run(_get_run_for_user(request, int(clone)))
+    elif request.GET.get("dataset", "").isdigit():
+        initial["dataset"] = int(request.GET["dataset"])
+    form = RunForm(request.POST or None, request.FILES or None, user=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        runs = _submit(request, form)
+        if runs:
+            if len(runs) == 1:
+                messages.success(request, f"Run #{runs[0].pk} {runs[0].name} is queued.")
+                return redirect(run_page_url(runs[0]))
+            messages.success(request, f"Sweep {runs[0].sweep}: {len(runs)} runs queued.")
+            return redirect(reverse("run-list") + f"?sweep={runs[0].sweep}")
+    datasets = usable_datasets(request.user)
+    context = {
+        "form": form,
+        "cloned_from": clone if clone.isdigit() else None,
+        "datasets": {str(d.pk): dataset_facts(d) for d in datasets},
+        "network_info": {name: {"description": text, "sizes": sizes} for name, (text, sizes) in NETWORK_INFO.items()},
+        "has_datasets": datasets.exists(),
+    }
+    return render(request, "runs/new_run.html", context)
+
+
+def _weights(request, form: RunForm) -> str | None:
+    """The state_dict file to start from: a previous run's checkpoint weights or an upload,
+    stored under DATA_DIR/pretrained where every worker can read it."""
+    import torch
+
+    from trainer.checkpoint import CheckpointStore
+
+    data = form.cleaned_data
+    folder = Path(settings.DATA_DIR) / "pretrained"
+    folder.mkdir(parents=True, exist_ok=True)
+    if data["start_from"] == "path":
+        return data["pretrained_path"]
+    if data["start_from"] == "run":
+        run = data["previous_run"]
+        store = CheckpointStore(run.run_dir)
+        source = store.best() or store.latest()
+        target = folder / f"run{run.pk}-{source.stem}-{int(source.stat().st_mtime)}.pt"
+        if not target.exists():
+            state = CheckpointStore.load(source)
+            tmp = target.with_suffix(".tmp")
+            torch.save(state["model"], tmp)
+            tmp.replace(target)
+        return str(target)
+    if data["start_from"] == "upload":
+        upload = data["pretrained_file"]
+        target = folder / f"upload-{uuid.uuid4().hex}.pt"
+        with target.open("wb") as fh:
+            for chunk in upload.chunks():
+                fh.write(chunk)
+        try:
+            state = torch.load(target, map_location="cpu", weights_only=True)
+        except Exception as error:  # any unpickling problem is the file's
+            target.unlink(missing_ok=True)
+            form.add_error("pretrained_file", f"{upload.name} is not a PyTorch state_dict file ({error}).")
+            return None
+        if isinstance(state, dict) and isinstance(state.get("model"), dict):
+            state = state["model"]
+        if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            target.unlink(missing_ok=True)
+            form.add_error("pretrained_file", f"{upload.name} does not hold a state_dict (names to tensors).")
+            return None
+        return str(target)
+    return None
+
+
+def _submit(request, form: RunForm) -> list[Run]:
+    data = form.cleaned_data
+    pretrained = _weights(request, form)
+    if form.errors:
+        return []
+    combos = form.submissions
+    base = data["name"] or f"{data['network']} on {data['dataset'].name}"
+    sweep = ""
+    if len(combos) > 1:
+        sweep = f"{base[:50]} · {uuid.uuid4().hex[:6]}"
+    lrs = {c["lr"] for c in combos}
+    batches = {c["batch_size"] for c in combos}
+    runs = []
+    for combo in combos:
+        config = combo["config"]
+        if pretrained:
+            config["pretrained"] = pretrained
+        name = base
+        if sweep:
+            parts = ([f"lr={combo['lr']:g}"] if len(lrs) > 1 else []) + (
+                [f"bs={combo['batch_size']}"] if len(batches) > 1 else []
+            )
+            name = f"{base} {' '.join(parts)}"
+        try:
+            run = services.run_submit(
+                owner=request.user,
+                dataset=data["dataset"],
+                name=name[:200],
+                network=data["network"],
+                config=config,
+                gpus=form.gpus_request(),
+                priority=data.get("priority") or 0,
+            )
+        except RequestError as error:
+            field, message = field_for_message(str(error))
+            form.add_error(field if field in form.fields else None, message)
+            return runs
+        if sweep:
+            Run.objects.filter(pk=run.pk).update(sweep=sweep)
+            run.sweep = sweep
+        runs.append(run)
+    return runs
+
+
+# ----------------------------------------------------------------------------- live previews
+
+
+def _clean_subset(form: RunForm, names: list[str]) -> tuple[dict, dict]:
+    """Clean only `names` (each with its clean_<name>), as the full form would."""
+    cleaned, errors = {}, {}
+    for name in names:
+        field = form.fields[name]
+        value = field.widget.value_from_datadict(form.data, form.files, form.add_prefix(name))
+        try:
+            form.cleaned_data = {name: field.clean(value)}
+            method = getattr(form, f"clean_{name}", None)
+            cleaned[name] = method() if method else form.cleaned_data[name]
+        except Exception as error:  # django.forms.ValidationError
+            messages_ = getattr(error, "messages", [str(error)])
+            errors[name] = " ".join(messages_)
+    return cleaned, errors
+
+
+SOLVER_FIELDS = [
+    "dataset",
+    "epochs",
+    "batch_size",
+    "optimizer",
+    "base_lr",
+    "lr_policy",
+    "gamma",
+    "power",
+    "step_size",
+    "step_values",
+    "min_lr",
+    "warmup_percent",
+    "onecycle_pct_start",
+    "onecycle_div_factor",
+    "onecycle_final_div_factor",
+    "momentum",
+    "weight_decay",
+]
+
+
+@require_POST
+def lr_preview(request):
+    """The learning rate over the whole run, per sweep combination, from trainer.solver.lr_curve."""
+    from trainer.config import SolverConfig
+    from trainer.solver import lr_curve
+
+    form = RunForm(request.POST, user=request.user)
+    cleaned, errors = _clean_subset(form, SOLVER_FIELDS)
+    if errors:
+        return JsonResponse({"errors": errors}, status=400)
+    train = int((cleaned["dataset"].splits or {}).get("train", {}).get("count", 0))
+    traces = []
+    for lr in cleaned["base_lr"]:
+        for batch in cleaned["batch_size"]:
+            steps_per_epoch = train // batch
+            if steps_per_epoch == 0:
+                return JsonResponse(
+                    {"errors": {"batch_size": f"{batch} is larger than the {train} training images."}}, status=400
+                )
+            total = max(1, round(cleaned["epochs"] * steps_per_epoch))
+            solver = SolverConfig(
+                optimizer=cleaned["optimizer"],
+                base_lr=lr,
+                lr_policy=cleaned["lr_policy"],
+                gamma=cleaned["gamma"],
+                power=cleaned["power"],
+                step_size=cleaned["step_size"],
+                step_values=cleaned["step_values"],
+                min_lr=cleaned["min_lr"],
+                warmup_percent=cleaned["warmup_percent"],
+                onecycle_pct_start=cleaned["onecycle_pct_start"],
+                onecycle_div_factor=cleaned["onecycle_div_factor"],
+                onecycle_final_div_factor=cleaned["onecycle_final_div_factor"],
+            )
+            try:
+                points = lr_curve(solver, total, PREVIEW_POINTS)
+            except (ValueError, OverflowError, ZeroDivisionError) as error:
+                return JsonResponse({"errors": {"lr_policy": str(error)}}, status=400)
+            traces.append(
+                {
+                    "name": f"lr={lr:g} bs={batch}",
+                    "base_lr": lr,
+                    "batch_size": batch,
+                    "total_steps": total,
+                    "steps_per_epoch": steps_per_epoch,
+                    "steps": [s for s, _ in points],
+                    "epochs": [round(s / steps_per_epoch, 4) for s, _ in points],
+                    "lr": [v for _, v in points],
+                }
+            )
+    return JsonResponse({"traces": traces})
+
+
+_LAYER = re.compile(r"^layer (\d+)")
+
+
+@require_POST
+def layer_shapes(request):
+    """Per-layer output shapes of a custom network on the chosen dataset (trainer.custom_net)."""
+    from trainer.custom_net import CustomNetError, build_custom
+    from trainer.custom_net import layer_shapes as shapes_of
+
+    try:
+        body = json.loads(request.body or b"{}")
+        dataset = usable_datasets(request.user).get(pk=int(body.get("dataset")))
+    except (ValueError, TypeError, Dataset.DoesNotExist):
+        return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
+    layers = body.get("layers")
+    crop = body.get("crop_size") or None
+    try:
+        crop = int(crop) if crop else None
+    except (TypeError, ValueError):
+        crop = None
+    height, width = (crop, crop) if crop else (dataset.image_height, dataset.image_width)
+    classes = max(1, len(dataset.labels or []))
+    try:
+        shapes = shapes_of(layers, dataset.channels, height, width, classes)
+        import torch
+
+        with torch.device("meta"):
+            params = sum(p.numel() for p in build_custom(layers, dataset.channels, height, width, classes).parameters())
+    except CustomNetError as error:
+        match = _LAYER.match(str(error))
+        return JsonResponse({"error": str(error), "index": int(match.group(1)) if match else None}, status=400)
+    return JsonResponse({"shapes": shapes, "params": params})
+
+
+@functools.lru_cache(maxsize=256)
+def _network_fit(name: str, channels: int, height: int, width: int, classes: int) -> dict:
+    import torch
+
+    from trainer.networks import InputSpec, NetworkError, build_model, check_input_size
+
+    spec = InputSpec(channels, height, width, classes)
+    try:
+        check_input_size(name, spec)
+        problem = ""
+    except NetworkError as error:
+        problem = str(error)
+    try:
+        with torch.device("meta"):
+            model = build_model(
+                name, spec if not problem or name != "vit_b_16" else InputSpec(channels, 224, 224, classes)
+            )
+        params = sum(p.numel() for p in model.parameters())
+    except NetworkError:
+        params = None
+    return {"params": params, "problem": problem}
+
+
+@require_GET
+def network_fit(request):
+    """Parameter count of every standard network for the dataset, and whether its images fit."""
+    try:
+        dataset = usable_datasets(request.user).get(pk=int(request.GET.get("dataset", "")))
+    except (ValueError, Dataset.DoesNotExist):
+        return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
+    crop = request.GET.get("crop_size", "")
+    side = int(crop) if crop.isdigit() and int(crop) > 0 else None
+    height, width = (side, side) if side else (dataset.image_height, dataset.image_width)
+    classes = max(1, len(dataset.labels or []))
+    result = {
+        name: _network_fit(name, dataset.channels, height, width, classes) for name in NETWORK_INFO if name != "custom"
+    }
+    return JsonResponse({"networks": result, "input": [dataset.channels, height, width]})
+
+
+def placement_preview(*, user, request: dict) -> dict:
+    """Would a run with this device request start now, or wait, and at which queue position?
+    Replays a scheduling pass in memory (the scheduler's own placement and queue order)."""
+    from workbench.runs.scheduler import Inventory, find_placement, queue_order, queue_positions
+
+    request = resolve_auto(request, gpus_online=services.gpus_online())
+    inventory = Inventory.load()
+    probe = Run(
+        owner=user,
+        name="(this run)",
+        device_request=request,
+        priority=0,
+        state=Run.State.QUEUED,
+        queued_at=timezone.now(),
+    )
+    probe.pk = -1
+    order = queue_order([*queue_positions(), probe])
+    waiting: list[int] = []
+    for position, run in enumerate(order, start=1):
+        is_probe = run is probe
+        if not is_probe and run.dataset.status != Dataset.Status.READY:
+            continue
+        if any(priority > run.priority for priority in waiting):
+            if is_probe:
+                return {
+                    "start_now": False,
+                    "position": position,
+                    "queue_length": len(order),
+                    "message": f"Waits in the queue at position {position} of {len(order)}: "
+                    f"behind runs of higher priority.",
+                }
+            continue
+        placement, reason = find_placement(run, inventory)
+        if is_probe:
+            if placement is not None:
+                where = ", ".join(device.label for device in placement.devices)
+                return {
+                    "start_now": True,
+                    "position": None,
+                    "queue_length": len(order) - 1,
+                    "message": f"Starts now on {placement.host.hostname}: {where}.",
+                }
+            return {
+                "start_now": False,
+                "position": position,
+                "queue_length": len(order),
+                "message": f"Waits in the queue at position {position} of {len(order)}: {reason}.",
+            }
+        if placement is not None:
+            inventory.take(placement, run)
+        else:
+            waiting.append(run.priority)
+    return {"start_now": False, "position": None, "queue_length": len(order), "message": ""}
+
+
+@require_GET
+def placement(request):
+    form = RunForm(request.GET, user=request.user)
+    cleaned, errors = _clean_subset(form, ["device_mode", "gpu_count", "gpus"])
+    if errors:
+        return JsonResponse({"errors": errors}, status=400)
+    form.cleaned_data = cleaned
+    if cleaned["device_mode"] == "specific" and not cleaned.get("gpus"):
+        return JsonResponse({"errors": {"gpus": "Tick at least one GPU."}}, status=400)
+    try:
+        request_ = parse_device_request(form.gpus_request())
+    except RequestError as error:
+        return JsonResponse({"errors": {"device_mode": str(error)}}, status=400)
+    return JsonResponse(placement_preview(user=request.user, request=request_))
