@@ -16,7 +16,7 @@ from datasets.forms import DatasetForm
 from datasets.gallery import gallery_page
 from datasets.models import Dataset
 from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_rebuild
-from datasets.uploads import capped_handlers, request_too_large, too_large_message, upload_save
+from datasets.uploads import capped_handlers, request_too_large, too_large_message, upload_delete, upload_save
 from datasets.views import _get_dataset_for_user, _visible
 
 
@@ -108,6 +108,8 @@ def dataset_collection(request):
         data["upload"] = token
     form = DatasetForm(data, user=request.user)
     if not form.is_valid():
+        if archive is not None:  # nothing will use this upload: do not keep it
+            upload_delete(user_id=request.user.pk, token=data["upload"])
         return Response({"errors": _form_errors(form)}, status=status.HTTP_400_BAD_REQUEST)
     with transaction.atomic():
         dataset = dataset_create(

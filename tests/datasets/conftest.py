@@ -88,7 +88,10 @@ def sklearn_digits_folders(root: Path, per_class: int | None = None) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh_datasets_dir():
-    """Rolled-back tests reuse primary keys; start each test without older dataset folders."""
+    """Rolled-back tests reuse primary keys; start each test without older datasets and uploads."""
     import shutil
 
     shutil.rmtree(Path(settings.DATA_DIR) / "datasets", ignore_errors=True)
+    uploads = Path(settings.DATA_DIR) / "uploads"
+    for user_dir in uploads.glob("[0-9]*"):
+        shutil.rmtree(user_dir, ignore_errors=True)

@@ -271,3 +271,26 @@ def test_it_rebuilds_a_cancelled_dataset(owner_client, import_root, queued):
     _build_all(queued)
     assert owner_client.get(f"/api/datasets/{pk}/").json()["status"] == "ready"
     assert queued == [pk, pk]
+
+
+@pytest.mark.django_db
+def test_it_refuses_another_users_upload_token(client, owner, other_user, tmp_path):
+    folder = make_class_folders(tmp_path / "zoo", {"a": 2, "b": 2})
+    archive = zip_folder(folder, tmp_path / "zoo.zip")
+    client.force_login(owner)
+    token = client.post("/api/datasets/uploads/", {"archive": archive.open("rb")}).json()["upload"]
+    client.force_login(other_user)
+    response = client.post("/api/datasets/", {"name": "stolen", "upload": token}, content_type="application/json")
+    assert response.status_code == 400
+    assert "unknown or has expired" in response.json()["errors"]["upload"][0]
+
+
+@pytest.mark.django_db
+def test_it_does_not_keep_an_upload_whose_dataset_is_refused(owner_client, owner, tmp_path):
+    from django.conf import settings
+
+    fake = SimpleUploadedFile("photos.zip", b"this is not a zip", content_type="application/zip")
+    response = owner_client.post("/api/datasets/", {"name": "x", "archive": fake})
+    assert response.status_code == 400
+    assert "not a zip or tar archive" in str(response.json()["errors"])
+    assert not list((settings.DATA_DIR / "uploads" / str(owner.pk)).iterdir())
