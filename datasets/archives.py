@@ -91,14 +91,17 @@ def safe_member_path(name: str) -> PurePosixPath:
 
 
 class _Budget:
-    def __init__(self, caps: Caps, reader: _CountingReader):
+    def __init__(self, caps: Caps, reader: _CountingReader, tick=None):
         self.caps = caps
         self.reader = reader
+        self.tick = tick
         self.members = 0
         self.bytes = 0
 
     def member(self, name: str) -> None:
         self.members += 1
+        if self.tick is not None:
+            self.tick(self.members, self.bytes)
         if self.members > self.caps.max_members:
             raise ArchiveError(f"archive has more than {self.caps.max_members} members (cap reached at {name!r})")
 
@@ -173,10 +176,11 @@ def _extract_tar(reader: _CountingReader, dest: Path, budget: _Budget) -> None:
                 _copy(src, dest / rel, budget, member.name)
 
 
-def extract_archive(archive: Path, dest: Path, caps: Caps) -> dict:
+def extract_archive(archive: Path, dest: Path, caps: Caps, tick=None) -> dict:
     """Extract `archive` into the new folder `dest`; returns {"members", "bytes"}.
 
-    Raises ArchiveError (and removes `dest`) when anything is refused.
+    Raises ArchiveError (and removes `dest`) when anything is refused. `tick(members, bytes)` is
+    called before each member; an exception it raises (a cancel) also removes `dest`.
     """
     kind = archive_kind(archive)
     if kind is None:
@@ -185,7 +189,7 @@ def extract_archive(archive: Path, dest: Path, caps: Caps) -> dict:
     try:
         with open(archive, "rb") as fh:
             reader = _CountingReader(fh)
-            budget = _Budget(caps, reader)
+            budget = _Budget(caps, reader, tick)
             if kind == "zip":
                 _extract_zip(reader, dest, budget)
             else:

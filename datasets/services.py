@@ -218,7 +218,16 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
             max_ratio=limits.ARCHIVE_MAX_RATIO,
             ratio_grace_bytes=limits.ARCHIVE_RATIO_GRACE_BYTES,
         )
-        extract_archive(archive, scratch, caps)
+        last_check = time.monotonic()
+
+        def tick(members: int, nbytes: int) -> None:
+            nonlocal last_check  # a cancel must also stop a long extraction
+            if time.monotonic() - last_check >= 0.5:
+                last_check = time.monotonic()
+                if should_stop():
+                    raise BuildCancelled()
+
+        extract_archive(archive, scratch, caps, tick=tick)
         root = unwrap_single_folder(scratch)
         plan = plan_folder(root, options)
     elif dataset.kind == Dataset.Kind.FOLDER:

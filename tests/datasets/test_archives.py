@@ -110,3 +110,18 @@ def test_it_extracts_unicode_names_and_nested_folders(tmp_path):
     assert (tmp_path / "out/chats/été/ü.png").read_bytes() == b"1"
     assert (tmp_path / "out/chiens/日本.png").read_bytes() == b"2"
     assert report == {"members": 2, "bytes": 2}
+
+
+def test_it_stops_extracting_when_told_and_leaves_nothing(tmp_path):
+    archive = _tar(tmp_path / "many.tar.gz", [_file(f"cats/{i}.png") for i in range(50)])
+
+    class Cancelled(Exception):
+        pass
+
+    def tick(members, nbytes):
+        if members > 10:
+            raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        extract_archive(archive, tmp_path / "out", CAPS, tick=tick)
+    assert not (tmp_path / "out").exists()
