@@ -29,6 +29,5 @@ def test_it_runs_the_gpu_benchmark_code_at_a_tiny_size_on_the_cpu(tmp_path):
     assert "| data | devices | precision | batch/device | images/s |" in result.stdout
     rows = json.loads((tmp_path / "r.json").read_text())
     assert [(r["data"], r["devices"], r["precision"]) for r in rows] == [
-        ("synthetic", 1, "fp32"), ("synthetic", 1, "bf16"), ("lmdb", 1, "fp32"), ("lmdb", 1, "bf16"),
-        ("lmdb", 2, "fp32"), ("lmdb", 2, "bf16")]
+        ("synthetic", 1, "fp32"), ("lmdb", 1, "fp32"), ("lmdb", 2, "fp32")]
     assert all(r.get("images_per_sec", 0) > 0 for r in rows), rows
