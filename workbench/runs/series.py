@@ -14,12 +14,15 @@ Downsampling keeps, in each of up to `points / 2` buckets, the lowest and the hi
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from workbench.runs.models import Run, RunEvent
 
@@ -61,8 +64,8 @@ def _is_number(value) -> bool:
 class KindColumns:
     """The events of one kind as numpy columns: the coordinates and one column per field.
 
-    New rows gather in lists and join the arrays in `flush()`, once per read, so a long series is
-    converted once and then only grows by its tail.
+    Rows arrive in chunks of columns (`extend`) that join the arrays in `flush()`, once per read,
+    so a long series is converted once and then only grows by its tail.
     """
 
     AXES = ("seq", *X_AXES)
@@ -73,48 +76,32 @@ class KindColumns:
             axis: np.empty(0, np.int64 if axis == "seq" else np.float64) for axis in self.AXES
         }
         self.values: dict[str, np.ndarray] = {}
-        self._pending: dict[str, list] = {axis: [] for axis in self.AXES}
-        self._pending_values: dict[str, list[float]] = {}
-        self._pending_count = 0
+        self._chunks: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = []
 
-    def append(self, seq: int, step, epoch, time: float, images, fields: dict[str, float]) -> None:
-        pending = self._pending
-        pending["seq"].append(seq)
-        pending["step"].append(_or_nan(step))
-        pending["epoch"].append(_or_nan(epoch))
-        pending["time"].append(time)
-        pending["images"].append(_or_nan(images))
-        position = self._pending_count
-        self._pending_count += 1
-        for name, value in fields.items():
-            column = self._pending_values.get(name)
-            if column is None:
-                column = self._pending_values[name] = [math.nan] * position
-            column.append(value)
-        for column in self._pending_values.values():
-            if len(column) == position:  # a field this event lacks
-                column.append(math.nan)
+    def extend(self, coordinates: dict[str, np.ndarray], values: dict[str, np.ndarray]) -> None:
+        self._chunks.append((coordinates, values))
 
     def flush(self) -> None:
-        added = self._pending_count
-        if not added:
+        if not self._chunks:
             return
+        lengths = [len(coordinates["seq"]) for coordinates, _ in self._chunks]
         for axis in self.AXES:
-            tail = np.asarray(self._pending[axis], self.arrays[axis].dtype)
-            self.arrays[axis] = np.concatenate((self.arrays[axis], tail))
-            self._pending[axis] = []
-        for name in set(self.values) | set(self._pending_values):
-            old = self.values.get(name, np.full(self.count, np.nan))
-            new = self._pending_values.get(name)
-            tail = np.asarray(new, np.float64) if new is not None else np.full(added, np.nan)
-            self.values[name] = np.concatenate((old, tail))
-        self._pending_values = {}
-        self._pending_count = 0
-        self.count += added
+            self.arrays[axis] = np.concatenate([self.arrays[axis], *(c[axis] for c, _ in self._chunks)])
+        names = set(self.values).union(*(values for _, values in self._chunks))
+        for name in names:
+            parts = [self.values.get(name, np.full(self.count, np.nan))]
+            for (_, values), length in zip(self._chunks, lengths, strict=True):
+                parts.append(values.get(name, np.full(length, np.nan)))
+            self.values[name] = np.concatenate(parts)
+        self.count += sum(lengths)
+        self._chunks = []
 
 
-def _or_nan(value) -> float:
-    return math.nan if value is None else float(value)
+def _floats(values: list) -> np.ndarray:
+    """Numbers as float64; None, strings, booleans and non-finite values as NaN."""
+    array = np.array([v if type(v) is float or type(v) is int else math.nan for v in values], np.float64)
+    array[~np.isfinite(array)] = np.nan
+    return array
 
 
 @dataclass
@@ -131,21 +118,59 @@ class RunColumns:
         """Series name -> kind, for every series this run has."""
         return {name: kind for kind, columns in self.kinds.items() for name in columns.values}
 
-    def add(self, kind: str, seq: int, step, epoch, time: float, data: dict) -> None:
-        images = data.get("images_seen")
-        if kind == "metrics" and images is not None and step:
-            self.images_per_step = float(images) / float(step)
-        if images is None and step is not None and self.images_per_step is not None:
-            images = step * self.images_per_step
-        self.kinds.setdefault(kind, KindColumns()).append(seq, step, epoch, time, images, flatten(data))
+    def add_rows(self, rows: list[tuple]) -> None:
+        """Rows (kind, seq, step, epoch, time, data as JSON text) in sequence order, as columns."""
+        by_kind: dict[str, list[tuple]] = {}
+        for row in rows:
+            by_kind.setdefault(row[0], []).append(row)
+        # Metrics first: their images per step give the other kinds their images coordinate.
+        for kind in sorted(by_kind, key=lambda k: k != "metrics"):
+            self._add_kind(kind, by_kind[kind])
+        self.last_seq = rows[-1][1]
+
+    def _add_kind(self, kind: str, rows: list[tuple]) -> None:
+        datas = [json.loads(row[5]) if isinstance(row[5], str) else row[5] for row in rows]
+        fields = [flatten(data) for data in datas] if kind == "system" else datas
+        coordinates = {
+            "seq": np.array([row[1] for row in rows], np.int64),
+            "step": _floats([row[2] for row in rows]),
+            "epoch": _floats([row[3] for row in rows]),
+            "time": _floats([row[4] for row in rows]),
+        }
+        images = _floats([data.get("images_seen") for data in datas])
+        if kind == "metrics":
+            known = np.flatnonzero(~np.isnan(images) & (coordinates["step"] > 0))
+            if len(known):
+                self.images_per_step = images[known[-1]] / coordinates["step"][known[-1]]
+        missing = np.isnan(images)
+        if missing.any() and self.images_per_step is not None:
+            images[missing] = coordinates["step"][missing] * self.images_per_step
+        coordinates["images"] = images
+        names: set[str] = set()
+        for data in fields:
+            names.update(data)
+        values = {}
+        for name in names - COORDINATES:
+            column = _floats([data.get(name) for data in fields])
+            if not np.isnan(column).all():
+                values[name] = column
+        columns = self.kinds.get(kind)
+        if columns is None:
+            columns = self.kinds[kind] = KindColumns()
+        columns.extend(coordinates, values)
 
 
 _cache: OrderedDict[int, RunColumns] = OrderedDict()
 _cache_lock = threading.Lock()
+READ_CHUNK = 20_000
 
 
 def read_columns(run: Run) -> RunColumns:
-    """The run's series columns, brought up to date with one query for the events not read yet."""
+    """The run's series columns, brought up to date with one query for the events not read yet.
+
+    The JSON is read as text and decoded here (Django's per-row converters cost more than the
+    decoding itself); rows become numpy columns a chunk at a time.
+    """
     created = run.created_at.timestamp()
     with _cache_lock:
         columns = _cache.get(run.pk)
@@ -158,11 +183,17 @@ def read_columns(run: Run) -> RunColumns:
         rows = (
             RunEvent.objects.filter(run_id=run.pk, seq__gt=columns.last_seq, kind__in=SERIES_KINDS)
             .order_by("seq")
-            .values_list("kind", "seq", "step", "epoch", "time", "data")
+            .annotate(text=Cast("data", TextField()))
+            .values_list("kind", "seq", "step", "epoch", "time", "text")
         )
-        for kind, seq, step, epoch, time, data in rows.iterator(chunk_size=5000):
-            columns.add(kind, seq, step, epoch, time, data)
-            columns.last_seq = seq
+        chunk: list[tuple] = []
+        for row in rows.iterator(chunk_size=READ_CHUNK):
+            chunk.append(row)
+            if len(chunk) == READ_CHUNK:
+                columns.add_rows(chunk)
+                chunk = []
+        if chunk:
+            columns.add_rows(chunk)
         for kind_columns in columns.kinds.values():
             kind_columns.flush()
     return columns
