@@ -1,0 +1,56 @@
+"""A really trained run for the inference tests: LeNet trained by the real trainer for two epochs
+on scikit-learn's 8x8 digits (once per session), copied into each test's Run folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from datasets.models import Dataset
+from trainer.config import config_from_dict
+from trainer.run import train
+from trainer.testing import make_digits_folder
+from workbench.runs.models import Run
+from workbench.runs.services import run_create
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("trained")
+    folder = make_digits_folder(root / "digits")
+    run_dir = root / "run"
+    config = {"run_dir": str(run_dir), "network": "lenet", "devices": ["cpu"], "epochs": 2, "batch_size": 32,
+              "metrics_interval": 5, "data": {"dataset": str(folder), "num_workers": 0},
+              "solver": {"optimizer": "adam", "base_lr": 0.003}}  # fmt: skip
+    assert train(config_from_dict(config)) == 0
+    return {"dataset": folder, "run_dir": run_dir, "meta": json.loads((folder / "dataset.json").read_text())}
+
+
+@pytest.fixture
+def digits_run(trained, owner) -> Run:
+    """A done run of `owner` whose folder holds the trained checkpoints and dataset."""
+    meta = trained["meta"]
+    dataset = Dataset.objects.create(
+        owner=owner, name="digits", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+        labels=meta["labels"], splits=meta["splits"],
+    )  # fmt: skip
+    shutil.copytree(trained["dataset"], dataset.path, dirs_exist_ok=True)
+    run = run_create(owner=owner, dataset=dataset, name="digits lenet", network="lenet",
+                     config={"epochs": 2, "batch_size": 32}, device_request={"kind": "cpu"})  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(state=Run.State.DONE, progress=1.0)
+    run.refresh_from_db()
+    shutil.rmtree(run.run_dir, ignore_errors=True)
+    shutil.copytree(Path(trained["run_dir"]) / "checkpoints", run.run_dir / "checkpoints")
+    return run
+
+
+def val_images(run: Run, count: int = 10):
+    """(uint8 H x W gray images, labels) from the run's dataset validation split."""
+    from trainer.datum import DatumLMDB
+
+    db = DatumLMDB(run.dataset.path / "val_db")
+    items = [db[i] for i in range(count)]
+    return [image[0] for image, _ in items], [label for _, label in items]
