@@ -184,6 +184,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
             raise ConfigError(f"{name}: {value!r} must be a {'non-negative' if allow_zero else 'positive'} {kind}")
 
     positive("epochs", cfg.epochs)
+    positive("seed", cfg.seed, integer=True, allow_zero=True)
     positive("batch_size", cfg.batch_size, integer=True)
     positive("grad_accum", cfg.grad_accum, integer=True)
     positive("solver.base_lr", cfg.solver.base_lr)

@@ -113,3 +113,36 @@ def test_it_trains_a_compiled_model_and_saves_plain_weights(tmp_path, gray8):
     assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
     state = CheckpointStore.load(CheckpointStore(tmp_path / "run").latest())
     assert not any(key.startswith("_orig_mod.") for key in state["model"])  # loadable without compile
+
+
+class _NeedsMemory(torch.nn.Module):
+    """Raises the CPU allocator's OOM above a batch of 5, like a device that is full."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(64, 3)
+
+    def forward(self, x):
+        if x.shape[0] > 5:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+        return self.linear(x.flatten(1))
+
+
+def test_it_finds_the_largest_batch_below_an_out_of_memory_error():
+    from trainer.batch_size import train_step_fits
+    from trainer.memory import is_oom
+
+    fits = train_step_fits(_NeedsMemory(), (1, 8, 8), 3, torch.device("cpu"))
+    assert search_batch_size(fits, limit=64) == 5
+    assert is_oom(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert not is_oom(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def test_it_trains_without_a_validation_split(tmp_path):
+    from trainer.testing import make_dataset_folder
+
+    dataset = make_dataset_folder(tmp_path / "ds", train=16, val=0)
+    reporter = ListReporter()
+    assert train(make_config(tmp_path / "run", dataset), reporter=reporter) == EXIT_DONE
+    assert reporter.of_type("validation") == [] and reporter.events[-1]["state"] == "done"
+    assert CheckpointStore(tmp_path / "run").latest() is not None
