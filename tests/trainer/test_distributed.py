@@ -90,3 +90,27 @@ def test_it_reports_the_root_cause_when_one_rank_fails(tmp_path, gray8):
     final = reporter.events[-1]
     assert final["state"] == "failed" and final["exit_code"] == EXIT_NONFINITE
     assert final["message"].startswith("rank 0: training loss became "), final["message"]
+
+
+def test_it_stops_all_ranks_at_one_step_on_sigterm_and_saves(tmp_path, gray8):
+    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0,
+                      val_interval=0, stop_check_interval=2)
+    cfg.save(tmp_path / "run.json")
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events)],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (events.exists() and '"type":"metrics","time"' in events.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGTERM)  # launcher and both ranks, as the runs app does
+        assert proc.wait(timeout=60) == 3
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    final = json.loads(events.read_text().splitlines()[-1])
+    assert final["state"] == "stopped" and final["exit_code"] == 3 and final["step"] % 2 == 0
+    state = CheckpointStore.load(CheckpointStore(tmp_path / "run").latest())
+    assert state["step"] == final["step"] and len(state["rng"]) == 2  # both ranks' RNG streams saved
