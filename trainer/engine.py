@@ -26,6 +26,7 @@ from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
 from trainer.solver import build_optimizer, build_scheduler
+from trainer.solver import total_steps as solver_total_steps
 
 log = logging.getLogger("trainer")
 
@@ -174,7 +175,7 @@ def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, 
         load_pretrained(model, cfg.pretrained)
     model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
     torch.manual_seed(cfg.seed + rank)  # but independent dropout streams
-    total_steps = max(1, round(cfg.epochs * data.steps_per_epoch))
+    total_steps = solver_total_steps(cfg.epochs, data.train_count, cfg.batch_size)
     optimizer = build_optimizer(cfg.solver, model.parameters())
     scheduler = build_scheduler(cfg.solver, optimizer, total_steps)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")

@@ -87,6 +87,12 @@ def build_scheduler(solver: SolverConfig, optimizer: torch.optim.Optimizer,
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(solver, step, total_steps) / base)
 
 
+def total_steps(epochs: float, train_count: int, batch_size: int) -> int:
+    """Optimizer steps of a run: the engine drops each epoch's incomplete last global batch.
+    The web app's LR preview must use this to show exactly the run's curve."""
+    return max(1, round(epochs * (train_count // batch_size)))
+
+
 def lr_curve(config: TrainConfig | SolverConfig, total_steps: int, points: int = 200) -> list[tuple[int, float]]:
     """(step, lr) pairs at `points` evenly spaced steps (always including the first and last)."""
     solver = config.solver if isinstance(config, TrainConfig) else config

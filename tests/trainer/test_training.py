@@ -209,3 +209,16 @@ def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
     steps = [e["step"] for e in after if e["type"] == "metrics"]
     assert steps[0] == stopped_at + 1 and steps == list(range(stopped_at + 1, steps[-1] + 1))
     assert after[-1]["state"] == "done"
+
+
+def test_it_trains_from_a_bare_digits_job_folder(tmp_path):
+    from trainer.testing import make_dataset_folder
+
+    folder = make_dataset_folder(tmp_path / "digits_job", channels=3, encoding="jpg", train=16, val=4,
+                                 digits_layout=True)
+    assert not (folder / "dataset.json").exists()
+    reporter = ListReporter()
+    assert train(make_config(tmp_path / "run", folder, epochs=1), reporter=reporter) == EXIT_DONE
+    state = CheckpointStore.load(CheckpointStore(tmp_path / "run").latest())
+    assert state["mean"].shape == (3, 8, 8)  # from mean.binaryproto (BGR on disk, RGB here)
+    assert state["preprocessing"]["resize_mode"] == "squash"
