@@ -25,6 +25,8 @@ from google.protobuf.message import DecodeError
 from PIL import Image
 
 __all__ = [
+    "BlobProto",
+    "Datum",
     "DatumError",
     "DatumLMDB",
     "decode_datum",
