@@ -42,8 +42,19 @@ def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(owner
     onnx_zip = download(owner_client, digits_run, format="onnx", checkpoint="best")
     folder = f"run{digits_run.pk}-onnx"
     names = set(onnx_zip.namelist())
-    assert {f"{folder}/{n}" for n in ("model.onnx", "model.safetensors", "labels.txt", "preprocessing.json",
-                                     "config.json", "README.txt", "mean.npy", "export.json")} <= names
+    assert {
+        f"{folder}/{n}"
+        for n in (
+            "model.onnx",
+            "model.safetensors",
+            "labels.txt",
+            "preprocessing.json",
+            "config.json",
+            "README.txt",
+            "mean.npy",
+            "export.json",
+        )
+    } <= names
     report = json.loads(onnx_zip.read(f"{folder}/export.json"))
     assert report["onnx_check"]["same_top1"] is True and report["format"] == "onnx"
     session = ort.InferenceSession(onnx_zip.read(f"{folder}/model.onnx"), providers=["CPUExecutionProvider"])

@@ -27,8 +27,14 @@ LABELS = ["class_0", "class_1", "class_2"]
 @pytest.fixture
 def dataset(owner):
     dataset = Dataset.objects.create(
-        owner=owner, name="bars", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
-        labels=LABELS, splits={"train": {"count": 24}, "val": {"count": 12}},
+        owner=owner,
+        name="bars",
+        status=Dataset.Status.READY,
+        image_width=8,
+        image_height=8,
+        channels=1,
+        labels=LABELS,
+        splits={"train": {"count": 24}, "val": {"count": 12}},
     )
     make_dataset_folder(dataset.path)
     return dataset
