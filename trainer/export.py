@@ -35,23 +35,54 @@ With the workbench installed:
     classifier = load_bundle("{folder}")
     print(classifier.classify([Image.open("cat.jpg")], top_k=5))
 
-With plain PyTorch (+ torchvision, safetensors, numpy, Pillow):
+With plain PyTorch (torch, numpy, Pillow{extra_packages}), from this folder:
 
-    import json, numpy as np, torch, torchvision
+    import json, numpy as np, torch
     from PIL import Image
-    from safetensors.torch import load_file
+{load_model}
+    model.eval()
     pre = json.load(open("preprocessing.json"))
     labels = open("labels.txt").read().splitlines()
-    model = torch.jit.load("model.torchscript.pt")   # or rebuild: {rebuild}
-    image = Image.open("cat.jpg").convert("{pil_mode}").resize((pre["width"], pre["height"]))
-    x = torch.from_numpy(np.asarray(image, dtype=np.float32)).reshape(pre["height"], pre["width"], -1)
+    image = Image.open("cat.jpg").convert("{pil_mode}").resize((pre["width"], pre["height"]), Image.BILINEAR)
+    x = torch.from_numpy(np.asarray(image, dtype=np.float32).reshape(pre["height"], pre["width"], -1))
     x = x.permute(2, 0, 1)
-    # (centre crop to pre["crop"] here if it is not null)
-    mean = torch.from_numpy(np.load("mean.npy")) if pre["mean"] != "none" else 0
-    x = ((x - mean) / 255).unsqueeze(0)
-    probs = torch.softmax(model(x), dim=1)[0]
-    print([(labels[i], float(probs[i])) for i in probs.topk(5).indices])
+    if pre["crop"]:
+        top, left = (x.shape[1] - pre["crop"]) // 2, (x.shape[2] - pre["crop"]) // 2
+        x = x[:, top:top + pre["crop"], left:left + pre["crop"]]
+    if pre["mean"] != "none":
+        x = x - torch.from_numpy(np.load("mean.npy"))
+    with torch.no_grad():
+        probs = torch.softmax(model((x / 255).unsqueeze(0)), dim=1)[0]
+    print([(labels[i], float(probs[i])) for i in probs.topk(min(5, len(labels))).indices])
+
+(The resize above is "squash"; for "{resize_mode}" see trainer.inference.resize_image.)
 """
+
+_TORCHVISION_LOAD = """    import torchvision
+    from safetensors.torch import load_file
+    model = torchvision.models.get_model("{network}", weights=None, num_classes={num_classes}{extra_kwargs})
+{stem}    model.load_state_dict(load_file("model.safetensors"))"""
+
+_TORCHSCRIPT_LOAD = """    # {network} is the workbench's own definition: load the traced model (TorchScript export)
+    model = torch.jit.load("model.torchscript.pt")"""
+
+
+def _load_code(network: str, num_classes: int, pre: dict[str, Any]) -> tuple[str, str]:
+    """Plain-PyTorch code that rebuilds the model: torchvision nets from their builder, the others
+    from the TorchScript file."""
+    if network in ("lenet", "custom"):
+        return _TORCHSCRIPT_LOAD.format(network=network), ""
+    extra = {"googlenet": ", aux_logits=False, init_weights=False",
+             "vit_b_16": f", image_size={pre['input_shape'][1]}"}.get(network, "")
+    stem = ""
+    if pre["channels"] == 1:
+        stem = ("    # 1-channel data: the first convolution takes 1 input channel\n"
+                "    name, conv = next((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d))\n"
+                "    parent = model.get_submodule(name.rpartition('.')[0])\n"
+                "    setattr(parent, name.rpartition('.')[2], torch.nn.Conv2d(1, conv.out_channels, conv.kernel_size,"
+                " conv.stride, conv.padding, conv.dilation, 1, conv.bias is not None))\n")
+    return (_TORCHVISION_LOAD.format(network=network, num_classes=num_classes, extra_kwargs=extra, stem=stem),
+            ", torchvision, safetensors")
 
 
 def _example(classifier: Classifier) -> torch.Tensor:
@@ -71,13 +102,13 @@ def export_bundle(classifier: Classifier, config: dict[str, Any], out: Path) -> 
     if classifier.normalize.mean is not None:
         np.save(out / "mean.npy", classifier.normalize.mean.cpu().numpy())
     pre = classifier.preprocessing
-    rebuild = (f"trainer.networks.build_model({config['network']!r}, InputSpec(*{pre['input_shape']}, "
-               f"{len(classifier.labels)})) + load_state_dict(load_file('model.safetensors'))")
+    load_model, extra_packages = _load_code(config["network"], len(classifier.labels), pre)
     (out / "README.txt").write_text(README.format(
         network=config["network"], num_classes=len(classifier.labels), channels=pre["channels"],
         width=pre["width"], height=pre["height"], resize_mode=pre["resize_mode"],
         crop_text=f"centre-crop to {pre['crop']}x{pre['crop']}, " if pre.get("crop") else "",
-        folder=out, rebuild=rebuild, pil_mode="L" if pre["channels"] == 1 else "RGB",
+        folder=out, load_model=load_model, extra_packages=extra_packages,
+        pil_mode="L" if pre["channels"] == 1 else "RGB",
     ), encoding="utf-8")
     return out
 

@@ -111,3 +111,31 @@ def test_it_center_crops_and_converts_modes_for_inference():
     rgba = Image.new("RGBA", (8, 8), (10, 20, 30, 255))
     arr = image_to_uint8(rgba, pre)
     assert arr.shape == (1, 4, 4) and arr.dtype == np.uint8
+
+
+def _run_readme_code(out: Path, image: Image.Image, tmp_path: Path) -> None:
+    readme = (out / "README.txt").read_text()
+    block = readme.split("With plain PyTorch")[1].split("\n\n")[1]
+    code = "\n".join(line[4:] for line in block.splitlines())
+    assert "import trainer" not in code and "from trainer" not in code
+    image.save(tmp_path / "cat.png")
+    result = subprocess.run([sys.executable, "-c", code.replace("cat.jpg", str(tmp_path / "cat.png"))], cwd=out,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    printed = eval(result.stdout.strip())  # [(label, probability), ...]
+    expected = load_bundle(out).classify([image], top_k=3)[0]
+    assert [label for label, _ in printed] == [label for label, _ in expected]
+    assert [p for _, p in printed] == pytest.approx([p for _, p in expected], abs=1e-5)
+
+
+def test_it_writes_a_readme_whose_plain_pytorch_code_runs(tmp_path, trained_run, rgb16):
+    export_run(CheckpointStore(trained_run).best(), tmp_path / "bundle", ("bundle",))
+    _run_readme_code(tmp_path / "bundle", _val_images(rgb16)[0], tmp_path)
+
+
+def test_it_writes_plain_pytorch_code_for_a_gray_torchvision_model(tmp_path, gray8):
+    assert train(make_config(tmp_path / "run", gray8, network="resnet18", epochs=1), reporter=ListReporter()) == 0
+    export_run(CheckpointStore(tmp_path / "run").latest(), tmp_path / "bundle", ("bundle",))
+    assert "1-channel data" in (tmp_path / "bundle" / "README.txt").read_text()
+    db = DatumLMDB(gray8 / "val_db")
+    _run_readme_code(tmp_path / "bundle", Image.fromarray(db[0][0][0]), tmp_path)
