@@ -402,6 +402,8 @@ def fit(run: Run) -> Outcome:
                            f"stopped by {why} at step {run.step} (epoch {run.epoch:.2f}); checkpoint saved, "
                            f"resume with --resume", {"step": run.step, "checkpoint_saved": True})
     result = validate_and_maybe_save(run, criterion, snapshot=True)
+    if run.rank == 0:
+        run.events.progress(100.0, 0.0, time.perf_counter() - run.started, step=run.step)
     message = f"finished {run.step} steps ({run.epoch:.2f} epochs)"
     if result:
         message += f", val top-1 {result['top1']:.4f}"

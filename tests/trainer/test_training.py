@@ -42,7 +42,8 @@ def test_it_learns_real_digits_with_lenet(tmp_path, digits):
     assert metrics[0]["loss"] > metrics[-1]["loss"]
     assert {"step", "epoch", "images_seen", "loss", "lr", "images_per_sec", "images_per_sec_per_process",
             "data_wait_share", "time"} <= set(metrics[0])
-    assert reporter.of_type("progress")[-1]["percent"] > 90
+    last_progress = reporter.of_type("progress")[-1]
+    assert (last_progress["percent"], last_progress["eta_seconds"]) == (100.0, 0.0)
 
 
 class StopAfter(StopFlag):
