@@ -7,6 +7,9 @@ const datasets = JSON.parse(document.getElementById("dataset-facts-data").textCo
 const networkInfo = JSON.parse(document.getElementById("network-info").textContent);
 const chosenGpus = new Set(JSON.parse(document.getElementById("chosen-gpus").textContent) || []);
 const csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+// Not form.dataset: a form's named controls shadow its properties, and one field is named "dataset".
+const urls = Object.fromEntries(["lr-preview", "layer-shapes", "networks", "placement", "gpus"].map(
+  (name) => [name, form.getAttribute(`data-${name}`)]));
 const $ = (id) => document.getElementById(id);
 
 function debounce(fn, ms = 300) {
@@ -62,7 +65,7 @@ async function loadNetworks() {
   const d = dataset();
   if (!d) return;
   const crop = form.elements.crop_size.value;
-  const response = await fetch(`${form.dataset.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`);
+  const response = await fetch(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`);
   if (!response.ok) return;
   const body = await response.json();
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
@@ -187,7 +190,7 @@ $("layer-template").addEventListener("click", useTemplate);
 const refreshShapes = debounce(async () => {
   const d = dataset();
   if (network() !== "custom" || !d) return;
-  const response = await fetch(form.dataset.layerShapes, {
+  const response = await fetch(urls["layer-shapes"], {
     method: "POST", headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
     body: JSON.stringify({ dataset: d.id, layers, crop_size: form.elements.crop_size.value }),
   });
@@ -225,7 +228,7 @@ function showSolverFields() {
 const refreshLr = debounce(async () => {
   const data = new FormData();
   for (const name of PREVIEW_FIELDS) data.append(name, form.elements[name].value);
-  const response = await fetch(form.dataset.lrPreview, { method: "POST", body: data, headers: { "X-CSRFToken": csrf } });
+  const response = await fetch(urls["lr-preview"], { method: "POST", body: data, headers: { "X-CSRFToken": csrf } });
   const body = await response.json();
   for (const name of PREVIEW_FIELDS) if (name !== "dataset") setFieldError(name, (body.errors || {})[name]);
   if (!response.ok) {
@@ -261,7 +264,7 @@ function mb(value) { return value >= 1024 ? `${(value / 1024).toFixed(1)} GiB` :
 
 async function refreshDevices() {
   try {
-    const response = await fetch(form.dataset.gpus, { headers: { Accept: "application/json" } });
+    const response = await fetch(urls.gpus, { headers: { Accept: "application/json" } });
     if (!response.ok) return;
     const body = await response.json();
     for (const box of form.querySelectorAll("input[name=gpus]")) if (box.checked) chosenGpus.add(box.value); else chosenGpus.delete(box.value);
@@ -305,7 +308,7 @@ async function refreshDevices() {
 const refreshPlacement = debounce(async () => {
   const params = new URLSearchParams({ device_mode: deviceMode(), gpu_count: form.elements.gpu_count.value || "1" });
   for (const value of chosenGpus) params.append("gpus", value);
-  const response = await fetch(`${form.dataset.placement}?${params}`);
+  const response = await fetch(`${urls.placement}?${params}`);
   const body = await response.json();
   const box = $("placement");
   setFieldError("gpus", "");

@@ -3,6 +3,7 @@ on scikit-learn's 8x8 digits (once per session), copied into each test's Run fol
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -54,3 +55,29 @@ def val_images(run: Run, count: int = 10):
     db = DatumLMDB(run.dataset.path / "val_db")
     items = [db[i] for i in range(count)]
     return [image[0] for image, _ in items], [label for _, label in items]
+
+
+def digits_zip(path: Path, *, classes: int = 3, per_class: int = 30) -> tuple[Path, Path]:
+    """A zip of class folders (0/, 1/, ...) of real 8x8 handwritten digits as PNGs, and one more
+    digit image (not in the zip) to classify."""
+    import zipfile
+
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = np.clip(digits.images * 16, 0, 255).astype(np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    extra = None
+    with zipfile.ZipFile(path, "w") as zf:
+        for label in range(classes):
+            indices = np.flatnonzero(digits.target == label)
+            for n, index in enumerate(indices[:per_class]):
+                buffer = io.BytesIO()
+                Image.fromarray(images[index]).save(buffer, format="PNG")
+                zf.writestr(f"digits/{label}/{n}.png", buffer.getvalue())
+            if label == 1:
+                extra = path.parent / "digit.png"
+                Image.fromarray(images[indices[per_class]]).save(extra)
+    return path, extra

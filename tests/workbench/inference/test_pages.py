@@ -21,7 +21,8 @@ def test_it_shows_the_classify_page_with_checkpoints_and_actions(owner_client, d
 def test_it_starts_a_test_from_the_page_and_shows_its_progress(owner_client, digits_run):
     page = owner_client.get(reverse("inference-test", args=[digits_run.pk]))
     assert [value for value, _ in page.context["form"].fields["source"].choices] == ["val", "upload"]
-    response = owner_client.post(reverse("inference-test", args=[digits_run.pk]), {"checkpoint": "best", "source": "val"})
+    url = reverse("inference-test", args=[digits_run.pk])
+    response = owner_client.post(url, {"checkpoint": "best", "source": "val"})
     job = InferenceJob.objects.get()
     assert response.status_code == 302 and response.url == reverse("inference-job", args=[digits_run.pk, job.pk])
     assert (job.kind, job.source, job.checkpoint, job.state) == ("test", "val", "best", "queued")
