@@ -107,6 +107,13 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
     while Dataset.objects.get(pk=pk).progress_done == 0:
         assert time.monotonic() < deadline, "the build never reported progress"
         time.sleep(0.1)
+    live = client.get(f"/api/datasets/{pk}/").json()
+    assert live["status"] == "building"
+    progress = live["progress"]
+    assert progress["total"] == 2000 and 0 < progress["done"] < 2000 and 0 < progress["percent"] < 100
+    assert progress["images_per_second"] > 0 and progress["eta_seconds"] > 0
+    page = client.get(f"/datasets/{pk}/").content.decode()
+    assert 'id="build-progress"' in page and "Cancel build" in page
     response = client.post(f"/api/datasets/{pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     # The build loop notices within about half a second, stops its processes, removes its temp folder.
