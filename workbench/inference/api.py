@@ -20,6 +20,9 @@ from workbench.inference import engine, services
 from workbench.inference.models import InferenceJob
 from workbench.runs.api import _get_run_for_user
 
+# One image is decoded in the request; anything bigger belongs in a classify-many job.
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
+
 
 def _bad_request(error: Exception) -> ValidationError:
     field, _, message = str(error).partition(": ")
@@ -65,6 +68,15 @@ def _open_upload(request, field: str = "image"):
     upload = request.FILES.get(field)
     if upload is None:
         raise ValidationError({field: ["upload an image file"]})
+    if upload.size > MAX_IMAGE_BYTES:
+        raise ValidationError(
+            {
+                field: [
+                    f"{upload.name} is {upload.size} bytes, over the {MAX_IMAGE_BYTES} limit "
+                    "for one image; classify big sets as a background job"
+                ]
+            }
+        )
     from datasets.images import ImageRefused
 
     try:

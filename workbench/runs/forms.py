@@ -183,11 +183,12 @@ class RunForm(forms.Form):
     gpus = forms.MultipleChoiceField(choices=(), required=False, widget=forms.CheckboxSelectMultiple)
     priority = forms.IntegerField(initial=0, min_value=-100, max_value=100, required=False)
 
-    def __init__(self, *args, user, **kwargs):
+    def __init__(self, *args, user, preview: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["dataset"].queryset = usable_datasets(user)
-        self.previous_runs = {str(run.pk): run for run in runs_with_weights(user)}
+        # The live previews clean a few fields on every keystroke: they skip the checkpoint scan.
+        self.previous_runs = {} if preview else {str(run.pk): run for run in runs_with_weights(user)}
         self.fields["previous_run"].choices = [("", "—")] + [
             (pk, f"#{pk} {run.name} ({run.network}, {run.state})") for pk, run in self.previous_runs.items()
         ]

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.core.cache import cache
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from workbench.runs import services
@@ -30,7 +31,10 @@ def _get_run_for_user(request, pk: int) -> Run:
 
 def _back(request, fallback: str = "run-list"):
     target = request.POST.get("next") or request.GET.get("next") or ""
-    return redirect(target if target.startswith("/") and not target.startswith("//") else reverse(fallback))
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return redirect(target if target and safe else reverse(fallback))
 
 
 # ----------------------------------------------------------------------------- summaries

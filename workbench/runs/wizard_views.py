@@ -217,7 +217,7 @@ def lr_preview(request):
     from trainer.config import SolverConfig
     from trainer.solver import lr_curve
 
-    form = RunForm(request.POST, user=request.user)
+    form = RunForm(request.POST, user=request.user, preview=True)
     cleaned, errors = _clean_subset(form, SOLVER_FIELDS)
     if errors:
         return JsonResponse({"errors": errors}, status=400)
@@ -395,7 +395,7 @@ def placement_preview(*, user, request: dict) -> dict:
 
 @require_GET
 def placement(request):
-    form = RunForm(request.GET, user=request.user)
+    form = RunForm(request.GET, user=request.user, preview=True)
     cleaned, errors = _clean_subset(form, ["device_mode", "gpu_count", "gpus"])
     if errors:
         return JsonResponse({"errors": errors}, status=400)
