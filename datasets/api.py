@@ -16,7 +16,18 @@ from datasets.forms import DatasetForm
 from datasets.gallery import gallery_page
 from datasets.models import Dataset
 from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_rebuild
-from datasets.uploads import capped_handlers, request_too_large, too_large_message, upload_delete, upload_save
+from datasets.uploads import (
+    CHUNK_BYTES,
+    UploadError,
+    capped_handlers,
+    request_too_large,
+    too_large_message,
+    upload_append,
+    upload_delete,
+    upload_save,
+    upload_start,
+    upload_status,
+)
 from datasets.views import _get_dataset_for_user, _visible
 
 
@@ -178,9 +189,29 @@ def dataset_gallery_api(request, pk: int):
 
 
 @api_view(["POST"])
-@parser_classes([CappedMultiPartParser])
+@parser_classes([CappedMultiPartParser, JSONParser])
 def upload_create(request):
-    """Upload an archive (multipart field `archive`); answers the token a dataset is created from."""
+    """Upload an archive.
+
+    - multipart with the file as field `archive`: the whole file in one request (small files,
+      scripts); answers {"upload": token, ...};
+    - JSON {"filename", "size"}: opens a chunked upload (what the browser does for every file), to
+      be sent with PUT /api/datasets/uploads/<token>/ in chunks of at most `chunk_bytes`.
+    """
+    if request.content_type.startswith("application/json"):
+        try:
+            size = int(request.data.get("size"))
+            filename = str(request.data.get("filename") or "upload")
+        except (TypeError, ValueError):
+            return Response(
+                {"errors": {"size": ["Give the archive's size in bytes."]}}, status=status.HTTP_400_BAD_REQUEST
+            )
+        try:
+            token = upload_start(user_id=request.user.pk, filename=filename, size=size)
+        except UploadError as exc:
+            return Response({"detail": str(exc)}, status=exc.status)
+        body = upload_status(user_id=request.user.pk, token=token)
+        return Response({**body, "chunk_bytes": CHUNK_BYTES}, status=status.HTTP_201_CREATED)
     archive = request.FILES.get("archive")
     if archive is None:
         return Response(
@@ -189,5 +220,33 @@ def upload_create(request):
         )
     token, path = upload_save(user_id=request.user.pk, uploaded_file=archive)
     return Response(
-        {"upload": token, "filename": path.name, "size": path.stat().st_size}, status=status.HTTP_201_CREATED
+        {"upload": token, "filename": path.name, "size": path.stat().st_size, "complete": True},
+        status=status.HTTP_201_CREATED,
     )
+
+
+@api_view(["GET", "PUT", "DELETE"])
+def upload_chunk(request, token: str):
+    """GET: how much arrived (to resume); PUT: the next chunk (raw body, header Upload-Offset)."""
+    user_id = request.user.pk
+    if request.method == "GET":
+        state = upload_status(user_id=user_id, token=token)
+        return Response(state) if state else Response({"detail": "No such upload."}, status=404)
+    if request.method == "DELETE":
+        if upload_status(user_id=user_id, token=token) is None:
+            return Response({"detail": "No such upload."}, status=404)
+        upload_delete(user_id=user_id, token=token)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    try:
+        offset = int(request.headers.get("Upload-Offset", ""))
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return Response({"detail": "Send the chunk's offset in the Upload-Offset header."}, status=400)
+    try:
+        state = upload_append(user_id=user_id, token=token, offset=offset, stream=request._request, length=length)
+    except UploadError as exc:
+        body = {"detail": str(exc)}
+        if exc.received is not None:
+            body["received"] = exc.received
+        return Response(body, status=exc.status)
+    return Response(state)

@@ -6,6 +6,8 @@ is what the wizard and the API hand back to create a dataset from it.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import uuid
@@ -84,12 +86,111 @@ def upload_save(*, user_id: int, uploaded_file) -> tuple[str, Path]:
 
 
 def upload_path(*, user_id: int, token: str) -> Path | None:
-    """The uploaded file behind a token, or None (also for another user's token)."""
+    """The complete uploaded file behind a token, or None (also for another user's token)."""
+    folder = _folder(user_id, token)
+    if folder is None:
+        return None
+    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    return files[0] if len(files) == 1 else None
+
+
+# --------------------------------------------------------------------------------------------
+# Chunked uploads: the browser sends a big archive as a series of small requests, so no web
+# server process ever holds more than one chunk (daphne buffers a whole request body in memory).
+# --------------------------------------------------------------------------------------------
+
+CHUNK_BYTES = 8 * 1024 * 1024
+META = ".upload.json"
+PART = ".data.part"
+
+
+class UploadError(ValueError):
+    """A chunk or upload request that is refused; `status` is the HTTP status to answer."""
+
+    def __init__(self, message: str, status: int = 400, received: int | None = None):
+        super().__init__(message)
+        self.status = status
+        self.received = received
+
+
+def _folder(user_id: int, token: str) -> Path | None:
     if not TOKEN_RE.match(token or ""):
         return None
     folder = _user_dir(user_id) / token
-    files = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
-    return files[0] if len(files) == 1 else None
+    return folder if folder.is_dir() else None
+
+
+def upload_start(*, user_id: int, filename: str, size: int) -> str:
+    """Open a chunked upload of `size` bytes; returns its token."""
+    if size <= 0:
+        raise UploadError("The archive is empty (size 0).")
+    if size > settings.MAX_UPLOAD_BYTES:
+        raise UploadError(too_large_message(), status=413)
+    token = uuid.uuid4().hex
+    folder = _user_dir(user_id) / token
+    folder.mkdir(parents=True)
+    (folder / META).write_text(json.dumps({"filename": safe_filename(filename), "size": size}))
+    (folder / PART).touch()
+    return token
+
+
+def upload_status(*, user_id: int, token: str) -> dict | None:
+    folder = _folder(user_id, token)
+    if folder is None:
+        return None
+    complete = upload_path(user_id=user_id, token=token)
+    if complete is not None:
+        size = complete.stat().st_size
+        return {"upload": token, "filename": complete.name, "size": size, "received": size, "complete": True}
+    try:
+        meta = json.loads((folder / META).read_text())
+        received = (folder / PART).stat().st_size
+    except (OSError, ValueError):
+        return None
+    return {
+        "upload": token,
+        "filename": meta["filename"],
+        "size": meta["size"],
+        "received": received,
+        "complete": False,
+    }
+
+
+def upload_append(*, user_id: int, token: str, offset: int, stream, length: int) -> dict:
+    """Append one chunk read from `stream` at `offset`; completes the upload at its declared size."""
+    state = upload_status(user_id=user_id, token=token)
+    if state is None:
+        raise UploadError("No such upload.", status=404)
+    if state["complete"]:
+        raise UploadError("This upload is already complete.", status=409, received=state["received"])
+    if offset != state["received"]:
+        raise UploadError(
+            f"Expected the chunk at offset {state['received']}, not {offset}.", status=409, received=state["received"]
+        )
+    if length > CHUNK_BYTES:
+        raise UploadError(f"A chunk may hold at most {CHUNK_BYTES} bytes.", status=413)
+    if offset + length > state["size"]:
+        raise UploadError(f"The chunk goes past the declared size of {state['size']} bytes.", status=413)
+    folder = _user_dir(user_id) / token
+    written = 0
+    with open(folder / PART, "ab") as out:
+        while written < length:
+            data = stream.read(min(1 << 20, length - written))
+            if not data:
+                break
+            out.write(data)
+            written += len(data)
+    if written != length:
+        # A short body: cut the file back so the client can resend this chunk.
+        os.truncate(folder / PART, offset)
+        raise UploadError(
+            f"The chunk ended after {written} of {length} bytes; send it again.", status=400, received=offset
+        )
+    received = offset + written
+    if received == state["size"]:
+        os.replace(folder / PART, folder / state["filename"])
+        (folder / META).unlink()
+    return upload_status(user_id=user_id, token=token)
 
 
 def upload_delete(*, user_id: int, token: str) -> None:

@@ -76,10 +76,65 @@
     return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
   }
 
-  // Archive upload: XHR so the browser reports progress; the server streams it to disk.
+  // Archive upload, in chunks: each chunk is one small request (no server process ever holds a
+  // whole archive in memory), XHR so the browser reports progress, retried and resumable.
   const fileInput = document.getElementById("archive-file");
   const bar = document.getElementById("upload-progress");
-  fileInput.addEventListener("change", () => {
+
+  function sendChunk(url, blob, offset, onProgress) {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open("PUT", url);
+      xhr.setRequestHeader("X-CSRFToken", csrf);
+      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      xhr.setRequestHeader("Upload-Offset", String(offset));
+      xhr.upload.addEventListener("progress", (event) => onProgress(event.loaded));
+      xhr.addEventListener("load", () => {
+        let data = {};
+        try { data = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
+        if (xhr.status === 200) resolve(data);
+        else reject(Object.assign(new Error(data.detail || xhr.statusText), { status: xhr.status, data }));
+      });
+      xhr.addEventListener("error", () => reject(Object.assign(new Error("connection lost"), { status: 0 })));
+      xhr.send(blob);
+    });
+  }
+
+  async function upload(file) {
+    const start = await fetch(form.dataset.uploadUrl, {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRFToken": csrf, "Content-Type": "application/json" },
+      body: JSON.stringify({ filename: file.name, size: file.size }),
+    });
+    const opened = await start.json();
+    if (!start.ok) throw new Error(opened.detail || Object.values(opened.errors || {}).flat().join(" "));
+    const url = `${form.dataset.uploadUrl}${opened.upload}/`;
+    let offset = 0;
+    let failures = 0;
+    let state = opened;
+    while (offset < file.size) {
+      const end = Math.min(offset + opened.chunk_bytes, file.size);
+      try {
+        state = await sendChunk(url, file.slice(offset, end), offset, (loaded) => {
+          bar.value = (100 * (offset + loaded)) / file.size;
+          setText("upload-status", `Uploading ${file.name}: ${humanBytes(offset + loaded)} of ${humanBytes(file.size)}`);
+        });
+        offset = state.received;
+        failures = 0;
+      } catch (err) {
+        if (err.status && err.status !== 409 && err.status < 500) throw err;
+        failures += 1;
+        if (failures > 5) throw err;
+        // Ask the server how much it has, then resume from there.
+        await new Promise((r) => window.setTimeout(r, 1000 * failures));
+        const probe = await fetch(url, { credentials: "same-origin" });
+        if (probe.ok) offset = (await probe.json()).received;
+      }
+    }
+    return state;
+  }
+
+  fileInput.addEventListener("change", async () => {
     const file = fileInput.files[0];
     uploadField.value = "";
     if (!file) return;
@@ -88,34 +143,18 @@
       setText("upload-status", `${file.name} is ${humanBytes(file.size)}, over the upload limit of ${humanBytes(max)}.`);
       return;
     }
-    const body = new FormData();
-    body.append("archive", file);
-    const xhr = new XMLHttpRequest();
-    xhr.open("POST", form.dataset.uploadUrl);
-    xhr.setRequestHeader("X-CSRFToken", csrf);
-    xhr.upload.addEventListener("progress", (event) => {
-      if (!event.lengthComputable) return;
-      bar.value = (100 * event.loaded) / event.total;
-      setText("upload-status", `Uploading ${file.name}: ${humanBytes(event.loaded)} of ${humanBytes(event.total)}`);
-    });
-    xhr.addEventListener("load", () => {
-      let data = {};
-      try { data = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
-      if (xhr.status === 201) {
-        uploadField.value = data.upload;
-        bar.value = 100;
-        setText("upload-status", `Uploaded ${data.filename} (${humanBytes(data.size)}).`);
-        const name = form.querySelector("[name=name]");
-        if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
-      } else {
-        const message = data.detail || (data.errors && Object.values(data.errors).flat().join(" ")) || xhr.statusText;
-        setText("upload-status", `Upload refused (${xhr.status}): ${message}`);
-      }
-    });
-    xhr.addEventListener("error", () => setText("upload-status", "The upload failed (connection closed by the server?)."));
     bar.hidden = false;
     bar.value = 0;
-    xhr.send(body);
+    try {
+      const done = await upload(file);
+      uploadField.value = done.upload;
+      bar.value = 100;
+      setText("upload-status", `Uploaded ${done.filename} (${humanBytes(done.size)}).`);
+      const name = form.querySelector("[name=name]");
+      if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
+    } catch (err) {
+      setText("upload-status", `Upload refused: ${err.message}`);
+    }
   });
 
   async function loadPreview() {

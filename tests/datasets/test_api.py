@@ -294,3 +294,60 @@ def test_it_does_not_keep_an_upload_whose_dataset_is_refused(owner_client, owner
     assert response.status_code == 400
     assert "not a zip or tar archive" in str(response.json()["errors"])
     assert not list((settings.DATA_DIR / "uploads" / str(owner.pk)).iterdir())
+
+
+def _put_chunk(client, token, offset, data):
+    return client.put(
+        f"/api/datasets/uploads/{token}/",
+        data=data,
+        content_type="application/octet-stream",
+        HTTP_UPLOAD_OFFSET=str(offset),
+    )
+
+
+@pytest.mark.django_db
+def test_it_takes_an_archive_in_chunks_and_resumes(owner_client, tmp_path, queued, monkeypatch):
+    from datasets import uploads
+
+    monkeypatch.setattr(uploads, "CHUNK_BYTES", 1000)
+    folder = make_class_folders(tmp_path / "zoo", {"a": 3, "b": 3})
+    data = zip_folder(folder, tmp_path / "zoo.zip").read_bytes()
+    start = owner_client.post(
+        "/api/datasets/uploads/", {"filename": "zoo.zip", "size": len(data)}, content_type="application/json"
+    )
+    assert start.status_code == 201
+    token = start.json()["upload"]
+    assert _put_chunk(owner_client, token, 0, data[:1000]).json()["received"] == 1000
+    again = _put_chunk(owner_client, token, 0, data[:1000])  # a retried chunk the server already has
+    assert again.status_code == 409 and again.json()["received"] == 1000
+    assert owner_client.get(f"/api/datasets/uploads/{token}/").json()["received"] == 1000
+    offset = 1000
+    while offset < len(data):
+        state = _put_chunk(owner_client, token, offset, data[offset : offset + 1000]).json()
+        offset = state["received"]
+    assert state["complete"] and state["size"] == len(data)
+    response = owner_client.post(
+        "/api/datasets/", {"name": "zoo", "upload": token, "val_percent": 0}, content_type="application/json"
+    )
+    assert response.status_code == 201, response.json()
+    _build_all(queued)
+    assert Dataset.objects.get().splits["train"]["class_counts"] == [3, 3]
+
+
+@pytest.mark.django_db
+def test_it_refuses_chunked_uploads_over_the_limits(owner_client, settings, client, other_user):
+    settings.MAX_UPLOAD_BYTES = 5000
+    too_big = owner_client.post(
+        "/api/datasets/uploads/", {"filename": "x.zip", "size": 5001}, content_type="application/json"
+    )
+    assert too_big.status_code == 413 and "larger than the limit of 5000 bytes" in too_big.json()["detail"]
+    token = owner_client.post(
+        "/api/datasets/uploads/", {"filename": "x.zip", "size": 10}, content_type="application/json"
+    ).json()["upload"]
+    past = _put_chunk(owner_client, token, 0, b"x" * 11)
+    assert past.status_code == 413 and "past the declared size of 10 bytes" in past.json()["detail"]
+    half = owner_client.post("/api/datasets/", {"name": "x", "upload": token}, content_type="application/json")
+    assert "unknown or has expired" in half.json()["errors"]["upload"][0]  # not complete yet
+    client.force_login(other_user)
+    assert _put_chunk(client, token, 0, b"x" * 10).status_code == 404
+    assert client.get(f"/api/datasets/uploads/{token}/").status_code == 404
