@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -120,8 +121,32 @@ def _folder(user_id: int, token: str) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+UNUSED_UPLOAD_SECONDS = 24 * 3600
+
+
+def upload_prune(*, user_id: int, older_than: float = UNUSED_UPLOAD_SECONDS) -> int:
+    """Delete this user's uploads untouched for `older_than` seconds that no dataset uses
+    (abandoned wizards, interrupted uploads); returns how many went."""
+    from datasets.models import Dataset
+
+    root = _user_dir(user_id)
+    if not root.is_dir():
+        return 0
+    cutoff = time.time() - older_than
+    removed = 0
+    for folder in root.iterdir():
+        if not (folder.is_dir() and TOKEN_RE.match(folder.name)):
+            continue
+        newest = max((p.stat().st_mtime for p in folder.iterdir()), default=folder.stat().st_mtime)
+        if newest < cutoff and not Dataset.objects.filter(source__upload=folder.name).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def upload_start(*, user_id: int, filename: str, size: int) -> str:
     """Open a chunked upload of `size` bytes; returns its token."""
+    upload_prune(user_id=user_id)
     if size <= 0:
         raise UploadError("The archive is empty (size 0).")
     if size > settings.MAX_UPLOAD_BYTES:

@@ -351,3 +351,27 @@ def test_it_refuses_chunked_uploads_over_the_limits(owner_client, settings, clie
     client.force_login(other_user)
     assert _put_chunk(client, token, 0, b"x" * 10).status_code == 404
     assert client.get(f"/api/datasets/uploads/{token}/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_it_prunes_abandoned_uploads_but_not_those_a_dataset_uses(owner_client, owner):
+    import os
+    import time
+
+    from django.conf import settings
+
+    tokens = [
+        owner_client.post(
+            "/api/datasets/uploads/", {"filename": f"{i}.zip", "size": 5}, content_type="application/json"
+        ).json()["upload"]
+        for i in range(2)
+    ]
+    Dataset.objects.create(owner=owner, name="keeps", kind="archive", source={"upload": tokens[1]})
+    old = time.time() - 2 * 24 * 3600
+    for token in tokens:
+        folder = settings.DATA_DIR / "uploads" / str(owner.pk) / token
+        for path in [folder, *folder.iterdir()]:
+            os.utime(path, (old, old))
+    owner_client.post("/api/datasets/uploads/", {"filename": "new.zip", "size": 5}, content_type="application/json")
+    assert owner_client.get(f"/api/datasets/uploads/{tokens[0]}/").status_code == 404
+    assert owner_client.get(f"/api/datasets/uploads/{tokens[1]}/").status_code == 200
