@@ -39,8 +39,10 @@ if (card) {
       type: "bar", orientation: "h", x: rows.map((r) => r.probability), y: rows.map((r) => r.label),
       text: rows.map((r) => percent(r.probability)), textposition: "auto", marker: { color: "#2f6fdf" },
     }], {
-      margin: { l: 110, r: 10, t: 10, b: 30 }, xaxis: { range: [0, 1], tickformat: ".0%" },
-      height: Math.max(200, 40 * rows.length + 60),
+      margin: { l: 10, r: 10, t: 10, b: 30 }, xaxis: { range: [0, 1], tickformat: ".0%" },
+      // Class names such as "1" or "7" are names, not numbers.
+      yaxis: { type: "category", automargin: true },
+      height: Math.max(180, 36 * rows.length + 60),
     }, { displayModeBar: false, responsive: true });
     document.querySelector("#classify-table tbody").replaceChildren(...body.predictions.map((p) => {
       const tr = document.createElement("tr");

@@ -82,13 +82,14 @@ function drawConfusion(r, normalised) {
     : raw;
   const text = raw.map((row, i) => row.map((v, j) => (normalised ? `${v} (${percent(z[i][j])})` : String(v))));
   Plotly.react("confusion", [{
-    type: "heatmap", x: labels, y: labels, z, text, colorscale: "Blues", hoverongaps: false,
+    type: "heatmap", x: labels, y: labels, z, text, hoverongaps: false,
+    colorscale: [[0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"], [1, "#08306b"]],
     texttemplate: labels.length <= 20 ? "%{text}" : "", zmin: 0, zmax: normalised ? 1 : undefined,
     hovertemplate: "true %{y}<br>predicted %{x}<br>%{text}<extra></extra>",
-    colorbar: { title: normalised ? "share" : "images" },
+    colorbar: { title: { text: normalised ? "share" : "images" } },
   }], {
-    margin: { l: 110, r: 20, t: 20, b: 110 }, height: Math.min(900, Math.max(420, 28 * labels.length + 160)),
-    xaxis: { title: "predicted", type: "category" }, yaxis: { title: "true", type: "category", autorange: "reversed" },
+    margin: { l: 90, r: 20, t: 20, b: 90 }, height: Math.min(900, Math.max(360, 34 * labels.length + 150)),
+    xaxis: { title: { text: "predicted" }, type: "category" }, yaxis: { title: { text: "true" }, type: "category", autorange: "reversed" },
   }, { responsive: true, displaylogo: false });
 }
 

@@ -241,7 +241,7 @@ const refreshLr = debounce(async () => {
     type: "scatter", mode: "lines", name: t.name, x: useEpochs ? t.epochs : t.steps, y: t.lr,
     customdata: t.steps, hovertemplate: "epoch %{x}<br>step %{customdata}<br>lr %{y:.4g}<extra>%{fullData.name}</extra>",
   })), {
-    margin: { l: 60, r: 10, t: 10, b: 40 }, xaxis: { title: "epoch" }, yaxis: { title: "learning rate", exponentformat: "e" },
+    margin: { l: 70, r: 10, t: 10, b: 45 }, xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: "learning rate" }, exponentformat: "e" },
     showlegend: body.traces.length > 1, legend: { orientation: "h" },
   }, { displayModeBar: false, responsive: true });
   const first = body.traces[0];
