@@ -258,7 +258,7 @@ def classify_many(request, pk: int):
 
 
 def _get_job_for_user(request, pk: int) -> InferenceJob:
-    return get_object_or_404(jobs_for(request.user), pk=pk)
+    return services.job_check_stale(job=get_object_or_404(jobs_for(request.user), pk=pk))
 
 
 @extend_schema(

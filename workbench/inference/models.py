@@ -31,6 +31,8 @@ class InferenceJob(models.Model):
         UPLOAD = "upload", "Uploaded images"
 
     ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+    # A running job silent for this long lost its worker (the engine reports every batch).
+    STALE_SECONDS = 300
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="inference_jobs")
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="inference_jobs")
@@ -47,6 +49,9 @@ class InferenceJob(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Last sign of life of the task running the job (claim, then every progress line): a job
+    # whose worker died stays "running" until someone looks and finds this too old.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

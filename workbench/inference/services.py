@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -211,8 +212,9 @@ def _prepare_input(job: InferenceJob) -> dict:
 
 def job_run(*, job_id: int) -> str:
     """Runs a queued job to its end (the Celery task's body); a second delivery does nothing."""
+    now = timezone.now()
     claimed = InferenceJob.objects.filter(pk=job_id, state=InferenceJob.State.QUEUED).update(
-        state=InferenceJob.State.RUNNING, started_at=timezone.now()
+        state=InferenceJob.State.RUNNING, started_at=now, heartbeat_at=now
     )
     if not claimed:
         return "not queued"
@@ -255,7 +257,7 @@ def job_run(*, job_id: int) -> str:
                 error = message["error"]
             elif "done" in message:
                 InferenceJob.objects.filter(pk=job.pk).update(
-                    progress_done=message["done"], progress_total=message["total"]
+                    progress_done=message["done"], progress_total=message["total"], heartbeat_at=timezone.now()
                 )
         code = process.wait()
     result_path = out / "result.json"
@@ -271,6 +273,22 @@ def job_run(*, job_id: int) -> str:
     _finish(job, state=InferenceJob.State.DONE, result=summary)
     shutil.rmtree(job.folder / "input", ignore_errors=True)  # the results stay, the upload goes
     return "done"
+
+
+def job_check_stale(*, job: InferenceJob) -> InferenceJob:
+    """Fails a running job whose worker stopped reporting (killed, restarted); returns it fresh."""
+    if job.state != InferenceJob.State.RUNNING or job.heartbeat_at is None:
+        return job
+    cutoff = timezone.now() - timedelta(seconds=InferenceJob.STALE_SECONDS)
+    failed = InferenceJob.objects.filter(pk=job.pk, state=InferenceJob.State.RUNNING, heartbeat_at__lt=cutoff).update(
+        state=InferenceJob.State.FAILED,
+        finished_at=timezone.now(),
+        error=f"the worker running this job stopped reporting for {InferenceJob.STALE_SECONDS // 60} minutes "
+        "(killed or restarted); start the job again",
+    )
+    if failed:
+        job.refresh_from_db()
+    return job
 
 
 def job_rows(*, job: InferenceJob) -> list[dict]:

@@ -59,7 +59,8 @@ def test_page(request, pk: int):
 
 
 def _get_job(request, pk: int, job_pk: int) -> InferenceJob:
-    return get_object_or_404(jobs_for(request.user).select_related("run__dataset"), pk=job_pk, run_id=pk)
+    job = get_object_or_404(jobs_for(request.user).select_related("run__dataset"), pk=job_pk, run_id=pk)
+    return services.job_check_stale(job=job)
 
 
 def job_page(request, pk: int, job_pk: int):

@@ -146,3 +146,21 @@ def test_a_duplicate_delivery_does_nothing(digits_run, owner):
     job = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val",
                                       state=InferenceJob.State.DONE)  # fmt: skip
     assert services.job_run(job_id=job.pk) == "not queued"
+
+
+@pytest.mark.django_db
+def test_it_fails_a_job_whose_worker_stopped_reporting(owner_client, digits_run, owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    old = timezone.now() - timedelta(seconds=InferenceJob.STALE_SECONDS + 5)
+    stale = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",
+                                        heartbeat_at=old)  # fmt: skip
+    alive = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",
+                                        heartbeat_at=timezone.now())  # fmt: skip
+    body = owner_client.get(reverse("api-inference-job", args=[stale.pk])).json()
+    assert body["state"] == "failed" and "stopped reporting for 5 minutes" in body["error"]
+    assert owner_client.get(reverse("api-inference-job", args=[alive.pk])).json()["state"] == "running"
+    page = owner_client.get(reverse("inference-job", args=[digits_run.pk, stale.pk])).content.decode()
+    assert "start the job again" in page
