@@ -37,9 +37,10 @@ def random_batches(count: int, batch: int, shape: tuple[int, int, int], num_clas
 
 @dataclass
 class Timing:
-    images_per_sec: float
+    images_per_sec: float        # wall clock
     seconds: float
     steps: int
+    images_per_cpu_sec: float = 0.0  # process CPU time: robust to neighbours on a shared CPU
 
 
 def _sync(device: torch.device) -> None:
@@ -60,13 +61,13 @@ def time_engine(run: Run, epochs: int) -> Timing:
     criterion = nn.CrossEntropyLoss()
     train_one_epoch(run, run.step // run.data.steps_per_epoch, criterion)
     _sync(run.device)
-    start, steps0 = time.perf_counter(), run.step
+    start, cpu_start, steps0 = time.perf_counter(), time.process_time(), run.step
     for _ in range(epochs):
         train_one_epoch(run, run.step // run.data.steps_per_epoch, criterion)
     _sync(run.device)
-    seconds = time.perf_counter() - start
-    steps = run.step - steps0
-    return Timing(steps * run.cfg.batch_size / seconds, seconds, steps)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    images = (run.step - steps0) * run.cfg.batch_size
+    return Timing(images / seconds, seconds, run.step - steps0, images / max(cpu, 1e-9))
 
 
 def time_minimal_loop(model: nn.Module, batches: list, mean: torch.Tensor | None, device: torch.device,
@@ -92,10 +93,11 @@ def time_minimal_loop(model: nn.Module, batches: list, mean: torch.Tensor | None
 
     one_pass()
     _sync(device)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(epochs):
         one_pass()
     _sync(device)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     steps = epochs * len(batches)
-    return Timing(steps * batches[0][0].shape[0] / seconds, seconds, steps)
+    images = steps * batches[0][0].shape[0]
+    return Timing(images / seconds, seconds, steps, images / max(cpu, 1e-9))
