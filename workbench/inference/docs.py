@@ -12,9 +12,6 @@ SCHEMA_SETTINGS = {
         "(`Authorization: Token <key>`, from POST /api/auth/token/) or a browser session."
     ),
     "VERSION": "1",
-    # Function views of the other apps have no serializer to describe them: they are listed with
-    # generic bodies, without a warning per view on every request.
-    "DISABLE_ERRORS_AND_WARNINGS": True,
 }
 
 
