@@ -37,7 +37,8 @@
       setText("progress-done", p.done);
       setText("progress-total", p.total);
       setText("progress-rate", p.images_per_second.toFixed(1));
-      setText("progress-eta", formatEta(p.eta_seconds));
+      // Before the first image, the worker is still extracting the archive or listing files.
+      setText("progress-eta", p.total ? formatEta(p.eta_seconds) : "– (extracting and listing files)");
       const status = document.querySelector("#dataset-status .status");
       if (status) {
         status.textContent = data.status;
