@@ -195,6 +195,7 @@ class RunStream {
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
     this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`);
     this.socket.addEventListener("open", () => {
+      performance.mark("socket-open");
       this.delay = 1000;
       this.requestReplay();
     });
@@ -222,6 +223,7 @@ class RunStream {
   }
 
   applyReplay(replay) {
+    performance.mark("replay-received");
     this.replays += 1;
     const logs = [];
     for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since);
@@ -282,7 +284,15 @@ setState(page.state);
 if (typeof page.eta_seconds === "number" && page.state === "running") $("run-eta").textContent = formatDuration(page.eta_seconds);
 const stream = new RunStream(page.socket_path);
 stream.connect();
-mountLazily(charts, store);
+// Plotly (4.8 MB) arrives while the history does: mount the charts once it is there.
+const plotly = document.getElementById("plotly-script");
+const plotlyReady = window.Plotly
+  ? Promise.resolve()
+  : new Promise((resolve) => { plotly.addEventListener("load", resolve, { once: true }); });
+plotlyReady.then(() => {
+  performance.mark("plotly-ready");
+  mountLazily(charts, store);
+});
 window.setInterval(tick, 1000);
 if (PENDING.includes(page.state)) refreshDetail();
 
