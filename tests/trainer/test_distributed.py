@@ -92,7 +92,7 @@ def test_it_reports_the_root_cause_when_one_rank_fails(tmp_path, gray8):
     assert final["message"].startswith("rank 0: training loss became "), final["message"]
 
 
-def test_it_stops_all_ranks_at_one_step_on_sigterm_and_saves(tmp_path, gray8):
+def test_it_stops_all_ranks_at_one_step_on_sigterm_saves_and_resumes(tmp_path, gray8):
     cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0,
                       val_interval=0, stop_check_interval=2)
     cfg.save(tmp_path / "run.json")
@@ -114,3 +114,15 @@ def test_it_stops_all_ranks_at_one_step_on_sigterm_and_saves(tmp_path, gray8):
     assert final["state"] == "stopped" and final["exit_code"] == 3 and final["step"] % 2 == 0
     state = CheckpointStore.load(CheckpointStore(tmp_path / "run").latest())
     assert state["step"] == final["step"] and len(state["rng"]) == 2  # both ranks' RNG streams saved
+
+    stopped_at = final["step"]
+    cfg.epochs = stopped_at // 6 + 1  # 6 steps per epoch: finish the epoch after the stop
+    cfg.save(tmp_path / "run.json")
+    events.unlink()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events),
+         "--resume"], env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, timeout=120)
+    assert resumed.returncode == EXIT_DONE
+    after = [json.loads(line) for line in events.read_text().splitlines()]
+    steps = [e["step"] for e in after if e["type"] == "metrics"]
+    assert steps == list(range(stopped_at + 1, cfg.epochs * 6 + 1))
