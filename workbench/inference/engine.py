@@ -201,19 +201,23 @@ def predict_split(
     from trainer.data import LMDBImageDataset
     from trainer.datum import DatumLMDB
 
-    dataset = LMDBImageDataset(DatumLMDB(db_path), crop_size=classifier.preprocessing.get("crop"))
-    total = len(dataset)
-    ys, probs, seen = [], [], []
-    for start in range(0, total, BATCH):
-        batch = [dataset[i] for i in range(start, min(total, start + BATCH))]
-        images = torch.stack([image for image, _ in batch])
-        with torch.no_grad():
-            logits = classifier.model(classifier.normalize(images.to(classifier.device)))
-        probs.append(torch.softmax(logits.float(), dim=1).cpu().numpy())
-        ys += [label for _, label in batch]
-        seen.append(images.numpy())
-        if progress:
-            progress(min(total, start + BATCH), total)
+    db = DatumLMDB(db_path)
+    try:
+        dataset = LMDBImageDataset(db, crop_size=classifier.preprocessing.get("crop"))
+        total = len(dataset)
+        ys, probs, seen = [], [], []
+        for start in range(0, total, BATCH):
+            batch = [dataset[i] for i in range(start, min(total, start + BATCH))]
+            images = torch.stack([image for image, _ in batch])
+            with torch.no_grad():
+                logits = classifier.model(classifier.normalize(images.to(classifier.device)))
+            probs.append(torch.softmax(logits.float(), dim=1).cpu().numpy())
+            ys += [label for _, label in batch]
+            seen.append(images.numpy())
+            if progress:
+                progress(min(total, start + BATCH), total)
+    finally:
+        db.close()  # one LMDB environment per path and process: never leave it open
     if not ys:
         raise InferenceInputError(f"{db_path}: the split is empty")
     return np.asarray(ys), np.concatenate(probs), np.concatenate(seen)

@@ -130,6 +130,15 @@ def runs_with_weights(user):
     ]
 
 
+class DatasetChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Dataset) -> str:
+        colour = "gray" if obj.channels == 1 else "colour"
+        return (
+            f"{obj.name} ({obj.image_width}×{obj.image_height} {colour}, {len(obj.labels or [])} classes, "
+            f"{obj.image_count} images)"
+        )
+
+
 class RunForm(forms.Form):
     name = forms.CharField(max_length=150, required=False, help_text="Blank: network on dataset")
     dataset = forms.ModelChoiceField(

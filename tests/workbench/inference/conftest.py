@@ -54,6 +54,7 @@ def val_images(run: Run, count: int = 10):
 
     db = DatumLMDB(run.dataset.path / "val_db")
     items = [db[i] for i in range(count)]
+    db.close()
     return [image[0] for image, _ in items], [label for _, label in items]
 
 

@@ -31,9 +31,11 @@ def download(client, run, **params):
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
 def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(owner_client, digits_run, tmp_path):
     classifier = load_checkpoint_classifier(services.checkpoint_path(run=digits_run, which="best"))
-    split = LMDBImageDataset(DatumLMDB(digits_run.dataset.path / "val_db"))
+    db = DatumLMDB(digits_run.dataset.path / "val_db")
+    split = LMDBImageDataset(db)
     images = torch.stack([split[i][0] for i in range(len(split))])
     labels = np.array([split[i][1] for i in range(len(split))])
+    db.close()
     inputs = classifier.normalize(images)
     with torch.no_grad():
         want = classifier.model(inputs).argmax(1).numpy()
@@ -57,11 +59,14 @@ def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(owner
     } <= names
     report = json.loads(onnx_zip.read(f"{folder}/export.json"))
     assert report["onnx_check"]["same_top1"] is True and report["format"] == "onnx"
+    assert report["dataset_check"] == {"split": "val", "images": 64, "same_top1": 64}
     session = ort.InferenceSession(onnx_zip.read(f"{folder}/model.onnx"), providers=["CPUExecutionProvider"])
     onnx_top1 = session.run(None, {"input": inputs.numpy()})[0].argmax(1)
     assert (onnx_top1 == want).all()
 
     ts_zip = download(owner_client, digits_run, format="torchscript", checkpoint="last")
+    report = json.loads(ts_zip.read(f"run{digits_run.pk}-torchscript/export.json"))
+    assert report["dataset_check"] == {"split": "val", "images": 64, "same_top1": 64}
     scripted = torch.jit.load(io.BytesIO(ts_zip.read(f"run{digits_run.pk}-torchscript/model.torchscript.pt")))
     with torch.no_grad():
         assert (scripted(inputs).argmax(1).numpy() == want).all()
