@@ -355,8 +355,9 @@ export class ChartView {
       }
       return;
     }
-    if (!("xaxis.range[0]" in change) || !this.fetchRange) return;
-    let [start, end] = [change["xaxis.range[0]"], change["xaxis.range[1]"]];
+    const range = xRange(change);
+    if (!range || !this.fetchRange) return;
+    let [start, end] = range;
     if (this.view.x === "time") [start, end] = [WALL_TIME.fromAxis(start), WALL_TIME.fromAxis(end)];
     const names = this.bindings.map((b) => b.name);
     const data = await this.fetchRange(names, this.view.x, start, end);
@@ -364,6 +365,13 @@ export class ChartView {
     this.zoom = { start, end, data };
     this.redraw(store);
   }
+}
+
+// The x range of a zoom: a drag reports "xaxis.range[0]"/"[1]", Plotly.relayout "xaxis.range".
+export function xRange(change) {
+  if (Array.isArray(change["xaxis.range"])) return change["xaxis.range"];
+  if ("xaxis.range[0]" in change) return [change["xaxis.range[0]"], change["xaxis.range[1]"]];
+  return null;
 }
 
 // Mounts each chart when it first comes near the viewport.

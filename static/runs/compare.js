@@ -1,7 +1,7 @@
 // The comparison page: one series of several runs overlaid on one chart, each trace named after
 // its run and key settings. Zooming fetches the range again per run at a finer resolution;
 // while any run is active the chart is refreshed every few seconds.
-import { AXIS_TITLES, ema } from "./charts.js";
+import { AXIS_TITLES, ema, xRange } from "./charts.js";
 
 const page = JSON.parse(document.getElementById("compare-page").textContent);
 const chart = document.getElementById("compare-chart");
@@ -60,9 +60,10 @@ function traces(shown) {
     const name = run.label;
     if (view.smoothing) {
       out.push({ type, x, y, name, legendgroup: name, showlegend: false, opacity: 0.25, line: { color, width: 1 } });
-      out.push({ type, x, y: ema(y, view.smoothing), name, legendgroup: name, line: { color, width: 2 } });
+      out.push({ type, x, y: ema(y, view.smoothing), name, legendgroup: name, showlegend: true,
+        line: { color, width: 2 } });
     } else {
-      out.push({ type, x, y, name, legendgroup: name, line: { color, width: 2 } });
+      out.push({ type, x, y, name, legendgroup: name, showlegend: true, line: { color, width: 2 } });
     }
   });
   return out;
@@ -111,8 +112,9 @@ refresh().then(() => {
   chart.on("plotly_relayout", (change) => {
     if (change["xaxis.autorange"]) {
       if (zoom) { zoom = null; draw(); }
-    } else if ("xaxis.range[0]" in change) {
-      zoom = { start: change["xaxis.range[0]"], end: change["xaxis.range[1]"] };
+    } else if (xRange(change)) {
+      const [start, end] = xRange(change);
+      zoom = { start, end };
       draw();
     }
   });

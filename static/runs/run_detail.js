@@ -168,13 +168,17 @@ function apply(event, logs) {
     logs.push(logLine(event));
     if (event.source === "workbench") {
       setState(event.state);
-      refreshDetail();
+      header.detailStale = true; // devices, timeline, wait reason: fetched once per batch
     }
   }
 }
 
 function afterApply(logs) {
   appendLog(logs);
+  if (header.detailStale) {
+    header.detailStale = false;
+    refreshDetail();
+  }
   if (header.epoch !== null) $("run-epoch").textContent = header.epoch.toFixed(2);
   if (header.bestTop1 !== null) $("run-best").textContent = `${(100 * header.bestTop1).toFixed(2)}% (top-1)`;
   scheduleDraw();

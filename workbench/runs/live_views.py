@@ -205,7 +205,8 @@ class CompareForm(forms.Form):
 @login_required
 def run_compare(request):
     form = CompareForm(request.GET or None, user=request.user)
-    selected = list(form.cleaned_data["runs"]) if form.is_valid() else []
+    # Oldest first: the legend and the colours keep their order as runs are added.
+    selected = sorted(form.cleaned_data["runs"], key=lambda run: run.pk) if form.is_valid() else []
     page = {
         "series_url": reverse("run-compare-series"),
         "runs": [run.pk for run in selected],

@@ -167,3 +167,45 @@ def test_it_watches_a_real_cpu_training_run_to_done(live_server_url, celery_work
     assert points(page, "accuracy") == run.events.filter(kind="validation").count() >= 3
     assert page.inner_text("#run-percent") == "100%"
     assert "%" in page.inner_text("#run-best")
+
+
+def store_long_run(owner, dataset, *, name: str, batch_size: int, lr: float, steps: int) -> Run:
+    config = {"batch_size": batch_size, "solver": {"optimizer": "sgd", "base_lr": lr}}
+    run = run_create(owner=owner, dataset=dataset, name=name, network="lenet", config=config,
+                     device_request={"kind": "cpu"})  # fmt: skip
+    events = [{**metrics(step), "images_seen": step * batch_size, "loss": 3.0 / (1 + step / 500)}
+              for step in range(1, steps + 1)]  # fmt: skip
+    events[steps // 2]["loss"] = 9.0  # one diverging step
+    off_the_loop(run_events_append, run_id=run.pk, events=events)
+    return run
+
+
+def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, page, owner):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    small = store_long_run(owner, dataset, name="small", batch_size=16, lr=0.05, steps=8000)
+    large = store_long_run(owner, dataset, name="large", batch_size=64, lr=0.2, steps=3000)
+    log_in(page, live_server_url, owner.username)
+
+    page.goto(f"{live_server_url}/runs/{small.pk}/")
+    page.select_option("#x-axis", "step")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.includes('downsampled')")
+    overview = wait_points(page, "loss", 100)
+    assert overview <= 2000 and page.evaluate("Math.max(...document.querySelector('[data-chart=loss]').data[0].y)") == 9
+    # Zoom in: the range comes again from the server at full resolution.
+    page.evaluate("Plotly.relayout(document.querySelector('[data-chart=loss]'), {'xaxis.range': [1000, 1100]})")
+    page.wait_for_function("document.querySelector('[data-chart=loss]').data[0].x.length === 103")
+    assert page.evaluate("document.querySelector('[data-chart=loss]').data[0].x.slice(0, 2)") == [999, 1000]
+    page.evaluate("Plotly.relayout(document.querySelector('[data-chart=loss]'), {'xaxis.autorange': true})")
+    page.wait_for_function(f"document.querySelector('[data-chart=loss]').data[0].x.length === {overview}")
+
+    page.goto(f"{live_server_url}/runs/compare/")
+    page.check(f"input[name=runs][value='{small.pk}']")
+    page.check(f"input[name=runs][value='{large.pk}']")
+    page.select_option("[name=x]", "images")
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_function("document.querySelector('#compare-chart').data?.length === 4")  # raw + smoothed each
+    names = page.evaluate("document.querySelector('#compare-chart').data.filter(t => t.showlegend).map(t => t.name)")
+    assert names == [f"small (#{small.pk}: lenet, batch 16, lr 0.05)", f"large (#{large.pk}: lenet, batch 64, lr 0.2)"]
+    # Images seen put both on one scale: 8,000 steps of 16 and 3,000 steps of 64.
+    ends = page.evaluate("document.querySelector('#compare-chart').data.map(t => t.x[t.x.length - 1])")
+    assert ends == [128_000, 128_000, 192_000, 192_000]
