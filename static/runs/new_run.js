@@ -338,6 +338,12 @@ for (const radio of form.querySelectorAll("input[name=network]")) radio.addEvent
 for (const radio of form.querySelectorAll("input[name=device_mode]")) radio.addEventListener("change", showDeviceFields);
 for (const radio of form.querySelectorAll("input[name=start_from]")) radio.addEventListener("change", showStartFields);
 form.elements.gpu_count.addEventListener("input", refreshPlacement);
+// Fine-tuning needs the same network as the run the weights come from ("#12 name (resnet18, done)").
+form.elements.previous_run.addEventListener("change", () => {
+  const match = /\((\w+), \w+\)$/.exec(form.elements.previous_run.selectedOptions[0]?.textContent || "");
+  const radio = match && form.querySelector(`input[name=network][value="${match[1]}"]`);
+  if (radio && !radio.checked) { radio.checked = true; showNetwork(); }
+});
 form.elements.lr_policy.addEventListener("change", showSolverFields);
 form.elements.optimizer.addEventListener("change", showSolverFields);
 for (const name of PREVIEW_FIELDS) {
