@@ -215,7 +215,7 @@ SOLVER_FIELDS = [
 def lr_preview(request):
     """The learning rate over the whole run, per sweep combination, from trainer.solver.lr_curve."""
     from trainer.config import SolverConfig
-    from trainer.solver import lr_curve
+    from trainer.solver import lr_curve, total_steps
 
     form = RunForm(request.POST, user=request.user, preview=True)
     cleaned, errors = _clean_subset(form, SOLVER_FIELDS)
@@ -230,7 +230,7 @@ def lr_preview(request):
                 return JsonResponse(
                     {"errors": {"batch_size": f"{batch} is larger than the {train} training images."}}, status=400
                 )
-            total = max(1, round(cleaned["epochs"] * steps_per_epoch))
+            total = total_steps(cleaned["epochs"], train, batch)  # the engine's own count
             solver = SolverConfig(
                 optimizer=cleaned["optimizer"],
                 base_lr=lr,
