@@ -387,6 +387,6 @@ export function mountLazily(charts, store) {
       byElement.get(entry.target).mount(store);
       observer.unobserve(entry.target);
     }
-  }, { rootMargin: "200px" });
+  }, { rootMargin: "50px" });
   charts.forEach((chart) => observer.observe(chart.el));
 }

@@ -209,3 +209,22 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     # Images seen put both on one scale: 8,000 steps of 16 and 3,000 steps of 64.
     ends = page.evaluate("document.querySelector('#compare-chart').data.map(t => t.x[t.x.length - 1])")
     assert ends == [128_000, 128_000, 192_000, 192_000]
+
+
+def test_it_shows_why_a_run_waits_and_aborts_it_from_the_page(live_server_url, page, owner):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    run = run_create(owner=owner, dataset=dataset, name="queued", network="lenet", config={},
+                     device_request={"kind": "count", "count": 4})  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(state=Run.State.WAITING, wait_reason="needs 4 GPUs on one host, 0 free")
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    # The scheduler (when a worker is up in this session) rewrites the reason in its own words.
+    assert page.inner_text("#run-wait").startswith("needs 4 GPUs")
+    assert page.is_visible("#run-pause") and page.is_hidden("#run-resume")
+    page.click("#run-abort")
+    # The API call changes the state; the status event comes back over the socket.
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'aborted'")
+    page.wait_for_function("document.querySelector('#run-timeline').textContent.includes('aborted by the user')")
+    assert page.is_hidden("#run-abort") and page.is_hidden("#run-action-error")
+    assert "aborted by the user" in page.inner_text("#run-log")
+    assert Run.objects.get(pk=run.pk).state == Run.State.ABORTED
