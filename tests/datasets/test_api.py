@@ -375,3 +375,27 @@ def test_it_prunes_abandoned_uploads_but_not_those_a_dataset_uses(owner_client, 
     owner_client.post("/api/datasets/uploads/", {"filename": "new.zip", "size": 5}, content_type="application/json")
     assert owner_client.get(f"/api/datasets/uploads/{tokens[0]}/").status_code == 404
     assert owner_client.get(f"/api/datasets/uploads/{tokens[1]}/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_it_imports_sklearn_digits_folders_through_the_api(owner_client, import_root, queued):
+    from tests.datasets.conftest import sklearn_digits_folders
+
+    root = sklearn_digits_folders(import_root / "digits", per_class=12)
+    created = owner_client.post(
+        "/api/datasets/",
+        {
+            "name": "digits",
+            "source_path": str(root),
+            "image_width": 8,
+            "image_height": 8,
+            "channels": 1,
+            "val_percent": 25,
+        },
+        content_type="application/json",
+    )
+    assert created.status_code == 201, created.json()
+    _build_all(queued)
+    detail = owner_client.get(f"/api/datasets/{created.json()['id']}/").json()
+    assert detail["status"] == "ready" and detail["labels"] == [str(i) for i in range(10)]
+    assert detail["splits"]["train"]["class_counts"] == [9] * 10 and detail["splits"]["val"]["count"] == 30

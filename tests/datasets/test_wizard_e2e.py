@@ -90,3 +90,29 @@ def test_it_imports_a_digits_job_folder_from_a_server_path(live_server_url, cele
     assert "DIGITS dataset job folder" in page.inner_text(".facts")
     page.wait_for_selector("#gallery img")
     assert page.locator("#gallery img").count() == 6
+
+
+def test_it_imports_sklearn_digits_from_a_server_folder(live_server_url, celery_worker, page, owner, import_root):
+    from tests.datasets.conftest import sklearn_digits_folders
+
+    root = sklearn_digits_folders(import_root / "digits", per_class=10)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/datasets/new/")
+    page.check("input[name=source_choice][value=server]")
+    page.fill("[name=source_path]", str(root))
+    page.click("#wizard-next")
+    page.fill("[name=image_width]", "8")
+    page.fill("[name=image_height]", "8")
+    page.select_option("[name=channels]", "1")
+    page.click("#wizard-next")
+    page.wait_for_selector("#preview-resized[src^='data:image/png']")
+    page.click("#wizard-next")
+    page.click("#create-dataset")
+    page.wait_for_selector("#class-table", timeout=60_000)
+    assert page.inner_text("#split-counts") == "train 80 · val 20"
+    assert page.locator("#class-table tbody tr").count() == 10
+    page.wait_for_selector("#histogram .main-svg")
+    assert page.eval_on_selector("#mean-image", "el => el.naturalWidth") == 8
+    page.wait_for_selector("#gallery img")
+    page.select_option("#gallery-label", label="7")
+    page.wait_for_function("document.querySelector('#gallery-page').textContent.includes('(8 images)')")
