@@ -3,8 +3,6 @@ abort/delete, and the metric summaries (last/best loss and accuracy, sparkline) 
 
 from __future__ import annotations
 
-import shutil
-
 from django.contrib import messages
 from django.core.cache import cache
 from django.shortcuts import get_object_or_404, redirect, render
@@ -97,16 +95,6 @@ def run_summary(run: Run) -> dict:
     return summary
 
 
-def _delete(run: Run) -> None:
-    """services.run_delete, then the run's files: checkpoints, exports, inference results."""
-    from workbench.inference.models import InferenceJob
-
-    folders = [run.run_dir, *(job.folder for job in InferenceJob.objects.filter(run=run))]
-    services.run_delete(run=run)
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 # ----------------------------------------------------------------------------- one run
 
 
@@ -124,7 +112,7 @@ def run_delete(request, pk: int):
     run = _get_run_for_user(request, pk)
     if request.method == "POST":
         try:
-            _delete(run)
+            services.run_delete(run=run)
         except services.RunError as error:
             messages.error(request, f"{error}.")
             return redirect("run-delete", run.pk)
@@ -178,7 +166,7 @@ def run_bulk(request):
         deleted, refused = 0, []
         for run in runs:
             try:
-                _delete(run)
+                services.run_delete(run=run)
                 deleted += 1
             except services.RunError as error:
                 refused.append(str(error))

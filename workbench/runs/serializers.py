@@ -29,7 +29,7 @@ class RunSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "owner", "dataset", "dataset_name", "network", "state", "priority",
             "device_request", "requested_devices", "devices", "progress", "eta_seconds", "wait_reason",
-            "estimated_start", "attempt", "error", "created_at", "started_at", "finished_at",
+            "estimated_start", "attempt", "error", "notes", "sweep", "created_at", "started_at", "finished_at",
         ]  # fmt: skip
 
 

@@ -7,6 +7,7 @@ state), stored with its time in RunTransition, and announced as a `status` event
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Iterable
 
@@ -256,6 +257,13 @@ def run_resume(*, run: Run) -> Run:
 
 
 def run_delete(*, run: Run) -> None:
+    """Deletes the run, its events and its files (checkpoints, exports, inference results)."""
+    from workbench.inference.models import InferenceJob
+
     if run.state == Run.State.RUNNING:
         raise RunError(f"run {run.pk} is running; abort it first")
-    run.delete()
+    folders = [run.run_dir, *(job.folder for job in InferenceJob.objects.filter(run=run))]
+    with transaction.atomic():
+        run.delete()
+        # The files go only once the rows are gone for good.
+        transaction.on_commit(lambda: [shutil.rmtree(folder, ignore_errors=True) for folder in folders])

@@ -150,3 +150,25 @@ def test_it_names_the_problem_on_the_command_line(dataset):
                      "--batch-size", "4", "--gpus", "x:y")  # fmt: skip
     with pytest.raises(CommandError, match="no run with id 424242"):
         call_command("abort_run", "424242")
+
+
+def test_it_deletes_a_finished_run_with_its_files(owner_client, dataset, django_capture_on_commit_callbacks):
+    run_id = create(owner_client, dataset).json()["id"]
+    owner_client.post(reverse("api-run-abort", args=[run_id]))
+    run_dir = Run.objects.get(pk=run_id).run_dir
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "best.pt").write_bytes(b"weights")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert owner_client.delete(reverse("api-run", args=[run_id])).status_code == 204
+    assert not Run.objects.filter(pk=run_id).exists()
+    assert not run_dir.exists()
+
+
+def test_it_refuses_to_delete_a_running_run(owner_client, dataset):
+    simulate_hosts(hosts=1, gpus_per_host=1)
+    run_id = create(owner_client, dataset, gpus="1").json()["id"]
+    from workbench.runs.scheduler import schedule
+
+    schedule()
+    response = owner_client.delete(reverse("api-run", args=[run_id]))
+    assert response.status_code == 409 and "abort it first" in response.json()["detail"]

@@ -78,12 +78,15 @@ def test_it_renames_and_keeps_notes(owner_client, owner, dataset):
     assert "lr too high?" in owner_client.get(reverse("run-list")).content.decode()
 
 
-def test_it_asks_before_deleting_and_refuses_a_running_run(owner_client, owner, dataset):
+def test_it_asks_before_deleting_and_refuses_a_running_run(
+    owner_client, owner, dataset, django_capture_on_commit_callbacks
+):
     run = make(owner, dataset, "doomed", state=Run.State.DONE)
     (run.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     page = owner_client.get(reverse("run-delete", args=[run.pk]))
     assert "Delete run doomed?" in page.content.decode() and Run.objects.filter(pk=run.pk).exists()
-    assert owner_client.post(reverse("run-delete", args=[run.pk])).status_code == 302
+    with django_capture_on_commit_callbacks(execute=True):  # the files go after the commit
+        assert owner_client.post(reverse("run-delete", args=[run.pk])).status_code == 302
     assert not Run.objects.filter(pk=run.pk).exists() and not run.run_dir.exists()
     running = make(owner, dataset, "busy", state=Run.State.RUNNING)
     response = owner_client.post(reverse("run-delete", args=[running.pk]), follow=True)
