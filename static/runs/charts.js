@@ -172,7 +172,7 @@ export const CHARTS = {
   },
   lr: {
     traces: [{ series: "lr", label: "learning rate" }],
-    layout: { yaxis: { title: { text: "learning rate" }, exponentformat: "e" } },
+    layout: { yaxis: { title: { text: "learning rate" }, exponentformat: "e", rangemode: "tozero" } },
   },
   throughput: {
     smooth: true,
@@ -183,7 +183,8 @@ export const CHARTS = {
     ],
     layout: {
       yaxis: { title: { text: "images/s" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "waiting for data" }, overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%" },
+      yaxis2: { title: { text: "waiting for data" }, overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%",
+        tickmode: "linear", tick0: 0, dtick: 0.25, showgrid: false },
     },
   },
   gpu: {
@@ -194,7 +195,7 @@ export const CHARTS = {
     ],
     layout: {
       yaxis: { title: { text: "utilisation %" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "memory MiB" }, overlaying: "y", side: "right", rangemode: "tozero" },
+      yaxis2: { title: { text: "memory MiB" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
     },
     empty: "No GPU samples yet (the run holds no GPU, or has not started).",
   },
@@ -208,7 +209,7 @@ export const CHARTS = {
     ],
     layout: {
       yaxis: { title: { text: "%" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "MiB" }, overlaying: "y", side: "right", rangemode: "tozero" },
+      yaxis2: { title: { text: "MiB" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
     },
   },
 };

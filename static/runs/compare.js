@@ -84,7 +84,7 @@ async function draw() {
     yaxis: { title: { text: page.labels[page.name] || page.name }, type: view.log ? "log" : "linear" },
   };
   window.Plotly.react(chart, traces(shown), layout, { displaylogo: false, responsive: true });
-  setState(missing.length ? `no ${page.name} yet for: ${missing.join(", ")}` : `${runs.length} runs`);
+  setState(missing.length ? `no ${page.name} yet for: ${missing.join(", ")}` : `${runs.length} run${runs.length === 1 ? "" : "s"}`);
 }
 
 async function refresh() {
