@@ -204,7 +204,11 @@ class RunStream {
       this.requestReplay();
     });
     this.socket.addEventListener("message", (message) => this.receive(JSON.parse(message.data)));
-    this.socket.addEventListener("close", () => {
+    this.socket.addEventListener("close", (closed) => {
+      if (closed.code === 4404) {
+        status("this run was deleted");
+        return;
+      }
       status("reconnecting…");
       this.waiting = true;
       window.setTimeout(() => this.connect(), this.delay);

@@ -66,7 +66,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(since, int) or isinstance(since, bool) or since < 0:
             await self.send_json({"type": "error", "message": 'send {"since": <last sequence number, 0 or more>}'})
             return
-        await self.send_json(await _replay(self.run, since))
+        try:
+            replay = await _replay(self.run, since)
+        except Run.DoesNotExist:
+            await self.send_json({"type": "error", "message": f"run {self.run.pk} was deleted"})
+            await self.close(code=4404)
+            return
+        await self.send_json(replay)
 
     async def run_events(self, message):
         await self.send_json({"type": "events", "events": message["events"]})

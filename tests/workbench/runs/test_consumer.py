@@ -180,6 +180,22 @@ def test_it_sends_a_long_history_as_downsampled_series(run, owner):
     assert set(loss) == {"seq", "step", "epoch", "time", "images", "value"}
 
 
+def test_it_closes_when_the_run_is_deleted_under_it(run, owner):
+    async def exchange():
+        socket = communicator(run.pk, owner)
+        assert (await socket.connect())[0]
+        await asyncio.to_thread(lambda: Run.objects.filter(pk=run.pk).delete())
+        await socket.send_json_to({"since": 0})
+        reply = await socket.receive_json_from(timeout=5)
+        closed = await socket.receive_output(timeout=5)
+        await socket.disconnect()
+        return reply, closed
+
+    reply, closed = asyncio.run(exchange())
+    assert reply == {"type": "error", "message": f"run {run.pk} was deleted"}
+    assert closed == {"type": "websocket.close", "code": 4404}
+
+
 def test_it_answers_a_malformed_request_with_an_error(run, owner):
     async def exchange():
         socket = communicator(run.pk, owner)
