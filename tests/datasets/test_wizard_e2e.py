@@ -116,3 +116,26 @@ def test_it_imports_sklearn_digits_from_a_server_folder(live_server_url, celery_
     page.wait_for_selector("#gallery img")
     page.select_option("#gallery-label", label="7")
     page.wait_for_function("document.querySelector('#gallery-page').textContent.includes('(8 images)')")
+
+
+def test_it_imports_a_text_list_from_server_paths(live_server_url, celery_worker, page, owner, import_root):
+    images = make_class_folders(import_root / "img", {"left": 3, "right": 3}, size=(12, 12))
+    (import_root / "labels.txt").write_text("left\nright\n")
+    lines = [f"{name}/img_{i}.png {label}" for label, name in enumerate(("left", "right")) for i in range(3)]
+    (import_root / "train.txt").write_text("\n".join(lines) + "\nbroken line\n")
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/datasets/new/")
+    page.check("input[name=source_choice][value=server]")
+    page.fill("[name=source_path]", str(import_root / "train.txt"))
+    page.fill("[name=labels_path]", str(import_root / "labels.txt"))
+    page.fill("[name=image_folder]", str(images))
+    page.click("#wizard-next")
+    page.fill("[name=val_percent]", "0")
+    page.click("#wizard-next")
+    page.wait_for_selector("#preview-resized[src^='data:image/png']")
+    page.click("#wizard-next")
+    page.click("#create-dataset")
+    page.wait_for_selector("#class-table", timeout=60_000)
+    assert page.inner_text("#split-counts") == "train 6"
+    assert "Text list" in page.inner_text(".facts")
+    assert "train.txt line 7\tlabel 'line' is not an integer" in page.inner_text("#skipped-table")
