@@ -394,8 +394,11 @@ def fit(run: Run) -> Outcome:
     criterion = nn.CrossEntropyLoss()
     steps_per_epoch = run.data.steps_per_epoch
     while run.step < run.total_steps:
-        epoch = run.step // steps_per_epoch
-        if train_one_epoch(run, epoch, criterion):
+        epoch, before = run.step // steps_per_epoch, run.step
+        stopped = train_one_epoch(run, epoch, criterion)
+        if run.step == before and not stopped:  # a loader that yields nothing would loop forever
+            raise RuntimeError(f"epoch {epoch} produced no training batches (step {run.step})")
+        if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"
             return Outcome(EXIT_STOPPED, "stopped",
