@@ -15,8 +15,12 @@ Downsampling keeps, in each of up to `points / 2` buckets, the lowest and the hi
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import re
 import threading
+import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -25,6 +29,8 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from workbench.runs.models import Run, RunEvent
+
+log = logging.getLogger(__name__)
 
 SERIES_KINDS = ("metrics", "validation", "system")
 X_AXES = ("step", "epoch", "time", "images")
@@ -109,6 +115,7 @@ class RunColumns:
     run_id: int
     created: float
     last_seq: int = 0
+    saved_seq: int = 0
     # Images per step from the latest metrics event: validation events carry only the step.
     images_per_step: float | None = None
     kinds: dict[str, KindColumns] = field(default_factory=dict)
@@ -169,17 +176,21 @@ def read_columns(run: Run) -> RunColumns:
     """The run's series columns, brought up to date with one query for the events not read yet.
 
     The JSON is read as text and decoded here (Django's per-row converters cost more than the
-    decoding itself); rows become numpy columns a chunk at a time.
+    decoding itself); rows become numpy columns a chunk at a time. A process that has not seen the
+    run starts from the snapshot a previous read left in the run folder, if any.
     """
     created = run.created_at.timestamp()
     with _cache_lock:
         columns = _cache.get(run.pk)
-        if columns is None or columns.created != created:
+        fresh = columns is None or columns.created != created
+        if fresh:
             columns = _cache[run.pk] = RunColumns(run_id=run.pk, created=created)
         _cache.move_to_end(run.pk)
         while len(_cache) > CACHED_RUNS:
             _cache.popitem(last=False)
     with columns.lock:
+        if fresh:
+            load_snapshot(run, columns)
         rows = (
             RunEvent.objects.filter(run_id=run.pk, seq__gt=columns.last_seq, kind__in=SERIES_KINDS)
             .order_by("seq")
@@ -196,7 +207,58 @@ def read_columns(run: Run) -> RunColumns:
             columns.add_rows(chunk)
         for kind_columns in columns.kinds.values():
             kind_columns.flush()
+        if columns.last_seq - columns.saved_seq >= SNAPSHOT_ROWS:
+            save_snapshot(run, columns)
     return columns
+
+
+# A read that adds this many rows leaves a snapshot of the columns in the run folder: events are
+# append-only, so a snapshot of the first n stays true and a new process reads only what follows.
+SNAPSHOT_ROWS = 50_000
+SNAPSHOT_NAME = "series-columns.npz"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def save_snapshot(run: Run, columns: RunColumns) -> None:
+    arrays = {"meta": np.array([columns.created, columns.last_seq, columns.images_per_step or math.nan])}
+    for kind, kind_columns in columns.kinds.items():
+        if not all(_SAFE_NAME.match(name) for name in (kind, *kind_columns.values)):
+            return  # a field name that is no file name: no snapshot, reads stay correct
+        arrays.update({f"{kind}~axis~{axis}": kind_columns.arrays[axis] for axis in KindColumns.AXES})
+        arrays.update({f"{kind}~value~{name}": values for name, values in kind_columns.values.items()})
+    path = run.run_dir / SNAPSHOT_NAME
+    temporary = path.with_name(f".{SNAPSHOT_NAME}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with temporary.open("wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(temporary, path)
+        columns.saved_seq = columns.last_seq
+    except OSError:
+        log.warning("run %s: could not write %s", run.pk, path, exc_info=True)
+        temporary.unlink(missing_ok=True)
+
+
+def load_snapshot(run: Run, columns: RunColumns) -> None:
+    try:
+        with np.load(run.run_dir / SNAPSHOT_NAME, allow_pickle=False) as data:
+            created, last_seq, images_per_step = data["meta"].tolist()
+            if created != columns.created:
+                return  # another run that had this id (a reset database)
+            kinds: dict[str, KindColumns] = {}
+            for key in data.files:
+                if key == "meta":
+                    continue
+                kind, part, name = key.split("~", 2)
+                target = kinds.setdefault(kind, KindColumns())
+                (target.arrays if part == "axis" else target.values)[name] = data[key]
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return
+    for kind_columns in kinds.values():
+        kind_columns.count = len(kind_columns.arrays["seq"])
+    columns.kinds = kinds
+    columns.last_seq = columns.saved_seq = int(last_seq)
+    columns.images_per_step = None if math.isnan(images_per_step) else images_per_step
 
 
 def forget(run_id: int) -> None:

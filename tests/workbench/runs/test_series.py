@@ -151,3 +151,30 @@ def test_it_replays_in_full_when_short_and_as_downsampled_series_when_long(run):
     loss = long["series"]["loss"]
     assert loss["total"] == series.REPLAY_FULL_LIMIT + 51 and len(loss["points"]["seq"]) <= series.MAX_POINTS
     assert long["last_seq"] == Run.objects.get(pk=run.pk).last_seq
+
+
+def test_it_starts_a_new_process_from_the_snapshot_and_reads_only_newer_rows(run, monkeypatch):
+    monkeypatch.setattr(series, "SNAPSHOT_ROWS", 1000)
+    append_losses(run, np.linspace(2, 1, 1500))
+    run_events_append(run_id=run.pk, events=[{"type": "validation", "time": 2.0, "step": 1500, "top1": 0.7}])
+    first = series.run_series(run, ["loss", "top1"])
+    assert (run.run_dir / series.SNAPSHOT_NAME).is_file()
+    append_losses(run, [0.5])  # step 1 again, a later row: the snapshot does not have it
+    series.forget(run.pk)  # as a new daphne process would start
+    with CaptureQueriesContext(connection) as queries:
+        second = series.run_series(run, ["loss", "top1"])
+    assert len(queries) == 1 and f'"seq" > {first["last_seq"]}' in queries[0]["sql"]
+    assert second["series"]["loss"]["points"]["value"] == first["series"]["loss"]["points"]["value"] + [0.5]
+    assert second["series"]["top1"]["points"]["images"] == [1500 * 32.0]
+
+
+def test_it_ignores_a_snapshot_of_another_run_with_the_same_id(run, monkeypatch):
+    monkeypatch.setattr(series, "SNAPSHOT_ROWS", 10)
+    append_losses(run, [3.0] * 20)
+    series.run_series(run)
+    Run.objects.filter(pk=run.pk).update(created_at=run.created_at.replace(year=2020))
+    run.refresh_from_db()
+    series.forget(run.pk)
+    with CaptureQueriesContext(connection) as queries:
+        assert series.run_series(run, ["loss"])["series"]["loss"]["total"] == 20
+    assert '"seq" > 0' in queries[0]["sql"]  # read from the start, not from the snapshot
