@@ -27,9 +27,12 @@ _NAME = re.compile(r"^step_(\d{8,})\.pt$")
 
 
 def rng_state() -> dict[str, Any]:
+    # numpy's state is stored as plain types + a tensor, so a checkpoint loads with
+    # torch.load(weights_only=True): no pickled code runs when reading one (fine-tuning included).
+    name, keys, pos, has_gauss, cached = np.random.get_state()
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
@@ -37,7 +40,8 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -136,8 +140,9 @@ class CheckpointStore:
 
     @staticmethod
     def load(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
-        # Our own files: they hold numpy RNG state and the config dict, which weights_only rejects.
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        # weights_only: tensors, numbers, strings and containers only; a checkpoint file that
+        # someone swapped for a pickle with code in it is refused instead of executed.
+        state = torch.load(path, map_location=map_location, weights_only=True)
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise ValueError(f"{path}: not a trainer checkpoint")
         return state

@@ -114,3 +114,17 @@ def test_it_fine_tunes_from_a_state_dict_and_replaces_the_head(tmp_path):
     torch.testing.assert_close(model.conv1.weight, source.conv1.weight.sum(dim=1, keepdim=True))
     torch.testing.assert_close(model.layer2[0].conv1.weight, source.layer2[0].conv1.weight)
     assert model.fc.out_features == 3
+
+
+def test_it_fine_tunes_from_one_of_our_checkpoints(tmp_path, gray8):
+    from trainer.checkpoint import CheckpointStore
+    from trainer.events import ListReporter
+    from trainer.run import train
+
+    assert train(make_config(tmp_path / "first", gray8, epochs=1), reporter=ListReporter()) == 0
+    checkpoint = CheckpointStore(tmp_path / "first").latest()
+    torch.load(checkpoint, weights_only=True)  # plain data only: safe to load
+    model = build_model("lenet", InputSpec(1, 8, 8, 5))  # 5 classes: a different head
+    loaded, skipped = load_pretrained(model, str(checkpoint))
+    assert skipped == ["classifier.3.weight", "classifier.3.bias"]
+    assert "features.0.weight" in loaded and "classifier.1.weight" in loaded
