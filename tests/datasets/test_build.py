@@ -222,3 +222,28 @@ def test_it_grows_the_lmdb_map_when_it_fills(tmp_path):
     env = lmdb.open(str(tmp_path / "db"), readonly=True, lock=False)
     assert env.stat()["entries"] == 100
     env.close()
+
+
+def test_it_hands_images_over_shared_memory_and_inline_when_the_slot_is_full(tmp_path):
+    from multiprocessing import shared_memory
+
+    from datasets.build import process_chunk
+
+    root = make_class_folders(tmp_path / "src", {"a": 3}, size=(8, 8))
+    items = [(i, str(p), 0, True) for i, p in enumerate(sorted((root / "a").iterdir()))]
+    options = ImageOptions(width=8, height=8, channels=3, encoding="none")
+    slot = shared_memory.SharedMemory(create=True, size=500)  # room for two 8x8x3 datums, not three
+    try:
+        rows, total, n = process_chunk(items, options, slot.name)
+        kinds = [type(value).__name__ for _, value, _ in rows]
+        assert kinds == ["tuple", "tuple", "bytes"]
+        offset, length = rows[1][1]
+        inline, _, _ = process_chunk(items, options)
+        assert bytes(slot.buf[offset : offset + length]) == inline[1][1]
+        assert n == 3 and total.dtype == np.uint16
+    finally:
+        from datasets import build
+
+        build._ATTACHED.pop(slot.name).close()
+        slot.close()
+        slot.unlink()
