@@ -247,3 +247,37 @@ def test_it_hands_images_over_shared_memory_and_inline_when_the_slot_is_full(tmp
         build._ATTACHED.pop(slot.name).close()
         slot.close()
         slot.unlink()
+
+
+def test_it_keeps_memory_flat_whatever_the_dataset_size(tmp_path):
+    """Peak Python/numpy memory of a build does not grow with the number of images (LMDB pages are
+    the OS's file cache, not the builder's memory)."""
+    import io
+    import tracemalloc
+
+    buf = io.BytesIO()
+    noise_image((64, 48)).save(buf, format="JPEG")
+
+    def peak(count: int) -> int:
+        root = tmp_path / f"src{count}"
+        for name in ("a", "b"):
+            (root / name).mkdir(parents=True)
+            for i in range(count // 2):
+                (root / name / f"{i}.jpg").write_bytes(buf.getvalue())
+        plan = plan_folder(root, SplitOptions(val_percent=0))
+        tracemalloc.start()
+        build_lmdbs(
+            plan.splits,
+            plan.labels,
+            tmp_path / f"out{count}",
+            name="m",
+            workers=0,
+            max_pixels=10**7,
+            options=ImageOptions(width=64, height=64, channels=3, encoding="none"),
+        )
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    small, large = peak(800), peak(3200)
+    assert large < small * 1.25, (small, large)
