@@ -77,7 +77,7 @@ def test_it_stops_a_zip_bomb_by_ratio_while_streaming(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_it_counts_real_bytes_not_the_header_sizes(tmp_path):
+def test_it_caps_the_bytes_really_written(tmp_path):
     archive = tmp_path / "big.tar"  # uncompressed: the ratio cap cannot fire, the byte cap must
     with tarfile.open(archive, "w") as tf:
         for i in range(3):
@@ -124,4 +124,23 @@ def test_it_stops_extracting_when_told_and_leaves_nothing(tmp_path):
 
     with pytest.raises(Cancelled):
         extract_archive(archive, tmp_path / "out", CAPS, tick=tick)
+    assert not (tmp_path / "out").exists()
+
+
+def test_it_is_not_fooled_by_a_zip_header_that_understates_the_size(tmp_path):
+    import struct
+
+    archive = tmp_path / "liar.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("cats/a.png", b"\0" * 5_000_000)
+    data = bytearray(archive.read_bytes())
+    # Claim 100 bytes in both the local header (offset 22) and the central directory (offset 24).
+    struct.pack_into("<I", data, 22, 100)
+    central = data.index(b"PK\x01\x02")
+    struct.pack_into("<I", data, central + 24, 100)
+    archive.write_bytes(bytes(data))
+    caps = Caps(max_bytes=1_000_000, max_members=10, max_ratio=1e9, ratio_grace_bytes=0)
+    # Python's zip reader stops at the claimed size and the checksum then fails: refused as damaged.
+    with pytest.raises(ArchiveError, match="damaged archive .*CRC"):
+        extract_archive(archive, tmp_path / "out", caps)
     assert not (tmp_path / "out").exists()
