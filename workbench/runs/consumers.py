@@ -74,6 +74,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json(replay)
 
+    async def dispatch(self, message):
+        # Channels runs close_old_connections() in the one sync thread before every handler; live
+        # events touch no database, and with hundreds of sockets per process those hops queue up
+        # behind each other (they were the largest cost of a fan-out in bench_live_stream).
+        if message["type"] == "run.events":
+            await self.run_events(message)
+        else:
+            await super().dispatch(message)
+
     async def run_events(self, message):
         await self.send_json({"type": "events", "events": message["events"]})
 
@@ -115,6 +124,12 @@ class DatasetConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "group_name"):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+
+    async def dispatch(self, message):
+        if message["type"] == "dataset.progress":  # no database: see RunConsumer.dispatch
+            await self.dataset_progress(message)
+        else:
+            await super().dispatch(message)
 
     async def dataset_progress(self, message):
         # {"type": "dataset.progress", "payload": {done, total, images_per_second, eta_seconds, status}}
