@@ -182,7 +182,9 @@ def live_server_url(django_db_setup):
     server.stop()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an asyncio loop running in the main
+# thread while it is started, which would break later tests that call asyncio.run().
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 

@@ -120,7 +120,9 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # Slow browsers must not slow the others: drop, do not block (clients replay gaps).
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+            # channels_redis waits on BZPOPMIN for 5 s and redis-py 8 times reads out after 5 s
+            # by default, which would drop idle sockets: give reads more time than the wait.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30},
         }
     }
 else:

@@ -174,6 +174,8 @@ def run_create(
             priority=priority,
         )
         RunTransition.objects.create(run=run, from_state="", to_state=Run.State.QUEUED, reason="submitted")
+        # A folder under a brand-new id can only be left over from a deleted database.
+        shutil.rmtree(run.run_dir, ignore_errors=True)
         run_events_append(
             run_id=run.pk,
             events=[{"type": "status", "state": Run.State.QUEUED, "message": "submitted", "source": "workbench"}],

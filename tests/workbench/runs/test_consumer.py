@@ -333,11 +333,6 @@ def test_it_ends_a_dropped_client_with_the_stored_series_exactly(live_server_url
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="platform: CHANNEL_LAYERS hosts need socket_timeout above channels_redis's 5 s BZPOPMIN "
-    '(e.g. [{"address": REDIS_URL, "socket_timeout": None}]); remove this mark once settings.py has it',
-)
 def test_it_keeps_an_idle_socket_open(live_server_url, run, owner):
     """A run page open while nothing happens (a queued run) must stay connected.
 
