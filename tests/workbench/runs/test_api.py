@@ -172,3 +172,10 @@ def test_it_refuses_to_delete_a_running_run(owner_client, dataset):
     schedule()
     response = owner_client.delete(reverse("api-run", args=[run_id]))
     assert response.status_code == 409 and "abort it first" in response.json()["detail"]
+
+
+def test_it_links_the_dataset_page_to_its_runs_and_a_new_run(owner_client, dataset):
+    run_id = create(owner_client, dataset, name="linked").json()["id"]
+    body = owner_client.get(reverse("dataset-detail", args=[dataset.pk])).content.decode()
+    assert f'href="{reverse("run-detail", args=[run_id])}"' in body
+    assert f'href="{reverse("run-new")}?dataset={dataset.pk}"' in body
