@@ -10,11 +10,10 @@ get them back through a replay, which this benchmark deliberately does not ask f
 Baseline: the same stream to a single viewer, in the same run. Viewers share this process's event
 loop, so on a small machine their own scheduling delay is part of the latency measured.
 
-The settings are workbench.settings with one change, written to the temporary data dir: the channel
-layer's Redis connections get socket_timeout=None. Without it, redis-py 8's default 5 s socket
-timeout kills any consumer that waits more than 5 s for a message (channels_redis blocks 5 s in
-BZPOPMIN), e.g. while 200 viewers are still connecting (tests/workbench/runs/test_consumer.py,
-test_it_keeps_an_idle_socket_open, records it until workbench/settings.py has the fix).
+The settings are workbench.settings with the channel layer's Redis socket_timeout set to None
+(written to the temporary data dir), and with --layer pubsub the RedisPubSubChannelLayer.
+(workbench.settings itself allows 30 s since 23:12 UTC; before, redis-py 8's default 5 s killed any
+consumer idle for 5 s, e.g. while 200 viewers were still connecting.)
 
     .venv/bin/python bench/bench_live_stream.py [--viewers 200] [--rate 20] [--seconds 15]
 """
