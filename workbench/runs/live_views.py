@@ -202,9 +202,16 @@ class CompareForm(forms.Form):
         return self.cleaned_data["x"] or "step"
 
 
+def _split_runs(query):
+    """`runs=1&runs=2` and `runs=1,2` (the runs list's links) mean the same."""
+    query = query.copy()
+    query.setlist("runs", [value for raw in query.getlist("runs") for value in raw.split(",") if value])
+    return query
+
+
 @login_required
 def run_compare(request):
-    form = CompareForm(request.GET or None, user=request.user)
+    form = CompareForm(_split_runs(request.GET) if request.GET else None, user=request.user)
     # Oldest first: the legend and the colours keep their order as runs are added.
     selected = sorted(form.cleaned_data["runs"], key=lambda run: run.pk) if form.is_valid() else []
     page = {

@@ -159,6 +159,13 @@ def test_it_overlays_one_series_of_several_runs(owner_client, owner, dataset):
     assert [run["series"]["points"]["images"][-1] for run in data["runs"]] == [3200.0, 6400.0]
 
 
+def test_it_takes_comma_separated_run_ids_from_the_runs_list(owner_client, owner, dataset):
+    first, second = make_run(owner, dataset, name="a"), make_run(owner, dataset, name="b")
+    html = owner_client.get("/runs/compare/", {"runs": f"{second.pk},{first.pk}"}).content.decode()
+    page = json.loads(html.split('id="compare-page" type="application/json">')[1].split("</script>")[0])
+    assert page["runs"] == [first.pk, second.pk] and page["name"] == "loss" and page["x"] == "step"
+
+
 def test_it_refuses_to_compare_runs_of_others(client, other_user, run):
     client.force_login(other_user)
     response = client.get("/runs/compare/series/", {"runs": run.pk, "name": "loss"})
