@@ -245,3 +245,26 @@ def test_it_shows_why_a_run_waits_and_aborts_it_from_the_page(live_server_url, p
     assert page.is_hidden("#run-abort") and page.is_hidden("#run-action-error")
     assert "aborted by the user" in page.inner_text("#run-log")
     assert Run.objects.get(pk=run.pk).state == Run.State.ABORTED
+
+
+def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, owner):
+    from unittest import mock
+
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    run = run_create(owner=owner, dataset=dataset, name="gappy", network="lenet", config={},
+                     device_request={"kind": "cpu"})  # fmt: skip
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    off_the_loop(run_events_append, run_id=run.pk, events=[metrics(step) for step in range(1, 11)])
+    wait_points(page, "loss", 10)
+    # Stored but never delivered (as when the channel layer drops for a slow client)...
+    with mock.patch("workbench.runs.services.publish_run_events"):
+        off_the_loop(run_events_append, run_id=run.pk, events=[metrics(step) for step in range(11, 21)])
+    # ...then the next live batch shows the gap: the page asks for a replay and fills it in.
+    off_the_loop(run_events_append, run_id=run.pk, events=[metrics(step) for step in range(21, 26)])
+    wait_points(page, "loss", 25)
+    held = page.evaluate(STORE, "loss")
+    assert held["step"] == list(range(1, 26))
+    assert held["seq"] == list(run.events.filter(kind="metrics").order_by("seq").values_list("seq", flat=True))
+    assert page.evaluate("runPage.stream.gaps") == 1 and page.evaluate("runPage.stream.replays") == 2
