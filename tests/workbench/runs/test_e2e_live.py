@@ -268,3 +268,29 @@ def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, 
     assert held["step"] == list(range(1, 26))
     assert held["seq"] == list(run.events.filter(kind="metrics").order_by("seq").values_list("seq", flat=True))
     assert page.evaluate("runPage.stream.gaps") == 1 and page.evaluate("runPage.stream.replays") == 2
+
+
+def test_it_compacts_a_long_live_series_and_redraws_it_once(live_server_url, page, owner):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    run = run_create(owner=owner, dataset=dataset, name="long", network="lenet", config={},
+                     device_request={"kind": "cpu"})  # fmt: skip
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.select_option("#x-axis", "step")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    # 25,000 live points in the page itself (a long run watched for hours), with one spike.
+    page.evaluate("""() => {
+      const events = [];
+      for (let step = 1; step <= 25000; step++) {
+        events.push({seq: step + 1, type: "metrics", time: 1e9 + step, step, epoch: step / 1000,
+                     loss: step === 17777 ? 50 : 1 / step});
+      }
+      runPage.stream.applyLive(events);
+    }""")
+    page.wait_for_function("document.querySelector('[data-chart=loss]').data[0].x.length > 0")
+    held = page.evaluate("runPage.store.get('loss').value.length")
+    drawn = points(page, "loss")
+    # Compacted at 20,000 to 4,000 min/max points, then grown by the rest: bounded, spike kept.
+    assert held == drawn and held < 10_000
+    assert page.evaluate("Math.max(...document.querySelector('[data-chart=loss]').data[0].y)") == 50
+    assert page.evaluate("runPage.stream.lastSeq") == 25_001
