@@ -16,6 +16,7 @@ if not os.environ.get("REDIS_URL"):
     os.environ["REDIS_URL"] = start_test_redis(Path(os.environ["WORKBENCH_DATA_DIR"]))
 os.environ.setdefault("WORKBENCH_HEARTBEAT_SECONDS", "0.5")
 os.environ.setdefault("WORKBENCH_WORKER_TIMEOUT_SECONDS", "5")
+os.environ.setdefault("WORKBENCH_SYSTEM_SAMPLE_SECONDS", "1")
 
 from workbench.settings import *  # noqa: E402,F403
 

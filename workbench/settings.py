@@ -215,6 +215,8 @@ if PRODUCTION and SIMULATED_GPUS:
     raise ImproperlyConfigured("WORKBENCH_SIMULATED_GPUS cannot be used with WORKBENCH_PRODUCTION")
 # A run interrupted by a lost worker is resumed from its checkpoint at most this many times.
 RUN_MAX_ATTEMPTS = env_int("WORKBENCH_RUN_MAX_ATTEMPTS", 3, minimum=1)
+# How often a running run's devices and trainer processes are sampled (`system` events).
+SYSTEM_SAMPLE_SECONDS = env_float("WORKBENCH_SYSTEM_SAMPLE_SECONDS", 5.0, minimum=0.2)
 # Abort and pause send SIGTERM (the trainer saves a checkpoint), then SIGKILL after this long.
 RUN_STOP_GRACE_SECONDS = env_float("WORKBENCH_RUN_STOP_GRACE_SECONDS", 60.0, minimum=1.0)
 

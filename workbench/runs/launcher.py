@@ -24,6 +24,7 @@ from django.db.models import Max
 
 from workbench.runs.models import Device, Run, RunEvent
 from workbench.runs.services import publish_dashboard, run_events_append, run_finish
+from workbench.runs.system_sampler import SystemSampler
 from workbench.supervisor import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,9 @@ def run_attempt(*, run_id: int, attempt: int) -> str:
         )
     Run.objects.filter(pk=run.pk).update(trainer_pid=process.pid)
     log.info("run %s attempt %s: trainer pid %s on %s", run.pk, attempt, process.pid, config["devices"])
-    code, last_status, stop_request = watch(run, process, EventTail(events_path))
+    # `system` events (the run's own GPUs, the trainer's CPU and memory) every few seconds beside it.
+    with SystemSampler(run, settings.SYSTEM_SAMPLE_SECONDS, pid=process.pid):
+        code, last_status, stop_request = watch(run, process, EventTail(events_path))
     return finish(run, code, last_status, stop_request)
 
 

@@ -53,3 +53,15 @@ def test_it_waits_on_the_command_line_until_done(celery_worker, transactional_db
     run_id = int(lines[0])
     assert lines[-1] == f"run {run_id}: done"
     assert any(line.startswith(f"run {run_id}: running") for line in lines)
+
+
+def test_it_records_system_samples_beside_the_trainer(celery_worker, transactional_db, owner, make_dataset, settings):
+    dataset = make_dataset(owner, train=96)
+    config = {**TINY_CONFIG, "epochs": 30}
+    run = run_submit(owner=owner, dataset=dataset, name="sampled", network="lenet", config=config, gpus="cpu")
+    wait_for_state(run, {Run.State.DONE, Run.State.FAILED}, timeout=180)
+    assert run.state == Run.State.DONE, run.error
+    samples = list(run.events.filter(kind="system"))
+    assert samples, "no system event while the run trained"
+    assert samples[0].data["host_cpu_percent"] is not None
+    assert samples[0].data["process_count"] >= 1
