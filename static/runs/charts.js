@@ -95,7 +95,7 @@ export class SeriesStore {
   }
 
   // Points from the server (a downsampled replay): after `since` they extend what is held.
-  merge(name, points, since) {
+  merge(name, points, since, kind) {
     const held = this.series.get(name) || emptyColumns();
     const keep = held.seq.findIndex((seq) => seq > since);
     const cut = keep === -1 ? held.seq.length : keep;
@@ -103,6 +103,11 @@ export class SeriesStore {
     for (const key of Object.keys(held)) merged[key] = held[key].slice(0, cut).concat(points[key] || []);
     this.series.set(name, merged);
     this.versions.set(name, this.version(name) + 1);
+    // Live validation events carry only the step: their images come from the metrics' ratio.
+    const last = merged.step.length - 1;
+    if (kind === "metrics" && last >= 0 && merged.step[last] && isNumber(merged.images[last])) {
+      this.imagesPerStep = merged.images[last] / merged.step[last];
+    }
   }
 
   compact(name) {

@@ -173,6 +173,15 @@ function apply(event, logs) {
   }
 }
 
+// After a downsampled replay the header's figures come from the series (min/max keep the best).
+function summarise() {
+  const top1 = store.get("top1");
+  if (top1 && top1.value.length) header.bestTop1 = Math.max(header.bestTop1 ?? 0, ...top1.value);
+  const loss = store.get("loss");
+  const last = loss ? loss.epoch[loss.epoch.length - 1] : null;
+  if (typeof last === "number") header.epoch = last;
+}
+
 function afterApply(logs) {
   appendLog(logs);
   if (header.detailStale) {
@@ -234,7 +243,8 @@ class RunStream {
     performance.mark("replay-received");
     this.replays += 1;
     const logs = [];
-    for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since);
+    for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since, series.kind);
+    if (replay.downsampled) summarise();
     for (const event of replay.events) if (event.seq > this.lastSeq) apply(event, logs);
     this.lastSeq = Math.max(this.lastSeq, replay.last_seq);
     afterApply(logs);

@@ -207,6 +207,7 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     page.select_option("#x-axis", "step")
     page.wait_for_function("document.querySelector('#stream-state').textContent.includes('downsampled')")
     overview = wait_points(page, "loss", 100)
+    assert page.inner_text("#run-epoch") == "200.00"  # the header's figures come from the series
     assert overview <= 2000 and page.evaluate("Math.max(...document.querySelector('[data-chart=loss]').data[0].y)") == 9
     # Zoom in: the range comes again from the server at full resolution.
     page.evaluate("Plotly.relayout(document.querySelector('[data-chart=loss]'), {'xaxis.range': [1000, 1100]})")
