@@ -97,6 +97,21 @@ class Dataset(models.Model):
         return f"user-{self.owner_id}"
 
     @property
+    def progress_group_name(self) -> str:
+        """The channel group of this build's own progress socket (/ws/datasets/<id>/)."""
+        return f"dataset-{self.pk}"
+
+    def progress_payload(self) -> dict:
+        """The payload of a `dataset.progress` message."""
+        return {
+            "done": self.progress_done,
+            "total": self.progress_total,
+            "images_per_second": self.images_per_second,
+            "eta_seconds": self.eta_seconds,
+            "status": self.status,
+        }
+
+    @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
 

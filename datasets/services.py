@@ -77,7 +77,7 @@ def dataset_queue(*, dataset: Dataset) -> None:
 
 
 def publish(dataset: Dataset) -> None:
-    """Tell the owner's dashboard; a missing channel layer must never break a build."""
+    """Tell the owner's dashboard and the dataset's page; a missing channel layer must never break a build."""
     try:
         layer = get_channel_layer()
         if layer is None:
@@ -93,6 +93,10 @@ def publish(dataset: Dataset) -> None:
                     "percent": round(dataset.progress_percent, 1),
                 },
             },
+        )
+        # The dataset page's own socket gets counts, speed and ETA.
+        async_to_sync(layer.group_send)(
+            dataset.progress_group_name, {"type": "dataset.progress", "payload": dataset.progress_payload()}
         )
     except Exception:  # noqa: BLE001
         log.warning("dataset %s: could not publish progress", dataset.pk, exc_info=True)
@@ -170,6 +174,7 @@ class _Progress:
             progress_done=done, progress_total=total, images_per_second=rate
         )
         self.dataset.progress_done, self.dataset.progress_total = done, total
+        self.dataset.images_per_second = rate
         publish(self.dataset)
 
 

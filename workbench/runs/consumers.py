@@ -21,10 +21,6 @@ from workbench.runs.models import Run
 from workbench.runs.series import replay_message
 
 
-def dataset_group_name(dataset_id: int) -> str:
-    return f"dataset-{dataset_id}"
-
-
 def _visible(queryset, user):
     return queryset if user.is_staff else queryset.filter(owner=user)
 
@@ -92,17 +88,6 @@ def _dataset_for(user, pk: int) -> Dataset | None:
     return _visible(Dataset.objects.all(), user).filter(pk=pk).first()
 
 
-def dataset_progress_payload(dataset: Dataset) -> dict:
-    """The payload of `dataset.progress`, from the row (what a client sees on connect)."""
-    return {
-        "done": dataset.progress_done,
-        "total": dataset.progress_total,
-        "images_per_second": dataset.images_per_second,
-        "eta_seconds": dataset.eta_seconds,
-        "status": dataset.status,
-    }
-
-
 class DatasetConsumer(AsyncJsonWebsocketConsumer):
     """A dataset build's progress: the row's state on connect, then each `dataset.progress`."""
 
@@ -116,10 +101,10 @@ class DatasetConsumer(AsyncJsonWebsocketConsumer):
             await self.close()
             return
         self.dataset_id = dataset.pk
-        self.group_name = dataset_group_name(dataset.pk)
+        self.group_name = dataset.progress_group_name
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
-        await self.send_json({"type": "progress", "id": dataset.pk, **dataset_progress_payload(dataset)})
+        await self.send_json({"type": "progress", "id": dataset.pk, **dataset.progress_payload()})
 
     async def disconnect(self, code):
         if hasattr(self, "group_name"):

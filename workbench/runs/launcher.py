@@ -52,7 +52,8 @@ def trainer_config(run: Run, devices: list[Device]) -> tuple[dict, dict[str, str
         # The CPU, or simulated GPUs: one gloo process per simulated GPU, on the CPU.
         config["devices"] = ["cpu"] * max(1, len(gpus))
         visible = ""
-    return config, {"CUDA_VISIBLE_DEVICES": visible}
+    # PCI order makes CUDA's numbering match NVML's, which the inventory and the sampler use.
+    return config, {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 class EventTail:
