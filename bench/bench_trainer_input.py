@@ -47,21 +47,39 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for encoding in ("none", "png"):
-            folder = make_dataset_folder(Path(tmp) / f"ds_{encoding}", num_classes=10, size=args.side, channels=3,
-                                         train=args.images, val=0, encoding=encoding)
-            raw = {"run_dir": str(Path(tmp) / f"run_{encoding}"), "network": args.network,
-                   "batch_size": args.batch, "epochs": args.epochs, "val_interval": 0, "snapshot_interval": 0,
-                   "metrics_interval": 5, "data": {"dataset": str(folder), "random_flip": True}}
+            folder = make_dataset_folder(
+                Path(tmp) / f"ds_{encoding}",
+                num_classes=10,
+                size=args.side,
+                channels=3,
+                train=args.images,
+                val=0,
+                encoding=encoding,
+            )
+            raw = {
+                "run_dir": str(Path(tmp) / f"run_{encoding}"),
+                "network": args.network,
+                "batch_size": args.batch,
+                "epochs": args.epochs,
+                "val_interval": 0,
+                "snapshot_interval": 0,
+                "metrics_interval": 5,
+                "data": {"dataset": str(folder), "random_flip": True},
+            }
             rate, wait, intervals = from_lmdb(raw)
             rows.append((f"LMDB, {encoding} datums", rate, wait, intervals))
-        cfg = config_from_dict({**raw, "run_dir": str(Path(tmp) / "run_mem"),
-                                "data": {"dataset": str(folder), "num_workers": 0}})
+        cfg = config_from_dict(
+            {**raw, "run_dir": str(Path(tmp) / "run_mem"), "data": {"dataset": str(folder), "num_workers": 0}}
+        )
         batches = random_batches(8, args.batch, (3, args.side, args.side), 10)
-        memory = statistics.median(time_engine(engine_run_in_memory(cfg, batches, torch.device("cpu")), 1)
-                                   .images_per_sec for _ in range(3))
-    print(f"{args.network} 3x{args.side}x{args.side}, batch {args.batch}, {args.images} images, cpu, "
-          f"{torch.get_num_threads()} threads; loader defaults: num_workers={defaults.num_workers}, "
-          f"prefetch_factor={defaults.prefetch_factor}")
+        memory = statistics.median(
+            time_engine(engine_run_in_memory(cfg, batches, torch.device("cpu")), 1).images_per_sec for _ in range(3)
+        )
+    print(
+        f"{args.network} 3x{args.side}x{args.side}, batch {args.batch}, {args.images} images, cpu, "
+        f"{torch.get_num_threads()} threads; loader defaults: num_workers={defaults.num_workers}, "
+        f"prefetch_factor={defaults.prefetch_factor}"
+    )
     print("| data | images/s | data-wait share | vs in-memory |\n| --- | ---: | ---: | ---: |")
     for name, rate, wait, _ in rows:
         print(f"| {name} | {rate:,.0f} | {wait:.1%} | {rate / memory:.3f} |")

@@ -30,8 +30,8 @@ from trainer.config import config_from_dict  # noqa: E402
 from trainer.testing import make_dataset_folder  # noqa: E402
 
 CASES = [  # (network, image side, channels, batch, batches per pass)
-    ("lenet", 28, 1, 256, 8),      # a tiny step: per-step overhead shows most here
-    ("resnet18", 32, 3, 64, 4),    # a realistic convnet step
+    ("lenet", 28, 1, 256, 8),  # a tiny step: per-step overhead shows most here
+    ("resnet18", 32, 3, 64, 4),  # a realistic convnet step
 ]
 
 
@@ -40,9 +40,13 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--epochs", type=int, default=1, help="passes over the batches per trial")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="CPU threads; 1 by default because on a shared machine a multi-threaded "
-                             "step's barrier waits measure the neighbours, not the loop")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads; 1 by default because on a shared machine a multi-threaded "
+        "step's barrier waits measure the neighbours, not the loop",
+    )
     parser.add_argument("--cases", default="lenet,resnet18", help="comma-separated networks from the table")
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -52,15 +56,23 @@ def main() -> int:
         for network, side, channels, batch, count in CASES:
             if network not in args.cases.split(","):
                 continue
-            folder = make_dataset_folder(Path(tmp) / f"{network}_ds", num_classes=10, size=side,
-                                         channels=channels, train=batch, val=0)
-            cfg = config_from_dict({
-                "run_dir": str(Path(tmp) / f"{network}_run"), "network": network, "batch_size": batch,
-                "epochs": 1, "val_interval": 0, "snapshot_interval": 0, "metrics_interval": 10,
-                "devices": ["cpu" if device.type == "cpu" else device.index or 0],
-                "data": {"dataset": str(folder), "num_workers": 0},
-                "solver": {"optimizer": "sgd", "base_lr": 0.01, "momentum": 0.9},
-            })
+            folder = make_dataset_folder(
+                Path(tmp) / f"{network}_ds", num_classes=10, size=side, channels=channels, train=batch, val=0
+            )
+            cfg = config_from_dict(
+                {
+                    "run_dir": str(Path(tmp) / f"{network}_run"),
+                    "network": network,
+                    "batch_size": batch,
+                    "epochs": 1,
+                    "val_interval": 0,
+                    "snapshot_interval": 0,
+                    "metrics_interval": 10,
+                    "devices": ["cpu" if device.type == "cpu" else device.index or 0],
+                    "data": {"dataset": str(folder), "num_workers": 0},
+                    "solver": {"optimizer": "sgd", "base_lr": 0.01, "momentum": 0.9},
+                }
+            )
             batches = random_batches(count, batch, (channels, side, side), 10, device)
             run = engine_run_in_memory(cfg, batches, device)
             baseline_model = copy.deepcopy(run.model_without_ddp)
@@ -73,10 +85,14 @@ def main() -> int:
             cpu_o = statistics.median(t.images_per_cpu_sec for t in ours)
             cpu_b = statistics.median(t.images_per_cpu_sec for t in base)
             rows.append((f"{network} {channels}x{side}x{side} batch {batch}", wall_o, wall_b, cpu_o, cpu_b))
-    print(f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-          f"{args.trials} alternating trials of {args.epochs} pass(es)")
-    print("| case | engine images/s (wall, best) | minimal images/s (wall, best) | ratio (wall) "
-          "| engine images/CPU-s (median) | minimal images/CPU-s (median) | ratio (CPU) |")
+    print(
+        f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+        f"{args.trials} alternating trials of {args.epochs} pass(es)"
+    )
+    print(
+        "| case | engine images/s (wall, best) | minimal images/s (wall, best) | ratio (wall) "
+        "| engine images/CPU-s (median) | minimal images/CPU-s (median) | ratio (CPU) |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, wo, wb, co, cb in rows:
         print(f"| {name} | {wo:,.0f} | {wb:,.0f} | {wo / wb:.3f} | {co:,.0f} | {cb:,.0f} | {co / cb:.3f} |")

@@ -28,8 +28,9 @@ from trainer.testing import make_dataset_folder  # noqa: E402
 
 SIZES = {
     # network, side, per-device batches, precisions, LMDB images, device list for 1 and "all"
-    "full": dict(network="resnet50", side=224, batches=[64, 128, 256], precisions=["bf16", "fp32"],
-                 images=2560, steps=30),
+    "full": dict(
+        network="resnet50", side=224, batches=[64, 128, 256], precisions=["bf16", "fp32"], images=2560, steps=30
+    ),
     # The same code paths (synthetic, LMDB, 1 and 2 processes) in seconds on a CPU, for tests.
     "tiny": dict(network="lenet", side=16, batches=[8], precisions=["fp32"], images=32, steps=4),
 }
@@ -44,11 +45,21 @@ def _devices(size: str) -> tuple[list, list]:
 
 def _synthetic(spec: dict, folder: Path, tmp: Path, devices: list, precision: str, batch: int) -> dict:
     device = torch.device("cpu") if devices[0] == "cpu" else torch.device("cuda", devices[0])
-    cfg = config_from_dict({
-        "run_dir": str(tmp / "syn"), "network": spec["network"], "batch_size": batch, "epochs": 1,
-        "precision": precision, "channels_last": device.type == "cuda", "devices": devices,
-        "val_interval": 0, "snapshot_interval": 0, "metrics_interval": 10,
-        "data": {"dataset": str(folder), "num_workers": 0}})
+    cfg = config_from_dict(
+        {
+            "run_dir": str(tmp / "syn"),
+            "network": spec["network"],
+            "batch_size": batch,
+            "epochs": 1,
+            "precision": precision,
+            "channels_last": device.type == "cuda",
+            "devices": devices,
+            "val_interval": 0,
+            "snapshot_interval": 0,
+            "metrics_interval": 10,
+            "data": {"dataset": str(folder), "num_workers": 0},
+        }
+    )
     batches = random_batches(max(2, spec["steps"] // 3), batch, (3, spec["side"], spec["side"]), 10, device)
     timing = time_engine(engine_run_in_memory(cfg, batches, device), 3)
     return {"images_per_sec": timing.images_per_sec, "data_wait_share": 0.0}
@@ -61,18 +72,31 @@ def _lmdb(spec: dict, folder: Path, tmp: Path, devices: list, precision: str, ba
     if steps_per_epoch < 1:
         return {"skipped": f"needs more than {spec['images']} images"}
     reporter = ListReporter()
-    code = train(config_from_dict({
-        "run_dir": str(tmp / f"lmdb_{world}_{precision}_{batch}"), "network": spec["network"],
-        "batch_size": batch * world, "epochs": max(1.0, spec["steps"] / steps_per_epoch), "precision": precision,
-        "channels_last": devices[0] != "cpu", "devices": devices, "val_interval": 0, "snapshot_interval": 0,
-        "metrics_interval": max(1, min(5, spec["steps"] // 3)),
-        "data": {"dataset": str(folder), "num_workers": workers},
-    }), reporter=reporter)
+    code = train(
+        config_from_dict(
+            {
+                "run_dir": str(tmp / f"lmdb_{world}_{precision}_{batch}"),
+                "network": spec["network"],
+                "batch_size": batch * world,
+                "epochs": max(1.0, spec["steps"] / steps_per_epoch),
+                "precision": precision,
+                "channels_last": devices[0] != "cpu",
+                "devices": devices,
+                "val_interval": 0,
+                "snapshot_interval": 0,
+                "metrics_interval": max(1, min(5, spec["steps"] // 3)),
+                "data": {"dataset": str(folder), "num_workers": workers},
+            }
+        ),
+        reporter=reporter,
+    )
     if code != 0:
         return {"skipped": reporter.events[-1].get("message", "failed")[:120]}
     metrics = reporter.of_type("metrics")[1:] or reporter.of_type("metrics")
-    return {"images_per_sec": statistics.median(m["images_per_sec"] for m in metrics),
-            "data_wait_share": statistics.mean(m["data_wait_share"] for m in metrics)}
+    return {
+        "images_per_sec": statistics.median(m["images_per_sec"] for m in metrics),
+        "data_wait_share": statistics.mean(m["data_wait_share"] for m in metrics),
+    }
 
 
 def main() -> int:
@@ -90,8 +114,9 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        folder = make_dataset_folder(tmp / "ds", num_classes=10, size=spec["side"], channels=3,
-                                     train=spec["images"], val=0)
+        folder = make_dataset_folder(
+            tmp / "ds", num_classes=10, size=spec["side"], channels=3, train=spec["images"], val=0
+        )
         plan = [("synthetic", one, p, b) for p in spec["precisions"] for b in spec["batches"]]
         plan += [("lmdb", one, p, b) for p in spec["precisions"] for b in spec["batches"]]
         if len(every) > 1:
@@ -109,18 +134,24 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     device_name = torch.cuda.get_device_name(0) if args.size == "full" else "cpu"
-    print(f"{spec['network']} {spec['side']}x{spec['side']} on {device_name}, torch {torch.__version__}, "
-          f"{time.monotonic() - started:.0f}s")
+    print(
+        f"{spec['network']} {spec['side']}x{spec['side']} on {device_name}, torch {torch.__version__}, "
+        f"{time.monotonic() - started:.0f}s"
+    )
     print("| data | devices | precision | batch/device | images/s | images/s per device | data-wait |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "skipped" in r:
-            print(f"| {r['data']} | {r['devices']} | {r['precision']} | {r['batch_per_device']} | "
-                  f"skipped: {r['skipped']} | | |")
+            print(
+                f"| {r['data']} | {r['devices']} | {r['precision']} | {r['batch_per_device']} | "
+                f"skipped: {r['skipped']} | | |"
+            )
         else:
-            print(f"| {r['data']} | {r['devices']} | {r['precision']} | {r['batch_per_device']} | "
-                  f"{r['images_per_sec']:,.0f} | {r['images_per_sec'] / r['devices']:,.0f} | "
-                  f"{r['data_wait_share']:.1%} |")
+            print(
+                f"| {r['data']} | {r['devices']} | {r['precision']} | {r['batch_per_device']} | "
+                f"{r['images_per_sec']:,.0f} | {r['images_per_sec'] / r['devices']:,.0f} | "
+                f"{r['data_wait_share']:.1%} |"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

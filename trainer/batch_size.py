@@ -36,8 +36,14 @@ def search_batch_size(fits: Callable[[int], bool], *, start: int = 1, limit: int
     return good
 
 
-def train_step_fits(model: nn.Module, shape: tuple[int, int, int], num_classes: int, device: torch.device,
-                    precision: str = "fp32", channels_last: bool = False) -> Callable[[int], bool]:
+def train_step_fits(
+    model: nn.Module,
+    shape: tuple[int, int, int],
+    num_classes: int,
+    device: torch.device,
+    precision: str = "fp32",
+    channels_last: bool = False,
+) -> Callable[[int], bool]:
     """A probe: one forward + backward + SGD step at batch b on random data."""
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-9, momentum=0.9)
@@ -80,13 +86,22 @@ def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
-    fits = train_step_fits(model, (spec.channels, spec.height, spec.width), spec.num_classes, device,
-                           cfg.precision, cfg.channels_last)
+    fits = train_step_fits(
+        model, (spec.channels, spec.height, spec.width), spec.num_classes, device, cfg.precision, cfg.channels_last
+    )
     per_process = search_batch_size(fits, limit=max(1, limit // cfg.world_size))
     total = per_process * cfg.world_size
     if save:
         Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.run_dir) / "batch_size.json").write_text(json.dumps(
-            {"max_batch_size": total, "per_process": per_process, "device": str(device),
-             "network": cfg.network, "precision": cfg.precision}))
+        (Path(cfg.run_dir) / "batch_size.json").write_text(
+            json.dumps(
+                {
+                    "max_batch_size": total,
+                    "per_process": per_process,
+                    "device": str(device),
+                    "network": cfg.network,
+                    "precision": cfg.precision,
+                }
+            )
+        )
     return total

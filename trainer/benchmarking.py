@@ -28,16 +28,22 @@ class InMemoryLoader:
         return len(self.batches)
 
 
-def random_batches(count: int, batch: int, shape: tuple[int, int, int], num_classes: int,
-                   device: torch.device | str = "cpu") -> list[tuple[torch.Tensor, torch.Tensor]]:
+def random_batches(
+    count: int, batch: int, shape: tuple[int, int, int], num_classes: int, device: torch.device | str = "cpu"
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     gen = torch.Generator().manual_seed(0)
-    return [(torch.randint(0, 256, (batch, *shape), generator=gen, dtype=torch.uint8).to(device),
-             torch.randint(0, num_classes, (batch,), generator=gen).to(device)) for _ in range(count)]
+    return [
+        (
+            torch.randint(0, 256, (batch, *shape), generator=gen, dtype=torch.uint8).to(device),
+            torch.randint(0, num_classes, (batch,), generator=gen).to(device),
+        )
+        for _ in range(count)
+    ]
 
 
 @dataclass
 class Timing:
-    images_per_sec: float        # wall clock
+    images_per_sec: float  # wall clock
     seconds: float
     steps: int
     images_per_cpu_sec: float = 0.0  # process CPU time: robust to neighbours on a shared CPU
@@ -70,9 +76,17 @@ def time_engine(run: Run, epochs: int) -> Timing:
     return Timing(images / seconds, seconds, run.step - steps0, images / max(cpu, 1e-9))
 
 
-def time_minimal_loop(model: nn.Module, batches: list, mean: torch.Tensor | None, device: torch.device,
-                      lr: float, momentum: float, epochs: int, precision: str = "fp32",
-                      channels_last: bool = False) -> Timing:
+def time_minimal_loop(
+    model: nn.Module,
+    batches: list,
+    mean: torch.Tensor | None,
+    device: torch.device,
+    lr: float,
+    momentum: float,
+    epochs: int,
+    precision: str = "fp32",
+    channels_last: bool = False,
+) -> Timing:
     """The baseline: the fewest lines that train the same model on the same batches."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)

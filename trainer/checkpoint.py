@@ -80,8 +80,7 @@ class CheckpointStore:
     def snapshots(self) -> list[tuple[int, Path]]:
         if not self.dir.is_dir():
             return []
-        found = [(int(m.group(1)), self.dir / m.group(0)) for name in os.listdir(self.dir)
-                 if (m := _NAME.match(name))]
+        found = [(int(m.group(1)), self.dir / m.group(0)) for name in os.listdir(self.dir) if (m := _NAME.match(name))]
         return sorted(found)
 
     def latest(self) -> Path | None:
@@ -92,8 +91,9 @@ class CheckpointStore:
         path = self.dir / "best.pt"
         return path if path.exists() else None
 
-    def save(self, state: dict[str, Any], *, step: int, is_best: bool = False,
-             metrics: dict[str, Any] | None = None) -> Path:
+    def save(
+        self, state: dict[str, Any], *, step: int, is_best: bool = False, metrics: dict[str, Any] | None = None
+    ) -> Path:
         state = {"format": FORMAT, "version": VERSION, **state}
         path = self.dir / f"step_{step:08d}.pt"
         atomic_write(path, lambda fh: torch.save(state, fh))
@@ -116,7 +116,7 @@ class CheckpointStore:
         _fsync_dir(self.dir)
 
     def _prune(self) -> None:
-        for _, old in self.snapshots()[:-self.keep_last]:
+        for _, old in self.snapshots()[: -self.keep_last]:
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
         for stale in self.dir.glob(".*.tmp"):  # leftovers of writes killed mid-way

@@ -15,8 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-NETWORKS = ("lenet", "alexnet", "googlenet", "resnet18", "resnet34", "resnet50", "vgg16",
-            "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0", "vit_b_16", "custom")
+NETWORKS = (
+    "lenet",
+    "alexnet",
+    "googlenet",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "vgg16",
+    "mobilenet_v3_small",
+    "mobilenet_v3_large",
+    "efficientnet_b0",
+    "vit_b_16",
+    "custom",
+)
 OPTIMIZERS = ("sgd", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
 LR_POLICIES = ("fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid", "cosine", "onecycle")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -30,32 +42,32 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    dataset: str = ""                 # a dataset folder (see docs/formats.md)
-    crop_size: int | None = None      # random crop for training, centre crop for validation
-    random_flip: bool = False         # horizontal flips during training
+    dataset: str = ""  # a dataset folder (see docs/formats.md)
+    crop_size: int | None = None  # random crop for training, centre crop for validation
+    random_flip: bool = False  # horizontal flips during training
     vertical_flip: bool = False
-    mean_subtraction: str = "image"   # image | pixel | none
-    num_workers: int = 2              # DataLoader worker processes per training process
-    prefetch_factor: int = 4          # batches each worker keeps ready
+    mean_subtraction: str = "image"  # image | pixel | none
+    num_workers: int = 2  # DataLoader worker processes per training process
+    prefetch_factor: int = 4  # batches each worker keeps ready
 
 
 @dataclass
 class SolverConfig:
     optimizer: str = "sgd"
     base_lr: float = 0.01
-    momentum: float = 0.9             # sgd/nesterov/rmsprop
+    momentum: float = 0.9  # sgd/nesterov/rmsprop
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)  # adam/adamw
     lr_policy: str = "fixed"
-    gamma: float = 0.1                # step, multistep, exp, inv, sigmoid
-    power: float = 1.0                # inv, poly
-    step_size: float = 33.0           # step, sigmoid: percent of the run (DIGITS convention)
+    gamma: float = 0.1  # step, multistep, exp, inv, sigmoid
+    power: float = 1.0  # inv, poly
+    step_size: float = 33.0  # step, sigmoid: percent of the run (DIGITS convention)
     step_values: list[float] = field(default_factory=lambda: [50.0, 75.0])  # multistep, percent
-    min_lr: float = 0.0               # cosine floor
+    min_lr: float = 0.0  # cosine floor
     onecycle_pct_start: float = 0.3
     onecycle_div_factor: float = 25.0
     onecycle_final_div_factor: float = 1e4
-    warmup_percent: float = 0.0       # linear warmup over this share of the run (percent)
+    warmup_percent: float = 0.0  # linear warmup over this share of the run (percent)
     grad_clip_norm: float | None = None
 
 
@@ -65,23 +77,23 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     network: str = "lenet"
     custom_layers: list[dict[str, Any]] | None = None  # network == "custom"
-    pretrained: str | None = None     # a state_dict file for fine-tuning
+    pretrained: str | None = None  # a state_dict file for fine-tuning
     solver: SolverConfig = field(default_factory=SolverConfig)
     epochs: float = 10.0
-    batch_size: int = 64              # global: divided over the processes
-    grad_accum: int = 1               # micro-batches per optimizer step
+    batch_size: int = 64  # global: divided over the processes
+    grad_accum: int = 1  # micro-batches per optimizer step
     devices: list[str | int] = field(default_factory=lambda: ["cpu"])
     precision: str = "fp32"
     channels_last: bool = False
     compile: bool = False
     seed: int = 0
-    val_interval: float = 1.0         # epochs between validations (0 = only at the end)
-    snapshot_interval: float = 1.0    # epochs between checkpoints (0 = only at the end)
-    keep_last: int = 3                # checkpoints kept besides the best
+    val_interval: float = 1.0  # epochs between validations (0 = only at the end)
+    snapshot_interval: float = 1.0  # epochs between checkpoints (0 = only at the end)
+    keep_last: int = 3  # checkpoints kept besides the best
     best_metric: str = "top1"
-    metrics_interval: int = 10        # steps between metrics events
-    stop_check_interval: int = 10     # steps between multi-process "should we stop?" agreements
-    dist_timeout_s: float = 300.0     # a collective that waits longer than this fails the run
+    metrics_interval: int = 10  # steps between metrics events
+    stop_check_interval: int = 10  # steps between multi-process "should we stop?" agreements
+    dist_timeout_s: float = 300.0  # a collective that waits longer than this fails the run
 
     # ---------------------------------------------------------------- derived values
     @property
@@ -107,6 +119,7 @@ class TrainConfig:
 # Loading
 # ------------------------------------------------------------------------------------------
 
+
 def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
@@ -118,9 +131,7 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     known = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise ConfigError(
-            f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(known))})"
-        )
+        raise ConfigError(f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
     kwargs = {}
     for name, value in raw.items():
         sub = {"data": DataConfig, "solver": SolverConfig}.get(name) if cls is TrainConfig else None
@@ -138,7 +149,7 @@ def parse_devices(value: Any) -> list[str | int]:
             return ["cpu"] * count if match.group(1) == "cpu" else list(range(count))
         value = [part.strip() for part in text.split(",") if part.strip()]
     if not isinstance(value, list) or not value:
-        raise ConfigError("devices: expected a non-empty list such as [\"cpu\"], [0, 1] or \"cpu x 2\"")
+        raise ConfigError('devices: expected a non-empty list such as ["cpu"], [0, 1] or "cpu x 2"')
     devices: list[str | int] = []
     for item in value:
         if isinstance(item, bool):
@@ -177,8 +188,12 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
 
     def positive(name: str, value: Any, *, integer: bool = False, allow_zero: bool = False) -> None:
         ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok_type or not math.isfinite(value) or value < 0 or (
-            value == 0 and not allow_zero
+        if (
+            isinstance(value, bool)
+            or not ok_type
+            or not math.isfinite(value)
+            or value < 0
+            or (value == 0 and not allow_zero)
         ):
             kind = "integer" if integer else "number"
             raise ConfigError(f"{name}: {value!r} must be a {'non-negative' if allow_zero else 'positive'} {kind}")
@@ -251,9 +266,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
             count = torch.cuda.device_count()
             missing = [d for d in cfg.devices if d >= count]
             if missing:
-                raise ConfigError(
-                    f"devices: CUDA device(s) {missing} not present (this machine has {count})"
-                )
+                raise ConfigError(f"devices: CUDA device(s) {missing} not present (this machine has {count})")
     return cfg
 
 

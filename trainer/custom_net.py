@@ -22,9 +22,16 @@ Shape = tuple[int, ...]  # without the batch dimension
 
 
 def _conv(shape: Shape, p: dict) -> nn.Module:
-    return nn.Conv2d(shape[0], p["out_channels"], p["kernel_size"], stride=p.get("stride", 1),
-                     padding=p.get("padding", 0), dilation=p.get("dilation", 1),
-                     groups=p.get("groups", 1), bias=p.get("bias", True))
+    return nn.Conv2d(
+        shape[0],
+        p["out_channels"],
+        p["kernel_size"],
+        stride=p.get("stride", 1),
+        padding=p.get("padding", 0),
+        dilation=p.get("dilation", 1),
+        groups=p.get("groups", 1),
+        bias=p.get("bias", True),
+    )
 
 
 def _linear(shape: Shape, p: dict) -> nn.Module:
@@ -46,10 +53,18 @@ LAYERS: dict[str, tuple[Callable[[Shape, dict], nn.Module], set[str], set[str], 
     "gelu": (lambda s, p: nn.GELU(), set(), set(), None),
     "sigmoid": (lambda s, p: nn.Sigmoid(), set(), set(), None),
     "tanh": (lambda s, p: nn.Tanh(), set(), set(), None),
-    "max_pool": (lambda s, p: nn.MaxPool2d(p["kernel_size"], p.get("stride"), p.get("padding", 0)),
-                 {"kernel_size"}, {"stride", "padding"}, 3),
-    "avg_pool": (lambda s, p: nn.AvgPool2d(p["kernel_size"], p.get("stride"), p.get("padding", 0)),
-                 {"kernel_size"}, {"stride", "padding"}, 3),
+    "max_pool": (
+        lambda s, p: nn.MaxPool2d(p["kernel_size"], p.get("stride"), p.get("padding", 0)),
+        {"kernel_size"},
+        {"stride", "padding"},
+        3,
+    ),
+    "avg_pool": (
+        lambda s, p: nn.AvgPool2d(p["kernel_size"], p.get("stride"), p.get("padding", 0)),
+        {"kernel_size"},
+        {"stride", "padding"},
+        3,
+    ),
     "adaptive_avg_pool": (lambda s, p: nn.AdaptiveAvgPool2d(p.get("output_size", 1)), set(), {"output_size"}, 3),
     "dropout": (lambda s, p: nn.Dropout(p.get("p", 0.5)), set(), {"p"}, None),
     "flatten": (lambda s, p: nn.Flatten(), set(), set(), None),
@@ -74,8 +89,9 @@ def _check_layer(i: int, layer: Any) -> tuple[str, dict]:
     return kind, params
 
 
-def _plan(layers: list, channels: int, height: int, width: int,
-          num_classes: int) -> list[tuple[int, str, dict, Shape, Shape]]:
+def _plan(
+    layers: list, channels: int, height: int, width: int, num_classes: int
+) -> list[tuple[int, str, dict, Shape, Shape]]:
     """Validate every layer on the meta device; returns (index, type, params, in, out) per layer."""
     if not isinstance(layers, list) or not layers:
         raise CustomNetError("custom_layers: expected a non-empty list of layers")
@@ -87,8 +103,10 @@ def _plan(layers: list, channels: int, height: int, width: int,
     plan = []
     for i, (kind, params) in enumerate(checked):
         if kind == "linear" and "out_features" not in params and i != last_linear:
-            raise CustomNetError(f"layer {i} (linear): missing parameter 'out_features' "
-                                 "(only the last linear layer defaults to the number of classes)")
+            raise CustomNetError(
+                f"layer {i} (linear): missing parameter 'out_features' "
+                "(only the last linear layer defaults to the number of classes)"
+            )
         if kind == "linear" and params.get("out_features", "classes") == "classes":
             params["out_features"] = num_classes
         builder, _, _, rank = LAYERS[kind]
@@ -111,8 +129,7 @@ def _plan(layers: list, channels: int, height: int, width: int,
     return plan
 
 
-def layer_shapes(layers: list, channels: int, height: int, width: int,
-                 num_classes: int) -> list[dict[str, Any]]:
+def layer_shapes(layers: list, channels: int, height: int, width: int, num_classes: int) -> list[dict[str, Any]]:
     """Per-layer output shapes (batch dimension left out), for the network editor."""
     plan = _plan(copy.deepcopy(layers), channels, height, width, num_classes)
     return [{"index": None, "type": "input", "shape": [channels, height, width]}] + [

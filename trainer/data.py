@@ -32,8 +32,15 @@ class LMDBImageDataset(Dataset):
     the augmentation of a sample depends only on that seed, not on which worker or process
     draws it, so a resumed run sees exactly the crops and flips of an uninterrupted one."""
 
-    def __init__(self, db: DatumLMDB, *, crop_size: int | None = None, train: bool = False,
-                 hflip: bool = False, vflip: bool = False) -> None:
+    def __init__(
+        self,
+        db: DatumLMDB,
+        *,
+        crop_size: int | None = None,
+        train: bool = False,
+        hflip: bool = False,
+        vflip: bool = False,
+    ) -> None:
         self.db = db
         self.crop_size = crop_size
         self.train = train
@@ -49,7 +56,7 @@ class LMDBImageDataset(Dataset):
         rng = np.random.default_rng(seed) if self.train else None
         if self.crop_size is not None:
             top, left = _crop_box(image.shape[1], image.shape[2], self.crop_size, rng)
-            image = image[:, top:top + self.crop_size, left:left + self.crop_size]
+            image = image[:, top : top + self.crop_size, left : left + self.crop_size]
         if rng is not None:
             if self.hflip and rng.random() < 0.5:
                 image = image[:, :, ::-1]
@@ -67,8 +74,16 @@ class ShardedSampler(Sampler):
     `start_batch` skips batches already trained (mid-epoch resume) without loading them.
     """
 
-    def __init__(self, size: int, *, rank: int = 0, world: int = 1, seed: int = 0, shuffle: bool = True,
-                 global_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        size: int,
+        *,
+        rank: int = 0,
+        world: int = 1,
+        seed: int = 0,
+        shuffle: bool = True,
+        global_batch: int | None = None,
+    ) -> None:
         self.size, self.rank, self.world, self.seed, self.shuffle = size, rank, world, seed, shuffle
         self.global_batch = global_batch
         self.epoch = 0
@@ -88,9 +103,9 @@ class ShardedSampler(Sampler):
         order = self._order()
         if self.global_batch:
             order = order[: self.size // self.global_batch * self.global_batch]
-        mine = order[self.rank::self.world]
+        mine = order[self.rank :: self.world]
         if self.global_batch:
-            mine = mine[self.start_batch * (self.global_batch // self.world):]
+            mine = mine[self.start_batch * (self.global_batch // self.world) :]
         return mine
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
@@ -133,7 +148,7 @@ def mean_tensor(info: DatasetInfo, mode: str, crop_size: int | None) -> torch.Te
         return torch.from_numpy(mean.mean(axis=(1, 2))).view(-1, 1, 1).float()
     if crop_size is not None:
         top, left = _crop_box(mean.shape[1], mean.shape[2], crop_size, None)
-        mean = mean[:, top:top + crop_size, left:left + crop_size]
+        mean = mean[:, top : top + crop_size, left : left + crop_size]
     return torch.from_numpy(np.ascontiguousarray(mean)).float()
 
 
@@ -142,7 +157,7 @@ class Data:
     train_loader: DataLoader
     val_loader: DataLoader | None
     train_sampler: ShardedSampler
-    steps_per_epoch: int          # optimizer steps (global batches) per epoch
+    steps_per_epoch: int  # optimizer steps (global batches) per epoch
     normalize: Normalize
     input_shape: tuple[int, int, int]
     train_count: int
@@ -153,8 +168,7 @@ def input_shape(cfg: TrainConfig, info: DatasetInfo) -> tuple[int, int, int]:
     crop = cfg.data.crop_size
     if crop is not None and (crop > info.image_height or crop > info.image_width):
         raise ConfigError(
-            f"data.crop_size: {crop} is larger than the dataset images "
-            f"({info.image_width}x{info.image_height})"
+            f"data.crop_size: {crop} is larger than the dataset images ({info.image_width}x{info.image_height})"
         )
     return (info.channels, crop or info.image_height, crop or info.image_width)
 
@@ -167,42 +181,50 @@ def _worker_init(worker_id: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int = 1,
-               pin_memory: bool = False) -> Data:
+def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int = 1, pin_memory: bool = False) -> Data:
     train_db = DatumLMDB(info.splits["train"].db)
     train_count = len(train_db)
     steps = train_count // cfg.batch_size
     if steps == 0:
-        raise ConfigError(
-            f"batch_size: {cfg.batch_size} is larger than the {train_count} training images"
-        )
+        raise ConfigError(f"batch_size: {cfg.batch_size} is larger than the {train_count} training images")
     workers = cfg.data.num_workers
     loader_kw = dict(
-        num_workers=workers, pin_memory=pin_memory,  # pinned pages make the H2D copy async
-        persistent_workers=workers > 0,               # keep worker LMDB handles across epochs
+        num_workers=workers,
+        pin_memory=pin_memory,  # pinned pages make the H2D copy async
+        persistent_workers=workers > 0,  # keep worker LMDB handles across epochs
         prefetch_factor=cfg.data.prefetch_factor if workers else None,
         # Its own generator: otherwise every new epoch iterator draws its worker seed from the
         # global torch RNG, and a resumed run's dropout stream would drift from the original's.
         generator=torch.Generator().manual_seed(cfg.seed),
         worker_init_fn=_worker_init if workers else None,
     )
-    sampler = ShardedSampler(train_count, rank=rank, world=world, seed=cfg.seed, shuffle=True,
-                             global_batch=cfg.batch_size)
-    train_set = LMDBImageDataset(train_db, crop_size=cfg.data.crop_size, train=True,
-                                 hflip=cfg.data.random_flip, vflip=cfg.data.vertical_flip)
-    train_loader = DataLoader(train_set, batch_size=cfg.micro_batch, sampler=sampler, drop_last=True,
-                              **loader_kw)
+    sampler = ShardedSampler(
+        train_count, rank=rank, world=world, seed=cfg.seed, shuffle=True, global_batch=cfg.batch_size
+    )
+    train_set = LMDBImageDataset(
+        train_db, crop_size=cfg.data.crop_size, train=True, hflip=cfg.data.random_flip, vflip=cfg.data.vertical_flip
+    )
+    train_loader = DataLoader(train_set, batch_size=cfg.micro_batch, sampler=sampler, drop_last=True, **loader_kw)
     val_loader, val_count = None, 0
     if "val" in info.splits:
         val_db = DatumLMDB(info.splits["val"].db)
         val_count = len(val_db)
         val_set = LMDBImageDataset(val_db, crop_size=cfg.data.crop_size)
         val_sampler = ShardedSampler(val_count, rank=rank, world=world, shuffle=False)
-        val_loader = DataLoader(val_set, batch_size=cfg.per_process_batch, sampler=val_sampler,
-                                **{**loader_kw, "persistent_workers": False})
+        val_loader = DataLoader(
+            val_set, batch_size=cfg.per_process_batch, sampler=val_sampler, **{**loader_kw, "persistent_workers": False}
+        )
     mean = mean_tensor(info, cfg.data.mean_subtraction, cfg.data.crop_size)
-    return Data(train_loader, val_loader, sampler, steps, Normalize(mean, channels_last=cfg.channels_last),
-                input_shape(cfg, info), train_count, val_count)
+    return Data(
+        train_loader,
+        val_loader,
+        sampler,
+        steps,
+        Normalize(mean, channels_last=cfg.channels_last),
+        input_shape(cfg, info),
+        train_count,
+        val_count,
+    )
 
 
 class DevicePrefetcher:

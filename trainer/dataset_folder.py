@@ -133,18 +133,34 @@ def _from_json(root: Path) -> DatasetInfo:
         return root / mean[kind] if mean.get(kind) else None
 
     return DatasetInfo(
-        path=root, name=str(meta.get("name", root.name)),
+        path=root,
+        name=str(meta.get("name", root.name)),
         image_width=_require(meta, "image_width", int, where),
         image_height=_require(meta, "image_height", int, where),
-        channels=channels, resize_mode=resize_mode, encoding=encoding,
-        labels=[str(x) for x in labels], splits=splits,
-        mean_npy=mean_path("npy"), mean_png=mean_path("png"), mean_binaryproto=mean_path("binaryproto"),
+        channels=channels,
+        resize_mode=resize_mode,
+        encoding=encoding,
+        labels=[str(x) for x in labels],
+        splits=splits,
+        mean_npy=mean_path("npy"),
+        mean_png=mean_path("png"),
+        mean_binaryproto=mean_path("binaryproto"),
         extra={k: v for k, v in meta.items() if k not in _KNOWN_KEYS},
     )
 
 
-_KNOWN_KEYS = {"format_version", "name", "image_width", "image_height", "channels", "resize_mode",
-               "encoding", "labels", "splits", "mean"}
+_KNOWN_KEYS = {
+    "format_version",
+    "name",
+    "image_width",
+    "image_height",
+    "channels",
+    "resize_mode",
+    "encoding",
+    "labels",
+    "splits",
+    "mean",
+}
 
 
 def _encoding_of(raw_value: bytes) -> str:
@@ -185,9 +201,15 @@ def _from_digits(root: Path) -> DatasetInfo:
         raise DatasetFolderError(f"{root / 'train_db'}: {exc}") from None
     binaryproto = root / "mean.binaryproto"
     return DatasetInfo(
-        path=root, name=root.name, image_width=chw.shape[2], image_height=chw.shape[1],
-        channels=chw.shape[0], resize_mode="squash", encoding=_encoding_of(first[1]),
-        labels=labels, splits=splits,
+        path=root,
+        name=root.name,
+        image_width=chw.shape[2],
+        image_height=chw.shape[1],
+        channels=chw.shape[0],
+        resize_mode="squash",
+        encoding=_encoding_of(first[1]),
+        labels=labels,
+        splits=splits,
         mean_npy=root / "mean.npy" if (root / "mean.npy").exists() else None,
         mean_binaryproto=binaryproto if binaryproto.exists() else None,
         from_digits=True,

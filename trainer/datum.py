@@ -48,16 +48,27 @@ class DatumError(ValueError):
 # Message classes, built from a descriptor (proto2, same field numbers as caffe.proto)
 # --------------------------------------------------------------------------------------------
 
+
 def _build_message_classes() -> tuple[type, type]:
     fdp = descriptor_pb2.FileDescriptorProto(
         name="workbench/caffe_datum.proto", package="workbench_caffe", syntax="proto2"
     )
     f = descriptor_pb2.FieldDescriptorProto
 
-    def field(msg: Any, name: str, number: int, type_: int, *, repeated: bool = False,
-              packed: bool = False, default: str | None = None, type_name: str | None = None) -> None:
-        fd = msg.field.add(name=name, number=number, type=type_,
-                           label=f.LABEL_REPEATED if repeated else f.LABEL_OPTIONAL)
+    def field(
+        msg: Any,
+        name: str,
+        number: int,
+        type_: int,
+        *,
+        repeated: bool = False,
+        packed: bool = False,
+        default: str | None = None,
+        type_name: str | None = None,
+    ) -> None:
+        fd = msg.field.add(
+            name=name, number=number, type=type_, label=f.LABEL_REPEATED if repeated else f.LABEL_OPTIONAL
+        )
         if default is not None:
             fd.default_value = default
         if type_name is not None:
@@ -103,6 +114,7 @@ Datum, BlobProto = _build_message_classes()
 # --------------------------------------------------------------------------------------------
 # Datum
 # --------------------------------------------------------------------------------------------
+
 
 def _as_hwc(pixels: np.ndarray) -> np.ndarray:
     if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8:
@@ -151,9 +163,7 @@ def _image_to_chw(image: Image.Image, channels: int) -> np.ndarray:
     want_gray = channels == 1 or (channels not in (1, 3) and image.mode in gray_modes)
     mode = "L" if want_gray else "RGB"
     if image.mode != mode:
-        has_alpha = image.mode in ("RGBA", "LA", "PA") or (
-            image.mode == "P" and "transparency" in image.info
-        )
+        has_alpha = image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
         if has_alpha:
             # Flatten transparency onto black rather than letting convert() drop alpha arbitrarily.
             image = image.convert("RGBA")
@@ -187,9 +197,7 @@ def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.nd
         except (OSError, SyntaxError, ValueError) as exc:
             raise DatumError(f"{where}: encoded image cannot be decoded ({exc})") from None
         if (h and h != chw.shape[1]) or (w and w != chw.shape[2]):
-            raise DatumError(
-                f"{where}: header says {h}x{w} but the encoded image is {chw.shape[1]}x{chw.shape[2]}"
-            )
+            raise DatumError(f"{where}: header says {h}x{w} but the encoded image is {chw.shape[1]}x{chw.shape[2]}")
         return chw, int(datum.label)
 
     if c not in (1, 3):
@@ -201,9 +209,7 @@ def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.nd
     expected = c * h * w
     if datum.data:
         if len(datum.data) != expected:
-            raise DatumError(
-                f"{where}: data length {len(datum.data)} does not match {c}x{h}x{w}={expected}"
-            )
+            raise DatumError(f"{where}: data length {len(datum.data)} does not match {c}x{h}x{w}={expected}")
         chw = np.frombuffer(datum.data, dtype=np.uint8).reshape(c, h, w)
     elif len(datum.float_data):
         if len(datum.float_data) != expected:
@@ -225,6 +231,7 @@ def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.nd
 # --------------------------------------------------------------------------------------------
 # BlobProto mean files
 # --------------------------------------------------------------------------------------------
+
 
 def read_mean_blobproto(path: str | os.PathLike[str]) -> np.ndarray:
     """Read a Caffe `mean.binaryproto` into a float32 C x H x W RGB array (values 0..255)."""
@@ -309,8 +316,13 @@ def _acquire_env(path: str) -> lmdb.Environment:
         # mounts); readahead=False: random access over a large file, the OS readahead only evicts
         # useful pages; meminit=False: no zeroing of buffers we never write.
         env = lmdb.open(
-            path, readonly=True, lock=False, readahead=False, meminit=False,
-            subdir=os.path.isdir(path), max_readers=512,
+            path,
+            readonly=True,
+            lock=False,
+            readahead=False,
+            meminit=False,
+            subdir=os.path.isdir(path),
+            max_readers=512,
         )
         entry = _ENVS[key] = [env, 0]
     entry[1] += 1
@@ -397,8 +409,13 @@ class DatumLMDB:
         return f"DatumLMDB({self.path!r})"
 
 
-def write_datum_lmdb(path: str | os.PathLike[str], records: Iterable[tuple[bytes, bytes]], *,
-                     map_size: int = 1 << 30, commit_every: int = 1000) -> int:
+def write_datum_lmdb(
+    path: str | os.PathLike[str],
+    records: Iterable[tuple[bytes, bytes]],
+    *,
+    map_size: int = 1 << 30,
+    commit_every: int = 1000,
+) -> int:
     """Write (key, serialized Datum) pairs into a fresh LMDB folder; returns the count.
 
     A convenience for tests and small tools; the datasets app has its own parallel builder.

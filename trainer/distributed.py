@@ -73,8 +73,11 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
     outcome: Outcome
     try:
         dist.init_process_group(
-            "nccl" if on_cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-            world_size=world, timeout=datetime.timedelta(seconds=cfg.dist_timeout_s),
+            "nccl" if on_cuda else "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=cfg.dist_timeout_s),
             device_id=torch.device("cuda", cfg.devices[rank]) if on_cuda else None,
         )
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
@@ -94,13 +97,16 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
     ctx = mp.get_context("spawn")  # fork after torch/CUDA initialisation is unsafe
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, cfg.to_dict(), resume, q),
-                         name=f"trainer-rank{r}") for r in range(world)]
+    procs = [
+        ctx.Process(target=_rank_main, args=(r, world, port, cfg.to_dict(), resume, q), name=f"trainer-rank{r}")
+        for r in range(world)
+    ]
     for p in procs:
         p.start()
     # Who is who, for operators and tests (the runs app signals the whole process group).
     Path(cfg.run_dir, "processes.json").write_text(
-        json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs]}), encoding="utf-8")
+        json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs]}), encoding="utf-8"
+    )
     outcomes: dict[int, tuple] = {}
     failed_at: float | None = None
     forwarded = False
@@ -147,8 +153,7 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
     return _summarise(procs, outcomes, first_failure, cfg.devices)
 
 
-def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None,
-               devices: list) -> Outcome:
+def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None, devices: list) -> Outcome:
     codes = [p.exitcode for p in procs]
     ok = (EXIT_DONE, EXIT_STOPPED)
     if first_failure is None and all(c == EXIT_DONE for c in codes):
@@ -163,10 +168,16 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
     if vanished:
         r = vanished[0]
         code = codes[r]
-        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
+        how = (
+            f"was killed by {signal.Signals(-code).name}"
+            if code is not None and code < 0
             else f"exited with code {code} without a report"
-        return Outcome(EXIT_FAILED, "failed",
-                       f"rank {r} (pid {procs[r].pid}, device {devices[r]}) {how}; the other ranks were stopped")
+        )
+        return Outcome(
+            EXIT_FAILED,
+            "failed",
+            f"rank {r} (pid {procs[r].pid}, device {devices[r]}) {how}; the other ranks were stopped",
+        )
     # Otherwise the earliest reported failure: the rank that hit OOM/NaN/an error first; the
     # others fail after it, in collectives, with less useful messages.
     failures = sorted((o[4], r) for r, o in outcomes.items() if o[0] not in ok)

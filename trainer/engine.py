@@ -31,12 +31,12 @@ from trainer.solver import total_steps as solver_total_steps
 log = logging.getLogger("trainer")
 
 # Exit codes of `python -m trainer train` (documented in docs/formats.md).
-EXIT_DONE = 0        # finished all epochs
-EXIT_FAILED = 1      # any other error (message in the final status event)
-EXIT_CONFIG = 2      # invalid config or dataset, nothing trained
-EXIT_STOPPED = 3     # SIGTERM/SIGINT: stopped at an agreed step, checkpoint saved, resumable
-EXIT_OOM = 4         # out of memory (message names batch sizes and device memory)
-EXIT_NONFINITE = 5   # loss became NaN/inf
+EXIT_DONE = 0  # finished all epochs
+EXIT_FAILED = 1  # any other error (message in the final status event)
+EXIT_CONFIG = 2  # invalid config or dataset, nothing trained
+EXIT_STOPPED = 3  # SIGTERM/SIGINT: stopped at an agreed step, checkpoint saved, resumable
+EXIT_OOM = 4  # out of memory (message names batch sizes and device memory)
+EXIT_NONFINITE = 5  # loss became NaN/inf
 
 
 class NonFiniteLoss(RuntimeError):
@@ -46,7 +46,7 @@ class NonFiniteLoss(RuntimeError):
 @dataclass
 class Outcome:
     code: int
-    state: str        # done | stopped | failed
+    state: str  # done | stopped | failed
     message: str
     fields: dict[str, Any] = field(default_factory=dict)
 
@@ -115,8 +115,8 @@ class Run:
     cfg: TrainConfig
     info: DatasetInfo
     data: Data
-    model: nn.Module                # what the loop calls (maybe DDP, maybe compiled)
-    model_without_ddp: nn.Module    # what is saved and exported
+    model: nn.Module  # what the loop calls (maybe DDP, maybe compiled)
+    model_without_ddp: nn.Module  # what is saved and exported
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: torch.amp.GradScaler
@@ -144,6 +144,7 @@ class Run:
 
 # ----------------------------------------------------------------------------------- building
 
+
 def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     """Everything that can be checked before any process starts: dataset, sizes, network."""
     from trainer.data import input_shape
@@ -165,8 +166,7 @@ def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     return info, spec
 
 
-def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, events: Events,
-              stop: StopFlag) -> Run:
+def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, events: Events, stop: StopFlag) -> Run:
     info, spec = prepare(cfg)
     data = build_data(cfg, info, rank=rank, world=world, pin_memory=device.type == "cuda")
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
@@ -185,18 +185,41 @@ def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, 
     if world > 1:
         wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if device.type == "cuda" else None)
     data.normalize = data.normalize.to(device)
-    return Run(cfg, info, data, wrapped, model, optimizer, scheduler, scaler, device, rank, world,
-               events, stop, CheckpointStore(cfg.run_dir, cfg.keep_last), total_steps)
+    return Run(
+        cfg,
+        info,
+        data,
+        wrapped,
+        model,
+        optimizer,
+        scheduler,
+        scaler,
+        device,
+        rank,
+        world,
+        events,
+        stop,
+        CheckpointStore(cfg.run_dir, cfg.keep_last),
+        total_steps,
+    )
 
 
 # ----------------------------------------------------------------------------------- checkpoints
 
+
 def preprocessing_of(run: Run) -> dict[str, Any]:
     """What inference must do to an image to match training (stored in checkpoints and bundles)."""
     info, cfg = run.info, run.cfg
-    return {"width": info.image_width, "height": info.image_height, "channels": info.channels,
-            "resize_mode": info.resize_mode, "crop": cfg.data.crop_size, "mean": cfg.data.mean_subtraction,
-            "scale": 1 / 255, "input_shape": list(run.data.input_shape)}
+    return {
+        "width": info.image_width,
+        "height": info.image_height,
+        "channels": info.channels,
+        "resize_mode": info.resize_mode,
+        "crop": cfg.data.crop_size,
+        "mean": cfg.data.mean_subtraction,
+        "scale": 1 / 255,
+        "input_shape": list(run.data.input_shape),
+    }
 
 
 def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] | None = None) -> None:
@@ -243,8 +266,9 @@ def resume_from_latest(run: Run) -> bool:
     meter = state.get("meter") or {}
     if meter.get("loss_count"):
         run.meter.loss_sum, run.meter.loss_count = meter["loss_sum"], meter["loss_count"]
-    changed = [k for k, v in state["config"].items() if run.cfg.to_dict().get(k) != v
-               and k not in ("devices", "run_dir")]
+    changed = [
+        k for k, v in state["config"].items() if run.cfg.to_dict().get(k) != v and k not in ("devices", "run_dir")
+    ]
     if changed:
         log.warning("resuming with changed config fields: %s", ", ".join(changed))
     log.info("resumed from %s at step %d (epoch %.3f)", path, run.step, run.epoch)
@@ -252,6 +276,7 @@ def resume_from_latest(run: Run) -> bool:
 
 
 # ----------------------------------------------------------------------------------- the loop
+
 
 def _should_stop(run: Run) -> bool:
     if run.world == 1:
@@ -275,9 +300,13 @@ def report_metrics(run: Run) -> None:
     elapsed = max(1e-9, time.perf_counter() - run.meter.start)
     per_process = run.meter.images / elapsed
     fields: dict[str, Any] = {
-        "step": run.step, "epoch": round(run.epoch, 5), "images_seen": run.step * run.cfg.batch_size,
-        "loss": loss, "lr": run.optimizer.param_groups[0]["lr"],
-        "images_per_sec": per_process * run.world, "images_per_sec_per_process": per_process,
+        "step": run.step,
+        "epoch": round(run.epoch, 5),
+        "images_seen": run.step * run.cfg.batch_size,
+        "loss": loss,
+        "lr": run.optimizer.param_groups[0]["lr"],
+        "images_per_sec": per_process * run.world,
+        "images_per_sec_per_process": per_process,
         "data_wait_share": min(1.0, run.meter.data_wait / elapsed),
     }
     if run.device.type == "cuda":
@@ -362,8 +391,14 @@ def evaluate(run: Run, criterion: nn.Module) -> dict[str, float]:
         loss = nn.functional.cross_entropy(logits.float(), y, reduction="sum")
         top = logits.topk(k, dim=1).indices
         hits = top.eq(y[:, None])
-        totals += torch.stack([loss.double(), hits[:, 0].sum().double(), hits.any(dim=1).sum().double(),
-                               torch.tensor(float(len(y)), device=run.device, dtype=torch.float64)])
+        totals += torch.stack(
+            [
+                loss.double(),
+                hits[:, 0].sum().double(),
+                hits.any(dim=1).sum().double(),
+                torch.tensor(float(len(y)), device=run.device, dtype=torch.float64),
+            ]
+        )
     if run.world > 1:
         dist.all_reduce(totals)
     loss_sum, top1, top5, count = totals.tolist()
@@ -401,9 +436,12 @@ def fit(run: Run) -> Outcome:
         if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"
-            return Outcome(EXIT_STOPPED, "stopped",
-                           f"stopped by {why} at step {run.step} (epoch {run.epoch:.2f}); checkpoint saved, "
-                           f"resume with --resume", {"step": run.step, "checkpoint_saved": True})
+            return Outcome(
+                EXIT_STOPPED,
+                "stopped",
+                f"stopped by {why} at step {run.step} (epoch {run.epoch:.2f}); checkpoint saved, resume with --resume",
+                {"step": run.step, "checkpoint_saved": True},
+            )
     result = validate_and_maybe_save(run, criterion, snapshot=True)
     if run.rank == 0:
         run.events.progress(100.0, 0.0, time.perf_counter() - run.started, step=run.step)
@@ -413,8 +451,7 @@ def fit(run: Run) -> Outcome:
     return Outcome(EXIT_DONE, "done", message, {"step": run.step, **(result or {})})
 
 
-def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: Events,
-             stop: StopFlag) -> Outcome:
+def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: Events, stop: StopFlag) -> Outcome:
     """Train in this process (rank `rank` of `world`); never raises, returns the outcome."""
     device = torch.device("cpu") if cfg.devices[rank] == "cpu" else torch.device("cuda", cfg.devices[rank])
     if device.type == "cuda":
@@ -429,10 +466,15 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
         if resume and not resume_from_latest(run):
             log.info("no checkpoint in %s; starting from scratch", run.store.dir)
         if rank == 0:
-            events.status("running", f"training {cfg.network} on {run.data.train_count} images, "
-                          f"{run.total_steps} steps on {world} process(es)",
-                          step=run.step, total_steps=run.total_steps, resumed_from_step=run.start_step
-                          if resume else None, steps_per_epoch=run.data.steps_per_epoch)
+            events.status(
+                "running",
+                f"training {cfg.network} on {run.data.train_count} images, "
+                f"{run.total_steps} steps on {world} process(es)",
+                step=run.step,
+                total_steps=run.total_steps,
+                resumed_from_step=run.start_step if resume else None,
+                steps_per_epoch=run.data.steps_per_epoch,
+            )
         return fit(run)
     except ConfigError as exc:
         return Outcome(EXIT_CONFIG, "failed", str(exc))

@@ -72,17 +72,23 @@ def _load_code(network: str, num_classes: int, pre: dict[str, Any]) -> tuple[str
     from the TorchScript file."""
     if network in ("lenet", "custom"):
         return _TORCHSCRIPT_LOAD.format(network=network), ""
-    extra = {"googlenet": ", aux_logits=False, init_weights=False",
-             "vit_b_16": f", image_size={pre['input_shape'][1]}"}.get(network, "")
+    extra = {
+        "googlenet": ", aux_logits=False, init_weights=False",
+        "vit_b_16": f", image_size={pre['input_shape'][1]}",
+    }.get(network, "")
     stem = ""
     if pre["channels"] == 1:
-        stem = ("    # 1-channel data: the first convolution takes 1 input channel\n"
-                "    name, conv = next((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d))\n"
-                "    parent = model.get_submodule(name.rpartition('.')[0])\n"
-                "    setattr(parent, name.rpartition('.')[2], torch.nn.Conv2d(1, conv.out_channels, conv.kernel_size,"
-                " conv.stride, conv.padding, conv.dilation, 1, conv.bias is not None))\n")
-    return (_TORCHVISION_LOAD.format(network=network, num_classes=num_classes, extra_kwargs=extra, stem=stem),
-            ", torchvision, safetensors")
+        stem = (
+            "    # 1-channel data: the first convolution takes 1 input channel\n"
+            "    name, conv = next((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d))\n"
+            "    parent = model.get_submodule(name.rpartition('.')[0])\n"
+            "    setattr(parent, name.rpartition('.')[2], torch.nn.Conv2d(1, conv.out_channels, conv.kernel_size,"
+            " conv.stride, conv.padding, conv.dilation, 1, conv.bias is not None))\n"
+        )
+    return (
+        _TORCHVISION_LOAD.format(network=network, num_classes=num_classes, extra_kwargs=extra, stem=stem),
+        ", torchvision, safetensors",
+    )
 
 
 def _example(classifier: Classifier) -> torch.Tensor:
@@ -103,13 +109,22 @@ def export_bundle(classifier: Classifier, config: dict[str, Any], out: Path) -> 
         np.save(out / "mean.npy", classifier.normalize.mean.cpu().numpy())
     pre = classifier.preprocessing
     load_model, extra_packages = _load_code(config["network"], len(classifier.labels), pre)
-    (out / "README.txt").write_text(README.format(
-        network=config["network"], num_classes=len(classifier.labels), channels=pre["channels"],
-        width=pre["width"], height=pre["height"], resize_mode=pre["resize_mode"],
-        crop_text=f"centre-crop to {pre['crop']}x{pre['crop']}, " if pre.get("crop") else "",
-        folder=out, load_model=load_model, extra_packages=extra_packages,
-        pil_mode="L" if pre["channels"] == 1 else "RGB",
-    ), encoding="utf-8")
+    (out / "README.txt").write_text(
+        README.format(
+            network=config["network"],
+            num_classes=len(classifier.labels),
+            channels=pre["channels"],
+            width=pre["width"],
+            height=pre["height"],
+            resize_mode=pre["resize_mode"],
+            crop_text=f"centre-crop to {pre['crop']}x{pre['crop']}, " if pre.get("crop") else "",
+            folder=out,
+            load_model=load_model,
+            extra_packages=extra_packages,
+            pil_mode="L" if pre["channels"] == 1 else "RGB",
+        ),
+        encoding="utf-8",
+    )
     return out
 
 
@@ -134,16 +149,25 @@ def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         # The TorchScript-based exporter: fast and dependable for these convnets/ViT; the dynamo
         # exporter takes minutes on the CPU for the larger networks.
-        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["logits"],
-                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                          opset_version=17, dynamo=False)
+        torch.onnx.export(
+            model,
+            (example,),
+            str(path),
+            input_names=["input"],
+            output_names=["logits"],
+            dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     batch = torch.cat([example, _example(classifier).flip(-1)])
     got = session.run(None, {"input": batch.cpu().numpy()})[0]
     with torch.no_grad():
         want = model(batch).float().cpu().numpy()
-    report = {"max_abs_diff": float(np.abs(got - want).max()),
-              "same_top1": bool((got.argmax(1) == want.argmax(1)).all())}
+    report = {
+        "max_abs_diff": float(np.abs(got - want).max()),
+        "same_top1": bool((got.argmax(1) == want.argmax(1)).all()),
+    }
     if not report["same_top1"]:
         raise RuntimeError(f"ONNX export disagrees with PyTorch on the test input: {report}")
     return report
@@ -160,8 +184,9 @@ def resolve_checkpoint(run_dir: str | os.PathLike[str], which: str = "best") -> 
     return Path(which)
 
 
-def export_run(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str],
-               formats: tuple[str, ...] = FORMATS) -> dict[str, Any]:
+def export_run(
+    checkpoint: str | os.PathLike[str], out: str | os.PathLike[str], formats: tuple[str, ...] = FORMATS
+) -> dict[str, Any]:
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"format: {unknown[0]!r} is not one of {', '.join(FORMATS)}")

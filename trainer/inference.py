@@ -52,13 +52,19 @@ def image_to_uint8(image: Image.Image, pre: dict[str, Any]) -> np.ndarray:
     crop = pre.get("crop")
     if crop:
         top, left = (chw.shape[1] - crop) // 2, (chw.shape[2] - crop) // 2
-        chw = chw[:, top:top + crop, left:left + crop]
+        chw = chw[:, top : top + crop, left : left + crop]
     return np.ascontiguousarray(chw)
 
 
 class Classifier:
-    def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any],
-                 mean: torch.Tensor | None, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        labels: list[str],
+        preprocessing: dict[str, Any],
+        mean: torch.Tensor | None,
+        device: str | torch.device = "cpu",
+    ) -> None:
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.labels = labels
@@ -76,8 +82,10 @@ class Classifier:
     def classify(self, images: list[Image.Image], top_k: int = 5) -> list[list[tuple[str, float]]]:
         probs = self.probabilities(images)
         values, indices = probs.topk(min(top_k, len(self.labels)), dim=1)
-        return [[(self.labels[i], float(p)) for p, i in zip(vs.tolist(), ix.tolist(), strict=True)]
-                for vs, ix in zip(values, indices, strict=True)]
+        return [
+            [(self.labels[i], float(p)) for p, i in zip(vs.tolist(), ix.tolist(), strict=True)]
+            for vs, ix in zip(values, indices, strict=True)
+        ]
 
 
 def model_from_parts(config: dict[str, Any], preprocessing: dict[str, Any], num_classes: int) -> nn.Module:

@@ -34,8 +34,11 @@ def device_memory(device: torch.device) -> str:
         return f"{device} ({torch.cuda.get_device_name(device)}, {_gib(total)} total, {_gib(free)} free)"
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        available = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-                         if line.startswith("MemAvailable:"))
+        available = next(
+            int(line.split()[1]) * 1024
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemAvailable:")
+        )
         return f"cpu ({_gib(total)} RAM, {_gib(available)} available)"
     except (OSError, ValueError, StopIteration):
         return "cpu"

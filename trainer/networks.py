@@ -34,13 +34,17 @@ class LeNet(nn.Module):
     def __init__(self, channels: int, num_classes: int, height: int, width: int) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 20, kernel_size=5, padding=2), nn.MaxPool2d(2),
-            nn.Conv2d(20, 50, kernel_size=5, padding=2), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 20, kernel_size=5, padding=2),
+            nn.MaxPool2d(2),
+            nn.Conv2d(20, 50, kernel_size=5, padding=2),
+            nn.MaxPool2d(2),
         )
         out_h, out_w = min(height // 4, 7), min(width // 4, 7)
         self.pool = nn.AdaptiveAvgPool2d((max(out_h, 1), max(out_w, 1)))
         self.classifier = nn.Sequential(
-            nn.Flatten(), nn.Linear(50 * max(out_h, 1) * max(out_w, 1), 500), nn.ReLU(inplace=True),
+            nn.Flatten(),
+            nn.Linear(50 * max(out_h, 1) * max(out_w, 1), 500),
+            nn.ReLU(inplace=True),
             nn.Linear(500, num_classes),
         )
 
@@ -60,6 +64,7 @@ class InputSpec:
 def _torchvision(name: str, **extra) -> Callable[[InputSpec], nn.Module]:
     def build(spec: InputSpec) -> nn.Module:
         return torchvision.models.get_model(name, weights=None, num_classes=spec.num_classes, **extra)
+
     return build
 
 
@@ -75,8 +80,7 @@ def _vit(spec: InputSpec) -> nn.Module:
         side = min(spec.height, spec.width) // 16 * 16
         fix = f"set data.crop_size to {side}" if side else "rebuild the dataset at 16x16 or more"
         raise NetworkError(
-            f"vit_b_16 needs square images whose side is a multiple of 16, dataset is "
-            f"{spec.width}x{spec.height}; {fix}"
+            f"vit_b_16 needs square images whose side is a multiple of 16, dataset is {spec.width}x{spec.height}; {fix}"
         )
     return torchvision.models.vit_b_16(weights=None, num_classes=spec.num_classes, image_size=spec.height)
 
@@ -107,9 +111,17 @@ def _adapt_first_conv(model: nn.Module, channels: int) -> None:
         if isinstance(module, nn.Conv2d):
             parent_name, _, child_name = name.rpartition(".")
             replacement = nn.Conv2d(
-                channels, module.out_channels, module.kernel_size, module.stride, module.padding,
-                module.dilation, 1, module.bias is not None, module.padding_mode,
-                device=module.weight.device, dtype=module.weight.dtype,
+                channels,
+                module.out_channels,
+                module.kernel_size,
+                module.stride,
+                module.padding,
+                module.dilation,
+                1,
+                module.bias is not None,
+                module.padding_mode,
+                device=module.weight.device,
+                dtype=module.weight.dtype,
             )
             setattr(model.get_submodule(parent_name), child_name, replacement)
             return
@@ -162,9 +174,7 @@ def check_input_size(name: str, spec: InputSpec) -> None:
             high = mid
         else:
             low = mid + 1
-    raise NetworkError(
-        f"{name} needs images of at least {low}x{low}, dataset is {spec.width}x{spec.height}"
-    )
+    raise NetworkError(f"{name} needs images of at least {low}x{low}, dataset is {spec.width}x{spec.height}")
 
 
 def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
@@ -187,8 +197,14 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
         if source is None:
             skipped.append(key)
             continue
-        if source.shape != target.shape and source.ndim == 4 and source.shape[1] == 3 and target.shape[1] == 1 \
-                and source.shape[0] == target.shape[0] and source.shape[2:] == target.shape[2:]:
+        if (
+            source.shape != target.shape
+            and source.ndim == 4
+            and source.shape[1] == 3
+            and target.shape[1] == 1
+            and source.shape[0] == target.shape[0]
+            and source.shape[2:] == target.shape[2:]
+        ):
             source = source.sum(dim=1, keepdim=True)
         if source.shape == target.shape:
             own[key] = source.to(target.dtype)
@@ -197,7 +213,12 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
             skipped.append(key)
     model.load_state_dict(own)
     unused = sorted(set(state) - set(own))
-    log.info("pretrained %s: loaded %d tensors, skipped %d (%s), unused in file %d",
-             path, len(loaded), len(skipped), ", ".join(skipped[:6]) + ("..." if len(skipped) > 6 else ""),
-             len(unused))
+    log.info(
+        "pretrained %s: loaded %d tensors, skipped %d (%s), unused in file %d",
+        path,
+        len(loaded),
+        len(skipped),
+        ", ".join(skipped[:6]) + ("..." if len(skipped) > 6 else ""),
+        len(unused),
+    )
     return loaded, skipped

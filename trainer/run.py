@@ -13,8 +13,9 @@ from trainer.events import EventLogHandler, Events, Reporter
 log = logging.getLogger("trainer")
 
 
-def train(cfg: TrainConfig, *, reporter: Reporter | None = None, resume: bool = False,
-          stop: StopFlag | None = None) -> int:
+def train(
+    cfg: TrainConfig, *, reporter: Reporter | None = None, resume: bool = False, stop: StopFlag | None = None
+) -> int:
     """Train `cfg` (already validated), reporting events; returns the exit code (engine.EXIT_*).
 
     The final event is always a `status` with state done | stopped | failed and `exit_code`.

@@ -19,8 +19,7 @@ from trainer.config import LR_POLICIES, SolverConfig, TrainConfig
 def build_optimizer(solver: SolverConfig, params: Iterable[nn.Parameter] | list[dict]) -> torch.optim.Optimizer:
     name, lr, wd = solver.optimizer, solver.base_lr, solver.weight_decay
     if name in ("sgd", "nesterov"):
-        return torch.optim.SGD(params, lr=lr, momentum=solver.momentum, weight_decay=wd,
-                               nesterov=name == "nesterov")
+        return torch.optim.SGD(params, lr=lr, momentum=solver.momentum, weight_decay=wd, nesterov=name == "nesterov")
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, betas=solver.betas, weight_decay=wd)
     if name == "adamw":
@@ -47,7 +46,7 @@ def _policy_lr(s: SolverConfig, it: int, total: int) -> float:
         boundaries = [round(total * v / 100) for v in s.step_values]
         return base * gamma ** sum(1 for b in boundaries if it >= b)
     if policy == "exp":
-        return base * gamma ** it
+        return base * gamma**it
     if policy == "inv":
         return base * (1 + gamma * it) ** (-power)
     if policy == "poly":
@@ -81,8 +80,9 @@ def lr_at(solver: SolverConfig, step: int, total_steps: int) -> float:
     return lr
 
 
-def build_scheduler(solver: SolverConfig, optimizer: torch.optim.Optimizer,
-                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    solver: SolverConfig, optimizer: torch.optim.Optimizer, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     base = solver.base_lr
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(solver, step, total_steps) / base)
 

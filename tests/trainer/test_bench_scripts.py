@@ -24,10 +24,17 @@ def test_it_makes_gpu_sh_fail_fast_without_cuda():
 def test_it_runs_the_gpu_benchmark_code_at_a_tiny_size_on_the_cpu(tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO / "bench" / "gpu_trainer.py"), "--size", "tiny", "--json", str(tmp_path / "r.json")],
-        capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)})
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| data | devices | precision | batch/device | images/s |" in result.stdout
     rows = json.loads((tmp_path / "r.json").read_text())
     assert [(r["data"], r["devices"], r["precision"]) for r in rows] == [
-        ("synthetic", 1, "fp32"), ("lmdb", 1, "fp32"), ("lmdb", 2, "fp32")]
+        ("synthetic", 1, "fp32"),
+        ("lmdb", 1, "fp32"),
+        ("lmdb", 2, "fp32"),
+    ]
     assert all(r.get("images_per_sec", 0) > 0 for r in rows), rows

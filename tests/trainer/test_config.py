@@ -76,9 +76,17 @@ def test_it_reports_missing_dataset_and_bad_json(tmp_path):
         ({"network": "vit_b_16"}, "vit_b_16 needs square images whose side is a multiple of 16"),
         ({"data": {"crop_size": 12}}, "data.crop_size: 12 is larger than the dataset images (8x8)"),
         ({"batch_size": 64}, "batch_size: 64 is larger than the 48 training images"),
-        ({"network": "custom", "custom_layers": [{"type": "conv2d", "out_channels": 4, "kernel_size": 9},
-                                                 {"type": "flatten"}, {"type": "linear"}]},
-         "layer 0 (conv2d)"),
+        (
+            {
+                "network": "custom",
+                "custom_layers": [
+                    {"type": "conv2d", "out_channels": 4, "kernel_size": 9},
+                    {"type": "flatten"},
+                    {"type": "linear"},
+                ],
+            },
+            "layer 0 (conv2d)",
+        ),
     ],
 )
 def test_it_refuses_a_network_or_size_that_cannot_work_before_training(tmp_path, gray8, overrides, message):

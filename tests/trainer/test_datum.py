@@ -117,13 +117,14 @@ def test_it_converts_float_data_datums():
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (Datum(channels=3, height=8, width=8, data=b"x" * 100).SerializeToString(),
-         "record 00000012_3: data length 100 does not match 3x8x8=192"),
+        (
+            Datum(channels=3, height=8, width=8, data=b"x" * 100).SerializeToString(),
+            "record 00000012_3: data length 100 does not match 3x8x8=192",
+        ),
         (b"\xff\xff\xff\xff", "record 00000012_3: not a Caffe Datum"),
         (b"", "not a Caffe Datum"),
         (Datum(data=b"not an image", encoded=True).SerializeToString(), "cannot be decoded"),
-        (Datum(channels=1, height=2, width=2, float_data=[1.0, float("nan"), 1, 1]).SerializeToString(),
-         "NaN"),
+        (Datum(channels=1, height=2, width=2, float_data=[1.0, float("nan"), 1, 1]).SerializeToString(), "NaN"),
         (Datum(channels=1, height=2, width=2).SerializeToString(), "neither data nor float_data"),
         (Datum(channels=4, height=2, width=2, data=b"x" * 16).SerializeToString(), "channels is 4"),
     ],
@@ -134,8 +135,9 @@ def test_it_rejects_corrupt_values_with_a_clear_message(value, message):
 
 
 def test_it_rejects_dimension_mismatch_for_encoded_images():
-    value = Datum(channels=3, height=99, width=9, data=_png_bytes(Image.fromarray(_rgb(3, 9))),
-                  encoded=True).SerializeToString()
+    value = Datum(
+        channels=3, height=99, width=9, data=_png_bytes(Image.fromarray(_rgb(3, 9))), encoded=True
+    ).SerializeToString()
     with pytest.raises(DatumError, match="header says 99x9"):
         decode_datum(value)
 
@@ -164,15 +166,15 @@ def test_it_reads_unpacked_blobproto_and_shape_only_blobs(tmp_path):
     (tmp_path / "shaped.binaryproto").write_bytes(blob.SerializeToString())
     assert read_mean_blobproto(tmp_path / "shaped.binaryproto").shape == (1, 3, 4)
 
-    (tmp_path / "bad.binaryproto").write_bytes(BlobProto(num=1, channels=3, height=2, width=2,
-                                                         data=[1.0]).SerializeToString())
+    (tmp_path / "bad.binaryproto").write_bytes(
+        BlobProto(num=1, channels=3, height=2, width=2, data=[1.0]).SerializeToString()
+    )
     with pytest.raises(DatumError, match="1 values, expected 3x2x2=12"):
         read_mean_blobproto(tmp_path / "bad.binaryproto")
 
 
 def _write_lmdb(path, n=10):
-    records = [(b"%08d_%d" % (i, i % 3), encode_datum(np.full((4, 4, 3), i, np.uint8), i % 3))
-               for i in range(n)]
+    records = [(b"%08d_%d" % (i, i % 3), encode_datum(np.full((4, 4, 3), i, np.uint8), i % 3)) for i in range(n)]
     write_datum_lmdb(path, records, map_size=1 << 20)
     return records
 
@@ -210,14 +212,16 @@ def test_it_feeds_a_dataloader_with_two_workers(tmp_path):
 
 
 def test_it_loads_a_dataset_folder_and_a_bare_digits_folder(tmp_path):
-    info = load_dataset_folder(make_dataset_folder(tmp_path / "ds", channels=3, size=(6, 10),
-                                                   num_classes=3, train=9, val=6))
+    info = load_dataset_folder(
+        make_dataset_folder(tmp_path / "ds", channels=3, size=(6, 10), num_classes=3, train=9, val=6)
+    )
     assert (info.image_width, info.image_height, info.channels) == (10, 6, 3)
     assert info.splits["train"].count == 9 and sum(info.splits["val"].class_counts) == 6
     assert info.mean_image().shape == (3, 6, 10)
 
-    digits = load_dataset_folder(make_dataset_folder(tmp_path / "digits_job", encoding="png",
-                                                     channels=3, train=6, val=3, digits_layout=True))
+    digits = load_dataset_folder(
+        make_dataset_folder(tmp_path / "digits_job", encoding="png", channels=3, train=6, val=3, digits_layout=True)
+    )
     assert digits.from_digits and digits.encoding == "png"
     assert (digits.channels, digits.image_height, digits.labels) == (3, 8, ["class_0", "class_1", "class_2"])
     assert digits.splits["val"].count == 3

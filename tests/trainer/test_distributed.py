@@ -29,8 +29,16 @@ def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path):
     dataset = make_dataset_folder(tmp_path / "ds", num_classes=3, size=8, channels=1, train=48, val=9)
 
     def run(name: str, devices) -> tuple[dict, ListReporter]:
-        cfg = make_config(tmp_path / name, dataset, devices=devices, epochs=1, batch_size=8, metrics_interval=2,
-                          data={"random_flip": True}, solver={"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9})
+        cfg = make_config(
+            tmp_path / name,
+            dataset,
+            devices=devices,
+            epochs=1,
+            batch_size=8,
+            metrics_interval=2,
+            data={"random_flip": True},
+            solver={"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9},
+        )
         reporter = ListReporter()
         assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
         return CheckpointStore.load(CheckpointStore(tmp_path / name).latest()), reporter
@@ -53,13 +61,17 @@ def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path):
 
 
 def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
-    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0,
-                      val_interval=0, dist_timeout_s=60)
+    cfg = make_config(
+        tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0, val_interval=0, dist_timeout_s=60
+    )
     cfg.save(tmp_path / "run.json")
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events)],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, start_new_session=True)
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (events.exists() and '"type":"metrics"' in events.read_text()):
@@ -83,8 +95,14 @@ def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
 def test_it_reports_the_root_cause_when_one_rank_fails(tmp_path, gray8):
     # A diverging LR: rank 0 detects the NaN loss and exits; rank 1 then fails in a collective.
     # The run's message must be the NaN, not rank 1's "connection closed by peer".
-    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=5, stop_check_interval=1,
-                      solver={"optimizer": "sgd", "base_lr": 1e12, "momentum": 0.9})
+    cfg = make_config(
+        tmp_path / "run",
+        gray8,
+        devices="cpu x 2",
+        epochs=5,
+        stop_check_interval=1,
+        solver={"optimizer": "sgd", "base_lr": 1e12, "momentum": 0.9},
+    )
     reporter = ListReporter()
     assert train(cfg, reporter=reporter) == EXIT_NONFINITE
     final = reporter.events[-1]
@@ -93,13 +111,23 @@ def test_it_reports_the_root_cause_when_one_rank_fails(tmp_path, gray8):
 
 
 def test_it_stops_all_ranks_at_one_step_on_sigterm_saves_and_resumes(tmp_path, gray8):
-    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0,
-                      val_interval=0, stop_check_interval=2)
+    cfg = make_config(
+        tmp_path / "run",
+        gray8,
+        devices="cpu x 2",
+        epochs=1000,
+        snapshot_interval=0,
+        val_interval=0,
+        stop_check_interval=2,
+    )
     cfg.save(tmp_path / "run.json")
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events)],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, start_new_session=True)
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (events.exists() and '"type":"metrics","time"' in events.read_text()):
@@ -120,8 +148,21 @@ def test_it_stops_all_ranks_at_one_step_on_sigterm_saves_and_resumes(tmp_path, g
     cfg.save(tmp_path / "run.json")
     events.unlink()
     resumed = subprocess.run(
-        [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events),
-         "--resume"], env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "train",
+            "--config",
+            str(tmp_path / "run.json"),
+            "--events",
+            str(events),
+            "--resume",
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert resumed.returncode == EXIT_DONE
     after = [json.loads(line) for line in events.read_text().splitlines()]
     steps = [e["step"] for e in after if e["type"] == "metrics"]

@@ -30,8 +30,15 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, rgb16):
     run_dir = tmp_path_factory.mktemp("export") / "run"
-    cfg = make_config(run_dir, rgb16, network="resnet18", epochs=2, batch_size=8, data={"crop_size": 12},
-                      solver={"optimizer": "adam", "base_lr": 0.003})
+    cfg = make_config(
+        run_dir,
+        rgb16,
+        network="resnet18",
+        epochs=2,
+        batch_size=8,
+        data={"crop_size": 12},
+        solver={"optimizer": "adam", "base_lr": 0.003},
+    )
     assert train(cfg, reporter=ListReporter()) == EXIT_DONE
     return run_dir
 
@@ -45,11 +52,27 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
     checkpoint = CheckpointStore(trained_run).best()
     result = export_run(checkpoint, tmp_path / "out")
     out = tmp_path / "out"
-    assert {p.name for p in out.iterdir()} >= {"model.safetensors", "labels.txt", "preprocessing.json", "config.json",
-                                               "README.txt", "mean.npy", "model.torchscript.pt", "model.onnx"}
+    assert {p.name for p in out.iterdir()} >= {
+        "model.safetensors",
+        "labels.txt",
+        "preprocessing.json",
+        "config.json",
+        "README.txt",
+        "mean.npy",
+        "model.torchscript.pt",
+        "model.onnx",
+    }
     pre = json.loads((out / "preprocessing.json").read_text())
-    assert pre == {"width": 16, "height": 16, "channels": 3, "resize_mode": "squash", "crop": 12, "mean": "image",
-                   "scale": 1 / 255, "input_shape": [3, 12, 12]}
+    assert pre == {
+        "width": 16,
+        "height": 16,
+        "channels": 3,
+        "resize_mode": "squash",
+        "crop": 12,
+        "mean": "image",
+        "scale": 1 / 255,
+        "input_shape": [3, 12, 12],
+    }
     assert "load_bundle" in (out / "README.txt").read_text()
     assert result["onnx_check"]["same_top1"]
 
@@ -62,7 +85,8 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
     torch.testing.assert_close(bundle.model(x), want)
     torch.testing.assert_close(torch.jit.load(str(out / "model.torchscript.pt"))(x), want, rtol=1e-4, atol=1e-4)
     got = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"]).run(
-        None, {"input": x.numpy()})[0]
+        None, {"input": x.numpy()}
+    )[0]
     assert (got.argmax(1) == want.argmax(1).numpy()).all()
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-3, atol=1e-4)
 
@@ -84,9 +108,23 @@ def test_it_classifies_with_the_accuracy_training_measured(trained_run, rgb16):
 
 def test_it_exports_from_the_command_line(tmp_path, trained_run):
     result = subprocess.run(
-        [sys.executable, "-m", "trainer", "export", "--run-dir", str(trained_run), "--out", str(tmp_path / "b"),
-         "--formats", "bundle"], env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True,
-        text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "export",
+            "--run-dir",
+            str(trained_run),
+            "--out",
+            str(tmp_path / "b"),
+            "--formats",
+            "bundle",
+        ],
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["bundle"] == str(tmp_path / "b")
 
@@ -119,8 +157,13 @@ def _run_readme_code(out: Path, image: Image.Image, tmp_path: Path) -> None:
     code = "\n".join(line[4:] for line in block.splitlines())
     assert "import trainer" not in code and "from trainer" not in code
     image.save(tmp_path / "cat.png")
-    result = subprocess.run([sys.executable, "-c", code.replace("cat.jpg", str(tmp_path / "cat.png"))], cwd=out,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code.replace("cat.jpg", str(tmp_path / "cat.png"))],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     printed = eval(result.stdout.strip())  # [(label, probability), ...]
     expected = load_bundle(out).classify([image], top_k=3)[0]

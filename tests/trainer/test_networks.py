@@ -20,15 +20,30 @@ from .conftest import make_config
 
 # The smallest square side each network accepts (checked by test_config's size messages), so the
 # one-step test is as cheap as the network allows.
-SIZES = {"lenet": 8, "alexnet": 64, "googlenet": 16, "resnet18": 8, "resnet34": 8, "resnet50": 8,
-         "vgg16": 32, "mobilenet_v3_small": 8, "mobilenet_v3_large": 8, "efficientnet_b0": 8,
-         "vit_b_16": 16}
+SIZES = {
+    "lenet": 8,
+    "alexnet": 64,
+    "googlenet": 16,
+    "resnet18": 8,
+    "resnet34": 8,
+    "resnet50": 8,
+    "vgg16": 32,
+    "mobilenet_v3_small": 8,
+    "mobilenet_v3_large": 8,
+    "efficientnet_b0": 8,
+    "vit_b_16": 16,
+}
 HEAVY = {"vgg16", "vit_b_16"}  # 138M / 86M parameters: a few seconds per step on 2 CPU cores
 
 CUSTOM = [
-    {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "padding": 1}, {"type": "batch_norm"},
-    {"type": "relu"}, {"type": "max_pool", "kernel_size": 2}, {"type": "dropout", "p": 0.1},
-    {"type": "flatten"}, {"type": "linear", "out_features": 16}, {"type": "leaky_relu"},
+    {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "padding": 1},
+    {"type": "batch_norm"},
+    {"type": "relu"},
+    {"type": "max_pool", "kernel_size": 2},
+    {"type": "dropout", "p": 0.1},
+    {"type": "flatten"},
+    {"type": "linear", "out_features": 16},
+    {"type": "leaky_relu"},
     {"type": "linear", "out_features": "classes"},
 ]
 
@@ -40,9 +55,15 @@ def folders(tmp_path_factory):
     def get(size: int, channels: int):
         if (size, channels) not in cache:
             cache[size, channels] = make_dataset_folder(
-                tmp_path_factory.mktemp(f"s{size}c{channels}") / "ds", num_classes=3, size=size,
-                channels=channels, train=4, val=2)
+                tmp_path_factory.mktemp(f"s{size}c{channels}") / "ds",
+                num_classes=3,
+                size=size,
+                channels=channels,
+                train=4,
+                val=2,
+            )
         return cache[size, channels]
+
     return get
 
 
@@ -54,8 +75,9 @@ CASES = [(n, c) for n in NETWORKS for c in (1, 3) if not (c == 1 and n in HEAVY)
 @pytest.mark.parametrize(("network", "channels"), CASES)
 def test_it_trains_one_step_of_every_network(tmp_path, folders, network, channels):
     extra = {"custom_layers": CUSTOM} if network == "custom" else {}
-    cfg = make_config(tmp_path / "run", folders(SIZES.get(network, 8), channels), network=network,
-                      batch_size=2, epochs=0.5, **extra)
+    cfg = make_config(
+        tmp_path / "run", folders(SIZES.get(network, 8), channels), network=network, batch_size=2, epochs=0.5, **extra
+    )
     run = build_run(cfg, rank=0, world=1, device=torch.device("cpu"), events=Events(None), stop=StopFlag())
     before = [p.detach().clone() for p in run.model.parameters()]
     started = time.perf_counter()
@@ -82,8 +104,18 @@ def test_it_adapts_the_stem_to_one_channel():
 
 def test_it_computes_custom_layer_shapes_for_the_editor():
     shapes = layer_shapes(CUSTOM, 1, 8, 8, 5)
-    assert [s["shape"] for s in shapes] == [[1, 8, 8], [8, 8, 8], [8, 8, 8], [8, 8, 8], [8, 4, 4], [8, 4, 4],
-                                            [128], [16], [16], [5]]
+    assert [s["shape"] for s in shapes] == [
+        [1, 8, 8],
+        [8, 8, 8],
+        [8, 8, 8],
+        [8, 8, 8],
+        [8, 4, 4],
+        [8, 4, 4],
+        [128],
+        [16],
+        [16],
+        [5],
+    ]
     model = build_custom(CUSTOM, 1, 8, 8, 5)
     assert model(torch.zeros(2, 1, 8, 8)).shape == (2, 5)
 
@@ -92,10 +124,14 @@ def test_it_computes_custom_layer_shapes_for_the_editor():
     ("layers", "message"),
     [
         ([{"type": "conv3d"}], "layer 0: type 'conv3d' is not one of conv2d, linear"),
-        ([{"type": "conv2d", "out_channels": 4, "kernel_size": 3, "padd": 1}],
-         "layer 0 (conv2d): unknown parameter 'padd' (allowed: bias, dilation, groups, kernel_size, out_channels"),
-        ([{"type": "conv2d", "kernel_size": 3}, {"type": "flatten"}, {"type": "linear"}],
-         "layer 0 (conv2d): missing parameter 'out_channels'"),
+        (
+            [{"type": "conv2d", "out_channels": 4, "kernel_size": 3, "padd": 1}],
+            "layer 0 (conv2d): unknown parameter 'padd' (allowed: bias, dilation, groups, kernel_size, out_channels",
+        ),
+        (
+            [{"type": "conv2d", "kernel_size": 3}, {"type": "flatten"}, {"type": "linear"}],
+            "layer 0 (conv2d): missing parameter 'out_channels'",
+        ),
         ([{"type": "linear"}], "layer 0 (linear): input is [1, 8, 8]; add a 'flatten' layer before it"),
         ([{"type": "max_pool", "kernel_size": 16}, {"type": "flatten"}, {"type": "linear"}], "layer 0 (max_pool)"),
         ([{"type": "flatten"}, {"type": "relu"}], "needs a final 'linear' layer"),

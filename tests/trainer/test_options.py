@@ -41,8 +41,13 @@ def test_it_accepts_and_validates_the_compile_flag(tmp_path, gray8):
 
 def test_it_accumulates_gradients_to_the_same_weights(tmp_path, gray8):
     def final(name, accum):
-        cfg = make_config(tmp_path / name, gray8, grad_accum=accum, epochs=1,
-                          solver={"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.0})
+        cfg = make_config(
+            tmp_path / name,
+            gray8,
+            grad_accum=accum,
+            epochs=1,
+            solver={"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.0},
+        )
         assert train(cfg, reporter=ListReporter()) == EXIT_DONE
         return CheckpointStore.load(CheckpointStore(tmp_path / name).latest())["model"]
 
@@ -86,14 +91,25 @@ def test_it_writes_events_as_json_lines():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainer", *args], env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", *args],
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_it_previews_the_lr_curve_and_checks_configs_from_the_command_line(tmp_path, gray8):
     layers = [{"type": "flatten"}, {"type": "linear"}]
-    config = {"run_dir": str(tmp_path / "run"), "data": {"dataset": str(gray8)}, "network": "custom",
-              "custom_layers": layers, "batch_size": 8, "solver": {"lr_policy": "exp", "gamma": 0.5, "base_lr": 1.0}}
+    config = {
+        "run_dir": str(tmp_path / "run"),
+        "data": {"dataset": str(gray8)},
+        "network": "custom",
+        "custom_layers": layers,
+        "batch_size": 8,
+        "solver": {"lr_policy": "exp", "gamma": 0.5, "base_lr": 1.0},
+    }
     (tmp_path / "c.json").write_text(json.dumps(config))
     curve = json.loads(_cli("lr-curve", "--config", str(tmp_path / "c.json"), "--total-steps", "4").stdout)
     assert curve == [{"step": 0, "lr": 1.0}, {"step": 1, "lr": 0.5}, {"step": 2, "lr": 0.25}, {"step": 3, "lr": 0.125}]

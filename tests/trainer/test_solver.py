@@ -21,9 +21,8 @@ def _solver(**kw) -> SolverConfig:
 FORMULAS = {
     "fixed": (dict(), lambda it: BASE),
     "step": (dict(gamma=0.5, step_size=25.0), lambda it: BASE * 0.5 ** math.floor(it / 50)),
-    "multistep": (dict(gamma=0.1, step_values=[50.0, 75.0]),
-                  lambda it: BASE * 0.1 ** ((it >= 100) + (it >= 150))),
-    "exp": (dict(gamma=0.99), lambda it: BASE * 0.99 ** it),
+    "multistep": (dict(gamma=0.1, step_values=[50.0, 75.0]), lambda it: BASE * 0.1 ** ((it >= 100) + (it >= 150))),
+    "exp": (dict(gamma=0.99), lambda it: BASE * 0.99**it),
     "inv": (dict(gamma=0.01, power=0.75), lambda it: BASE * (1 + 0.01 * it) ** -0.75),
     "poly": (dict(power=2.0), lambda it: BASE * (1 - it / TOTAL) ** 2),
     "sigmoid": (dict(gamma=-0.05, step_size=50.0), lambda it: BASE / (1 + math.exp(0.05 * (it - 100)))),
@@ -40,15 +39,16 @@ def test_it_matches_the_caffe_formula(policy):
 
 
 def test_it_runs_onecycle_up_then_down():
-    solver = _solver(lr_policy="onecycle", onecycle_pct_start=0.3, onecycle_div_factor=25,
-                     onecycle_final_div_factor=1e4)
+    solver = _solver(
+        lr_policy="onecycle", onecycle_pct_start=0.3, onecycle_div_factor=25, onecycle_final_div_factor=1e4
+    )
     lrs = [lr_at(solver, it, TOTAL) for it in range(TOTAL)]
     peak = max(range(TOTAL), key=lrs.__getitem__)
     assert lrs[0] == pytest.approx(BASE / 25)
     assert lrs[peak] == pytest.approx(BASE) and 55 <= peak <= 60
     assert lrs[-1] == pytest.approx(BASE / 25 / 1e4, rel=1e-6)
-    assert all(a <= b for a, b in zip(lrs[:peak], lrs[1:peak + 1], strict=True))
-    assert all(a >= b for a, b in zip(lrs[peak:-1], lrs[peak + 1:], strict=True))
+    assert all(a <= b for a, b in zip(lrs[:peak], lrs[1 : peak + 1], strict=True))
+    assert all(a >= b for a, b in zip(lrs[peak:-1], lrs[peak + 1 :], strict=True))
 
 
 def test_it_warms_up_linearly_then_follows_the_policy():
@@ -78,7 +78,8 @@ def test_it_trains_with_exactly_the_previewed_curve(policy):
 
 @pytest.mark.parametrize("name", ["sgd", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta"])
 def test_it_builds_every_optimizer_by_name(name):
-    optimizer = build_optimizer(SolverConfig(optimizer=name, base_lr=0.01, weight_decay=1e-4),
-                                [torch.nn.Parameter(torch.ones(2))])
+    optimizer = build_optimizer(
+        SolverConfig(optimizer=name, base_lr=0.01, weight_decay=1e-4), [torch.nn.Parameter(torch.ones(2))]
+    )
     assert optimizer.param_groups[0]["lr"] == 0.01
     assert optimizer.param_groups[0].get("nesterov", False) is (name == "nesterov")

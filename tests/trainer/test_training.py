@@ -27,9 +27,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_it_learns_real_digits_with_lenet(tmp_path, digits):
-    cfg = make_config(tmp_path / "run", digits, epochs=4, batch_size=32, metrics_interval=20,
-                      solver={"optimizer": "sgd", "base_lr": 0.05, "momentum": 0.9, "lr_policy": "step",
-                              "step_size": 70.0, "gamma": 0.1})
+    cfg = make_config(
+        tmp_path / "run",
+        digits,
+        epochs=4,
+        batch_size=32,
+        metrics_interval=20,
+        solver={
+            "optimizer": "sgd",
+            "base_lr": 0.05,
+            "momentum": 0.9,
+            "lr_policy": "step",
+            "step_size": 70.0,
+            "gamma": 0.1,
+        },
+    )
     reporter = ListReporter()
     assert train(cfg, reporter=reporter) == EXIT_DONE
     validations = reporter.of_type("validation")
@@ -40,8 +52,17 @@ def test_it_learns_real_digits_with_lenet(tmp_path, digits):
     assert final["type"] == "status" and final["state"] == "done" and final["exit_code"] == 0
     metrics = reporter.of_type("metrics")
     assert metrics[0]["loss"] > metrics[-1]["loss"]
-    assert {"step", "epoch", "images_seen", "loss", "lr", "images_per_sec", "images_per_sec_per_process",
-            "data_wait_share", "time"} <= set(metrics[0])
+    assert {
+        "step",
+        "epoch",
+        "images_seen",
+        "loss",
+        "lr",
+        "images_per_sec",
+        "images_per_sec_per_process",
+        "data_wait_share",
+        "time",
+    } <= set(metrics[0])
     last_progress = reporter.of_type("progress")[-1]
     assert (last_progress["percent"], last_progress["eta_seconds"]) == (100.0, 0.0)
 
@@ -66,12 +87,26 @@ class StopAfter(StopFlag):
 def _resume_config(run_dir, dataset):
     # Dropout, random crops/flips, Adam, a step LR policy and an LR that changes mid-epoch:
     # every piece of state a resume must restore.
-    layers = [{"type": "conv2d", "out_channels": 6, "kernel_size": 3, "padding": 1}, {"type": "relu"},
-              {"type": "dropout", "p": 0.3}, {"type": "flatten"}, {"type": "linear", "out_features": 16},
-              {"type": "dropout", "p": 0.3}, {"type": "linear"}]
-    return make_config(run_dir, dataset, network="custom", custom_layers=layers, epochs=3, metrics_interval=2,
-                       data={"crop_size": 6, "random_flip": True}, snapshot_interval=1.0,
-                       solver={"optimizer": "adam", "base_lr": 0.01, "lr_policy": "step", "step_size": 40.0})
+    layers = [
+        {"type": "conv2d", "out_channels": 6, "kernel_size": 3, "padding": 1},
+        {"type": "relu"},
+        {"type": "dropout", "p": 0.3},
+        {"type": "flatten"},
+        {"type": "linear", "out_features": 16},
+        {"type": "dropout", "p": 0.3},
+        {"type": "linear"},
+    ]
+    return make_config(
+        run_dir,
+        dataset,
+        network="custom",
+        custom_layers=layers,
+        epochs=3,
+        metrics_interval=2,
+        data={"crop_size": 6, "random_flip": True},
+        snapshot_interval=1.0,
+        solver={"optimizer": "adam", "base_lr": 0.01, "lr_policy": "step", "step_size": 40.0},
+    )
 
 
 def test_it_resumes_exactly_where_an_uninterrupted_run_would_be(tmp_path, gray8):
@@ -89,6 +124,7 @@ def test_it_resumes_exactly_where_an_uninterrupted_run_would_be(tmp_path, gray8)
 
     def steps(events):
         return [(m["step"], round(m["loss"], 5), m["lr"]) for m in events.of_type("metrics")]
+
     assert steps(first) + steps(second) == steps(full)  # no repeats, no gaps, same values
     assert [v["step"] for v in first.of_type("validation") + second.of_type("validation")] == [6, 12, 18]
     a = CheckpointStore.load(CheckpointStore(tmp_path / "full").latest())
@@ -140,8 +176,11 @@ def test_it_reports_out_of_memory_with_batch_sizes_and_device_memory(tmp_path, g
         model = real_build(name, spec)
 
         def hook(module, inputs):
-            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
-                               "you tried to allocate 68719476736 bytes.")
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
+                "you tried to allocate 68719476736 bytes."
+            )
+
         model.register_forward_pre_hook(hook)
         return model
 
@@ -182,8 +221,7 @@ def _events(path: Path) -> list[dict]:
 
 def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
     # Two loader workers: they get the process group's SIGTERM too, and must not break the stop.
-    cfg = make_config(tmp_path / "run", gray8, epochs=400, snapshot_interval=0, val_interval=0,
-                      data={"num_workers": 2})
+    cfg = make_config(tmp_path / "run", gray8, epochs=400, snapshot_interval=0, val_interval=0, data={"num_workers": 2})
     cfg.save(tmp_path / "run.json")
     events = tmp_path / "events.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -215,8 +253,9 @@ def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
 def test_it_trains_from_a_bare_digits_job_folder(tmp_path):
     from trainer.testing import make_dataset_folder
 
-    folder = make_dataset_folder(tmp_path / "digits_job", channels=3, encoding="jpg", train=16, val=4,
-                                 digits_layout=True)
+    folder = make_dataset_folder(
+        tmp_path / "digits_job", channels=3, encoding="jpg", train=16, val=4, digits_layout=True
+    )
     assert not (folder / "dataset.json").exists()
     reporter = ListReporter()
     assert train(make_config(tmp_path / "run", folder, epochs=1), reporter=reporter) == EXIT_DONE
