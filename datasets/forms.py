@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from datasets import limits
 from datasets.archives import archive_kind
 from datasets.models import Dataset
+from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
 from datasets.uploads import upload_path
 from datasets.validators import validate_import_path, validate_percent_pair
@@ -187,20 +188,4 @@ class DatasetForm(forms.Form):
         return source
 
     def options(self) -> dict:
-        c = self.cleaned_data
-        return {
-            f: c[f]
-            for f in (
-                "image_width",
-                "image_height",
-                "channels",
-                "resize_mode",
-                "encoding",
-                "val_percent",
-                "test_percent",
-                "min_per_class",
-                "max_per_class",
-                "shuffle",
-                "seed",
-            )
-        }
+        return {field: self.cleaned_data[field] for field in OPTION_FIELDS}

@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 
 from workbench.embedded_redis import free_port
-from workbench.supervisor import die_with_parent
+from workbench.supervisor import celery_worker_argv, die_with_parent
 
 # Playwright's sync API keeps an event loop in the main thread, which Django's ORM would take for
 # async code. Only this test process relaxes the check; child processes get a clean environment.
@@ -116,28 +116,8 @@ def start_worker(name: str, **env: str) -> ServiceProcess:
     from workbench.celery import app
 
     nodename = f"{name}@{socket.gethostname()}"
-    worker = ServiceProcess(
-        name,
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "--app",
-            "workbench",
-            "worker",
-            "--pool",
-            "threads",
-            "--concurrency",
-            "4",
-            "--hostname",
-            nodename,
-            "--loglevel",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-        ],  # fmt: skip
-        child_env(**env),
-    )
+    argv = celery_worker_argv(nodename=nodename, concurrency=4, extra=("--without-mingle", "--without-gossip"))
+    worker = ServiceProcess(name, argv, child_env(**env))
     worker.nodename = nodename
     deadline = time.monotonic() + 90
     while not app.control.ping(destination=[nodename], timeout=0.5):

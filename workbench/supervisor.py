@@ -208,6 +208,19 @@ def python_argv(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
+def celery_worker_argv(*, nodename: str, concurrency: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """The command of one workbench worker.
+
+    Threads, not prefork: tasks mostly wait on the trainer and build processes they start, and
+    forking a process that holds CUDA or torch state is unsafe.
+    """
+    return python_argv(
+        "-m", "celery", "--app", "workbench", "worker",
+        "--pool", "threads", "--concurrency", str(concurrency),
+        "--hostname", nodename, "--loglevel", "INFO", *extra,
+    )  # fmt: skip
+
+
 def child_environment(extra: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra)

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from workbench.embedded_redis import embedded_redis_command, wait_until_ready
-from workbench.supervisor import Service, Supervisor, child_environment, python_argv
+from workbench.supervisor import Service, Supervisor, celery_worker_argv, child_environment, python_argv
 
 
 def _wait_for_http(url: str, timeout: float = 60.0):
@@ -81,23 +81,9 @@ class Command(BaseCommand):
         services.append(
             Service(
                 name="worker",
-                argv=python_argv(
-                    "-m",
-                    "celery",
-                    "--app",
-                    "workbench",
-                    "worker",
-                    # Threads: tasks mostly wait on trainer and build processes they start, and
-                    # forking a process that holds CUDA or torch state is unsafe.
-                    "--pool",
-                    "threads",
-                    "--concurrency",
-                    str(options["worker_concurrency"]),
-                    "--hostname",
-                    f"workbench@{socket.gethostname()}",
-                    "--loglevel",
-                    "INFO",
-                ),  # fmt: skip
+                argv=celery_worker_argv(
+                    nodename=f"workbench@{socket.gethostname()}", concurrency=options["worker_concurrency"]
+                ),
                 env=env,
             )
         )
