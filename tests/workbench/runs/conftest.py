@@ -25,3 +25,20 @@ TINY_CONFIG = {
     "data": {"num_workers": 0},
     "solver": {"optimizer": "sgd", "base_lr": 0.05},
 }
+
+
+# Runs made only to exercise the live stream must stay out of the way of the real worker that
+# other tests start for the session: its scheduler would start them (and add events). A run on a
+# dataset still building is never started, and a run marked running on a parked host (a host row
+# whose heartbeat never expires) is never reclaimed.
+def parked_host():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workbench.runs.models import WorkerHost
+
+    host, _ = WorkerHost.objects.update_or_create(
+        hostname="parked@tests", defaults={"last_seen": timezone.now() + timedelta(days=1)}
+    )
+    return host

@@ -34,7 +34,7 @@ def communicator(run_id: int, user=None, origin: bytes = ORIGIN, path: str = "ru
 
 @pytest.fixture
 def run(owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     series.forget(run.pk)
     return run

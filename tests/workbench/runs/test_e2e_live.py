@@ -10,7 +10,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
-from tests.workbench.runs.conftest import TINY_CONFIG
+from tests.workbench.runs.conftest import TINY_CONFIG, parked_host
 from workbench.runs.models import Run
 from workbench.runs.services import (
     run_create,
@@ -89,10 +89,19 @@ def wait_points(page, chart: str, at_least: int, trace: int = 0, timeout: float 
 
 
 def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="live", network="lenet", config={"batch_size": 16},
                      device_request={"kind": "cpu"})  # fmt: skip
-    off_the_loop(run_transition, run=run, to_state=Run.State.RUNNING, from_states=[Run.State.QUEUED], reason="go")
+    host = parked_host()
+    off_the_loop(
+        run_transition,
+        run=run,
+        to_state=Run.State.RUNNING,
+        from_states=[Run.State.QUEUED],
+        reason="go",
+        host=host,
+        host_boot_id=host.boot_id,
+    )
     log_in(page, live_server_url, owner.username)
     page.goto(f"{live_server_url}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
@@ -198,7 +207,7 @@ def store_long_run(owner, dataset, *, name: str, batch_size: int, lr: float, ste
 
 
 def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     small = store_long_run(owner, dataset, name="small", batch_size=16, lr=0.05, steps=8000)
     large = store_long_run(owner, dataset, name="large", batch_size=64, lr=0.2, steps=3000)
     log_in(page, live_server_url, owner.username)
@@ -251,7 +260,7 @@ def test_it_shows_why_a_run_waits_and_aborts_it_from_the_page(live_server_url, p
 def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, owner):
     from unittest import mock
 
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="gappy", network="lenet", config={},
                      device_request={"kind": "cpu"})  # fmt: skip
     log_in(page, live_server_url, owner.username)
@@ -272,7 +281,7 @@ def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, 
 
 
 def test_it_compacts_a_long_live_series_and_redraws_it_once(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="long", network="lenet", config={},
                      device_request={"kind": "cpu"})  # fmt: skip
     log_in(page, live_server_url, owner.username)

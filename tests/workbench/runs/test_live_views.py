@@ -15,7 +15,7 @@ from workbench.runs.services import run_create, run_events_append
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
 
 
 def make_run(owner, dataset, *, name="r", batch_size=32, lr=0.1) -> Run:

@@ -15,7 +15,7 @@ from workbench.runs.services import run_create, run_events_append
 
 @pytest.fixture
 def run(owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     series.forget(run.pk)
     return run

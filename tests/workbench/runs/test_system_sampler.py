@@ -24,7 +24,7 @@ LAUNCHER = (
 
 @pytest.fixture
 def run(owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
     request = {"kind": "cpu"}
     return run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request=request)
 
