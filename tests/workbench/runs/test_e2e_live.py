@@ -161,10 +161,11 @@ def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, 
 
 
 def test_it_watches_a_real_cpu_training_run_to_done(live_server_url, celery_worker, page, owner, make_dataset):
-    # Enough steps (3 epochs of 60) that the launcher stores and publishes them over several polls.
-    dataset = make_dataset(owner, train=480, val=48)
+    # Enough work (6 epochs of 60 steps on 32x32 images) that training outlasts several of the
+    # launcher's 0.5 s polls even on an idle machine, so the page must receive it in pieces.
+    dataset = make_dataset(owner, train=480, val=48, size=32)
     log_in(page, live_server_url, owner.username)
-    config = {**TINY_CONFIG, "epochs": 3}
+    config = {**TINY_CONFIG, "epochs": 6}
     run = run_submit(owner=owner, dataset=dataset, name="tiny", network="lenet", config=config, gpus="cpu")
     # Paused at once (still queued, or stopped at a checkpoint), so the page is open before it trains.
     off_the_loop(run_pause, run=run)
@@ -188,7 +189,7 @@ def test_it_watches_a_real_cpu_training_run_to_done(live_server_url, celery_work
     stored = run.events.filter(kind="metrics").count()
     wait_points(page, "loss", stored)
     seen = sorted(page.evaluate("[...seen]"))
-    assert points(page, "loss") == stored == 180
+    assert points(page, "loss") == stored == 360
     assert [count for count in seen if before < count < stored], seen  # it grew live, in steps
     assert points(page, "accuracy") == run.events.filter(kind="validation").count() >= 3
     assert page.inner_text("#run-percent") == "100%"
