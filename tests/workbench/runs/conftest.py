@@ -27,6 +27,18 @@ TINY_CONFIG = {
 }
 
 
+@pytest.fixture
+def run(owner):
+    """A run to stream events into (no training): queued on a dataset still building, so never started."""
+    from workbench.runs import series
+    from workbench.runs.services import run_create
+
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)
+    run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
+    series.forget(run.pk)
+    return run
+
+
 # Runs made only to exercise the live stream must stay out of the way of the real worker that
 # other tests start for the session: its scheduler would start them (and add events). A run on a
 # dataset still building is never started, and a run marked running on a parked host (a host row

@@ -12,7 +12,7 @@ from datasets.models import Dataset
 from workbench.asgi import application
 from workbench.runs import series
 from workbench.runs.models import Run
-from workbench.runs.services import run_create, run_events_append
+from workbench.runs.services import run_events_append
 
 ORIGIN = b"http://127.0.0.1"
 
@@ -30,14 +30,6 @@ def communicator(run_id: int, user=None, origin: bytes = ORIGIN, path: str = "ru
     if user is not None:
         headers.append((b"cookie", cookie_for(user)))
     return WebsocketCommunicator(application, f"/ws/{path}/{run_id}/", headers=headers)
-
-
-@pytest.fixture
-def run(owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
-    run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
-    series.forget(run.pk)
-    return run
 
 
 def metrics(step: int) -> dict:

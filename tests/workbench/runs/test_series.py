@@ -3,22 +3,12 @@
 import math
 
 import numpy as np
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from datasets.models import Dataset
 from workbench.runs import series
 from workbench.runs.models import Run
-from workbench.runs.services import run_create, run_events_append
-
-
-@pytest.fixture
-def run(owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
-    run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
-    series.forget(run.pk)
-    return run
+from workbench.runs.services import run_events_append
 
 
 def metrics(step: int, loss: float, **extra) -> dict:

@@ -8,9 +8,8 @@ import types
 
 import pytest
 
-from datasets.models import Dataset
 from workbench.runs.models import Device, Run
-from workbench.runs.services import run_create, run_events_append
+from workbench.runs.services import run_events_append
 from workbench.runs.simulation import simulate_hosts
 from workbench.runs.system_sampler import CpuMeter, SystemSampler, sample_system
 
@@ -20,13 +19,6 @@ LAUNCHER = (
     "ranks = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]\n"
     "time.sleep(60)"
 )
-
-
-@pytest.fixture
-def run(owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
-    request = {"kind": "cpu"}
-    return run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request=request)
 
 
 @pytest.fixture
