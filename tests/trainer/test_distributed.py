@@ -60,10 +60,8 @@ def test_it_reaches_the_same_weights_with_two_processes_as_with_one(tmp_path):
     assert two_events.events[-1]["state"] == "done"
 
 
-def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
-    cfg = make_config(
-        tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0, val_interval=0, dist_timeout_s=60
-    )
+def start_training(tmp_path, cfg):
+    """`python -m trainer train` in its own session, returned once the first metrics are written."""
     cfg.save(tmp_path / "run.json")
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
@@ -72,11 +70,21 @@ def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
         cwd=tmp_path,
         start_new_session=True,
     )
+    deadline = time.monotonic() + 120
+    while not (events.exists() and '"type":"metrics","time"' in events.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("training did not start")
+        time.sleep(0.1)
+    return proc, events
+
+
+def test_it_ends_the_run_when_a_rank_dies(tmp_path, gray8):
+    cfg = make_config(
+        tmp_path / "run", gray8, devices="cpu x 2", epochs=1000, snapshot_interval=0, val_interval=0, dist_timeout_s=60
+    )
+    proc, events = start_training(tmp_path, cfg)
     try:
-        deadline = time.monotonic() + 120
-        while not (events.exists() and '"type":"metrics"' in events.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
-            time.sleep(0.1)
         ranks = json.loads((tmp_path / "run" / "processes.json").read_text())["ranks"]
         os.kill(ranks[1], signal.SIGKILL)
         started = time.monotonic()
@@ -120,19 +128,8 @@ def test_it_stops_all_ranks_at_one_step_on_sigterm_saves_and_resumes(tmp_path, g
         val_interval=0,
         stop_check_interval=2,
     )
-    cfg.save(tmp_path / "run.json")
-    events = tmp_path / "events.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events)],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        cwd=tmp_path,
-        start_new_session=True,
-    )
+    proc, events = start_training(tmp_path, cfg)
     try:
-        deadline = time.monotonic() + 120
-        while not (events.exists() and '"type":"metrics","time"' in events.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
-            time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGTERM)  # launcher and both ranks, as the runs app does
         assert proc.wait(timeout=60) == 3
     finally:
