@@ -1,21 +1,20 @@
 """Live stream fan-out: many authenticated websocket viewers of one run, against a real daphne + Redis.
 
-A publisher process stores and publishes one metrics event every 1/rate seconds through
-run_events_append (the worker's path: bulk insert, then group_send after commit). Each viewer
-connects to /ws/runs/<id>/, asks for its replay ({"since": 0}), then records every live event:
-latency = receipt time - the time taken just before run_events_append (so it includes the database
-write, Redis and daphne), and which sequence numbers never arrived live ("lost": a real client would
-get them back through a replay, which this benchmark deliberately does not ask for).
+A publisher process stores and publishes metrics events at --rate per second through
+run_events_append (the worker's path: bulk insert, then group_send after commit), --batch events per
+append (the launcher appends what the trainer wrote every 0.5 s: batches of ~10 at 20 events/s).
+Each viewer connects to /ws/runs/<id>/, asks for its replay ({"since": 0}), then records every live
+event: latency = receipt time - the time taken just before run_events_append (so it includes the
+database write, Redis and daphne), and which sequence numbers never arrived live ("lost": a real
+client would get them back through a replay, which this benchmark deliberately does not ask for).
 
-Baseline: the same stream to a single viewer, in the same run. Viewers share this process's event
-loop, so on a small machine their own scheduling delay is part of the latency measured.
+Ours: workbench.settings as configured (run streams on the `live` alias, Redis pub/sub). Baselines,
+in the same run: the same viewers with the run streams on the core RedisChannelLayer (the
+`default` alias's layer: one Redis queue entry per viewer), and a single viewer with ours. Viewers
+share this process's event loop, so on a small machine their own scheduling delay is part of the
+latency measured.
 
-The settings are workbench.settings with the channel layer's Redis socket_timeout set to None
-(written to the temporary data dir), and with --layer pubsub the RedisPubSubChannelLayer.
-(workbench.settings itself allows 30 s since 23:12 UTC; before, redis-py 8's default 5 s killed any
-consumer idle for 5 s, e.g. while 200 viewers were still connecting.)
-
-    .venv/bin/python bench/bench_live_stream.py [--viewers 200] [--rate 20] [--seconds 15]
+    .venv/bin/python bench/bench_live_stream.py [--viewers 200] [--rate 20] [--seconds 15] [--batch 10]
 """
 
 from __future__ import annotations
@@ -26,11 +25,9 @@ import json
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,34 +35,29 @@ sys.path.insert(0, str(ROOT))
 
 
 SETTINGS = {
+    "configured": "from workbench.settings import *  # noqa\n",
     "core": """from workbench.settings import *  # noqa
-CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": None}]
-""",
-    "pubsub": """from workbench.settings import *  # noqa
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                              "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]}}}
+CHANNEL_LAYERS[LIVE_CHANNEL_LAYER] = CHANNEL_LAYERS["default"]
 """,
 }
 
 
-def setup(data_dir: str, layer: str = "") -> None:
-    if layer:
-        Path(data_dir, "bench_live_settings.py").write_text(SETTINGS[layer])
+def setup(data_dir: str, layer: str) -> None:
+    """Django in this process with the settings of `layer` (modules in the data dir, see main)."""
     sys.path.insert(0, data_dir)
-    os.environ.update(DJANGO_SETTINGS_MODULE="bench_live_settings", WORKBENCH_DATA_DIR=data_dir)
+    os.environ.update(DJANGO_SETTINGS_MODULE=f"bench_live_{layer}", WORKBENCH_DATA_DIR=data_dir)
     import django
 
     django.setup()
 
 
-def publish(data_dir: str, run_id: int, rate: float, seconds: float, start_at: float, batch: int) -> None:
-    """`batch` events per append: 1 = each event published alone; the launcher stores and publishes
-    what the trainer wrote every 0.5 s, i.e. batches of ~10 at 20 events/s."""
-    setup(data_dir)
+def publish(data_dir: str, layer: str, run_id: int, rate: float, seconds: float, batch: int) -> None:
+    setup(data_dir, layer)
     from workbench.runs.services import run_events_append
 
-    while time.time() < start_at:
-        time.sleep(0.01)
+    # The schedule starts once Django is set up here (seconds after the process started): a start
+    # time fixed by the parent would be long past, and catching up would send a burst, not a rate.
+    start_at = time.time() + 0.2
     interval, step, next_at = batch / rate, 0, start_at
     end = start_at + seconds
     while next_at < end:
@@ -100,7 +92,7 @@ async def viewer(url: str, origin: str, cookie: str, until: asyncio.Event, recor
                     record["seqs"].append(event["seq"])
 
 
-async def watch(url: str, origin: str, cookie: str, viewers: int, seconds: float, publisher) -> list[dict]:
+async def watch(url: str, origin: str, cookie: str, viewers: int, publisher) -> list[dict]:
     records = [{"latencies": [], "seqs": []} for _ in range(viewers)]
     until = asyncio.Event()
     tasks = []
@@ -108,27 +100,41 @@ async def watch(url: str, origin: str, cookie: str, viewers: int, seconds: float
         tasks.append(asyncio.create_task(viewer(url, origin, cookie, until, record)))
         await asyncio.sleep(0.005)
     while sum("ready" in record for record in records) < viewers:
+        for task in tasks:
+            if task.done() and task.exception():
+                raise task.exception()
         await asyncio.sleep(0.1)
     publisher.start()
-    await asyncio.sleep(seconds + 3.0)
+    while publisher.is_alive():
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2.0)  # the last events' deliveries
     until.set()
     await asyncio.gather(*tasks)
     publisher.join()
     return records
 
 
-def measure(args, viewers: int, context, run_id: int, url: str, origin: str, cookie: str, data_dir: str, daphne):
+def measure(args, layer: str, viewers: int, run_id: int, cookie: str, data_dir: str) -> dict:
+    """`viewers` sockets on a new daphne with the settings of `layer`, while the publisher runs."""
     import psutil
+    from live_server import start_daphne
 
     from workbench.runs.models import Run
 
-    before = Run.objects.get(pk=run_id).last_seq
-    start_at = time.time() + 1.0
-    publisher = context.Process(target=publish, args=(data_dir, run_id, args.rate, args.seconds, start_at, args.batch))
-    server, me = psutil.Process(daphne.pid), psutil.Process()
-    server_cpu, my_cpu = sum(server.cpu_times()[:2]), sum(me.cpu_times()[:2])
-    records = asyncio.run(watch(url, origin, cookie, viewers, args.seconds, publisher))
-    server_cpu, my_cpu = sum(server.cpu_times()[:2]) - server_cpu, sum(me.cpu_times()[:2]) - my_cpu
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{data_dir}", "DJANGO_SETTINGS_MODULE": f"bench_live_{layer}"}
+    daphne, origin = start_daphne(env, Path(data_dir, f"daphne-{layer}.log"))
+    url = f"ws{origin.removeprefix('http')}/ws/runs/{run_id}/"
+    try:
+        before = Run.objects.get(pk=run_id).last_seq
+        context = multiprocessing.get_context("spawn")
+        publisher = context.Process(target=publish, args=(data_dir, layer, run_id, args.rate, args.seconds, args.batch))
+        server, me = psutil.Process(daphne.pid), psutil.Process()
+        server_cpu, my_cpu = sum(server.cpu_times()[:2]), sum(me.cpu_times()[:2])
+        records = asyncio.run(watch(url, origin, cookie, viewers, publisher))
+        server_cpu, my_cpu = sum(server.cpu_times()[:2]) - server_cpu, sum(me.cpu_times()[:2]) - my_cpu
+    finally:
+        daphne.terminate()
+        daphne.wait(timeout=10)
     after = Run.objects.get(pk=run_id).last_seq
     expected = set(range(before + 1, after + 1))
     latencies = sorted(latency for record in records for latency in record["latencies"])
@@ -152,27 +158,22 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=200)
     parser.add_argument("--rate", type=float, default=20.0, help="metric events per second")
     parser.add_argument("--seconds", type=float, default=15.0)
-    parser.add_argument("--batch", type=int, default=1, help="events per publish (the launcher: ~10)")
-    parser.add_argument(
-        "--layer", choices=sorted(SETTINGS), default="core",
-        help="core: RedisChannelLayer as configured (a Redis list per consumer); "
-        "pubsub: RedisPubSubChannelLayer (one Redis message per group per daphne process)",
-    )  # fmt: skip
+    parser.add_argument("--batch", type=int, default=10, help="events per append (the launcher: ~10; 1: each alone)")
     args = parser.parse_args()
 
     data_dir = tempfile.mkdtemp(prefix="bench-live-")
     from tests.services import start_test_redis
 
     os.environ["REDIS_URL"] = start_test_redis(Path(data_dir))
-    setup(data_dir, args.layer)
+    for layer, text in SETTINGS.items():
+        Path(data_dir, f"bench_live_{layer}.py").write_text(text)
+    setup(data_dir, "configured")
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client
 
     from datasets.models import Dataset
-    from workbench.embedded_redis import free_port
     from workbench.runs.services import run_create
-    from workbench.supervisor import die_with_parent
 
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user("viewer", password="x" * 20)
@@ -183,40 +184,21 @@ def main() -> None:
     client.force_login(owner)
     cookie = f"sessionid={client.cookies['sessionid'].value}"
 
-    port = free_port()
-    origin = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{data_dir}"}
-    daphne = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "workbench.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent,
-    )  # fmt: skip
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{origin}/healthz", timeout=1).close()
-                break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/"
-        context = multiprocessing.get_context("spawn")
-        baseline = measure(args, 1, context, run.pk, url, origin, cookie, data_dir, daphne)
-        ours = measure(args, args.viewers, context, run.pk, url, origin, cookie, data_dir, daphne)
-    finally:
-        daphne.terminate()
-        daphne.wait(timeout=10)
-
-    print(f"\n{args.rate:g} metric events/s in batches of {args.batch} for {args.seconds:g} s, one run, "
-          f"real daphne + Redis, {args.layer} layer\n")  # fmt: skip
-    print("| viewers | events | deliveries | p50 ms | p95 ms | max ms | lost | daphne CPU s | viewers CPU s "
-          "| p95 vs 1 |")  # fmt: skip
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for row in (ours, baseline):
-        ratio = row["p95"] / baseline["p95"]
-        print(f"| {row['viewers']} | {row['events']:,} | {row['deliveries']:,} | {row['p50']:.1f} | {row['p95']:.1f} | "
-              f"{row['max']:.1f} | {row['lost']} | {row['daphne_cpu']:.1f} | {row['viewers_cpu']:.1f} | "
-              f"{ratio:.2f}x |")  # fmt: skip
+    rows = [
+        ("ours: run streams on Redis pub/sub", measure(args, "configured", args.viewers, run.pk, cookie, data_dir)),
+        ("baseline: run streams on the core layer", measure(args, "core", args.viewers, run.pk, cookie, data_dir)),
+        ("baseline: ours, a single viewer", measure(args, "configured", 1, run.pk, cookie, data_dir)),
+    ]
+    print(f"\n{args.rate:g} metric events/s in batches of {args.batch} for {args.seconds:g} s, one run, real daphne + "
+          f"Redis, load average {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+    print("| layer | viewers | events | deliveries | p50 ms | p95 ms | max ms | lost | daphne CPU s | viewers CPU s "
+          "| p95 vs ours |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    ours = rows[0][1]
+    for name, row in rows:
+        print(f"| {name} | {row['viewers']} | {row['events']:,} | {row['deliveries']:,} | {row['p50']:.1f} | "
+              f"{row['p95']:.1f} | {row['max']:.1f} | {row['lost']} | {row['daphne_cpu']:.1f} | "
+              f"{row['viewers_cpu']:.1f} | {row['p95'] / ours['p95']:.2f}x |")  # fmt: skip
 
 
 if __name__ == "__main__":

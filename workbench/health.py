@@ -50,8 +50,8 @@ def _broker() -> str:
         client.close()
 
 
-def _channel_layer() -> str:
-    layer = get_channel_layer()
+def _channel_layer(alias: str = "default") -> str:
+    layer = get_channel_layer(alias)
     if layer is None:
         raise RuntimeError("no channel layer configured")
 
@@ -82,7 +82,12 @@ def workers() -> list[dict]:
 
 
 def health_report() -> dict:
-    checks = {"database": _timed(_database), "broker": _timed(_broker), "channel_layer": _timed(_channel_layer)}
+    checks = {
+        "database": _timed(_database),
+        "broker": _timed(_broker),
+        "channel_layer": _timed(_channel_layer),
+        "live_channel_layer": _timed(lambda: _channel_layer(settings.LIVE_CHANNEL_LAYER)),
+    }
     worker_list = workers() if checks["database"]["ok"] else []
     online = [worker for worker in worker_list if worker["online"]]
     checks["workers"] = {

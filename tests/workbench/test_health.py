@@ -16,6 +16,8 @@ def test_it_reports_degraded_without_workers(client):
     assert report["checks"]["database"]["ok"] is True
     assert report["checks"]["broker"]["ok"] is True
     assert report["checks"]["channel_layer"]["ok"] is True
+    assert report["checks"]["live_channel_layer"] == {**report["checks"]["live_channel_layer"], "ok": True,
+                                                      "detail": "RedisPubSubChannelLayer"}  # fmt: skip
     assert report["checks"]["workers"] == {"ok": False, "detail": "no worker has sent a heartbeat recently", "ms": 0.0}
 
 

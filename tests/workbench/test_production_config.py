@@ -72,4 +72,6 @@ def test_it_migrates_and_reports_healthy_on_postgresql_and_external_redis(tmp_pa
     assert checks["database"] == {**checks["database"], "ok": True, "detail": "postgresql"}
     assert checks["broker"]["ok"] and checks["broker"]["detail"].startswith("redis ")
     assert checks["channel_layer"] == {**checks["channel_layer"], "ok": True, "detail": "RedisChannelLayer"}
+    live = checks["live_channel_layer"]
+    assert live == {**live, "ok": True, "detail": "RedisPubSubChannelLayer"}
     assert not (tmp_path / "db.sqlite3").exists()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from datasets.models import Dataset
 from workbench.runs.models import Run
@@ -37,6 +38,8 @@ def _replay(run: Run, since: int) -> dict:
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     """Replays a run's events after the client's last sequence number, then relays live ones."""
+
+    channel_layer_alias = settings.LIVE_CHANNEL_LAYER  # the fan-out layer: see settings.py
 
     async def connect(self):
         user = self.scope.get("user")
@@ -80,7 +83,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await super().dispatch(message)
 
     async def run_events(self, message):
-        await self.send_json({"type": "events", "events": message["events"]})
+        # {"type": "run.events", "text": '{"type": "events", "events": [...]}'}, encoded by the publisher.
+        await self.send(text_data=message["text"])
 
 
 @database_sync_to_async

@@ -1,11 +1,13 @@
 """The run and dataset websocket consumers through Channels' communicator, on the real Redis layer."""
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.test import Client
 
 from datasets.models import Dataset
@@ -225,7 +227,7 @@ def test_it_streams_a_dataset_build_to_its_owner_only(owner, other_user):
 
 def test_it_publishes_to_the_runs_group(run):
     # The producer side the consumer relies on: run_events_append publishes to run-<id>.
-    layer = get_channel_layer()
+    layer = get_channel_layer(settings.LIVE_CHANNEL_LAYER)
 
     async def listen():
         channel = await layer.new_channel()
@@ -234,7 +236,8 @@ def test_it_publishes_to_the_runs_group(run):
         return await asyncio.wait_for(layer.receive(channel), 5)
 
     message = asyncio.run(listen())
-    assert message["type"] == "run.events" and message["events"][0]["seq"] == 2
+    assert message["type"] == "run.events"
+    assert json.loads(message["text"])["events"][0]["seq"] == 2
 
 
 # ------------------------------------------------------------------ a real daphne, Redis and client
