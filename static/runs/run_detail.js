@@ -78,8 +78,16 @@ function appendLog(lines) {
   if (atBottom) log.scrollTop = log.scrollHeight;
 }
 
+// HH:MM:SS in the browser's time zone, without Intl: the first toLocaleTimeString() of a page
+// loads the locale data (~40 ms, while the history is being drawn).
+const pad = (n) => String(n).padStart(2, "0");
+function clock(seconds) {
+  const date = new Date(seconds * 1000);
+  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
 function logLine(event) {
-  const time = new Date(event.time * 1000).toLocaleTimeString();
+  const time = clock(event.time);
   if (event.type === "log") return `${time} ${event.level && event.level !== "info" ? `${event.level.toUpperCase()} ` : ""}${event.line}`;
   return `${time} [${event.source === "workbench" ? "run" : "trainer"}] ${event.state}${event.message ? `: ${event.message}` : ""}`;
 }
@@ -205,14 +213,25 @@ class RunStream {
   }
 
   connect() {
+    // The first time, the socket the page's head opened (and asked {"since": 0} on) if it lives.
+    const early = window.earlyRunSocket;
+    window.earlyRunSocket = null;
+    const adopted = early && early.socket.readyState <= WebSocket.OPEN;
+    this.adoptedEarlySocket = Boolean(adopted);
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-    this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`);
-    this.socket.addEventListener("open", () => {
+    this.socket = adopted ? early.socket : new WebSocket(`${scheme}://${window.location.host}${this.path}`);
+    const opened = () => {
       performance.mark("socket-open");
       this.delay = 1000;
-      this.requestReplay();
-    });
-    this.socket.addEventListener("message", (message) => this.receive(JSON.parse(message.data)));
+      if (adopted) status("loading…"); // the head's script sent {"since": 0} on open
+      else this.requestReplay();
+    };
+    const onMessage = (message) => {
+      if (this.waiting) performance.mark("replay-received");
+      this.receive(JSON.parse(message.data));
+    };
+    this.socket.addEventListener("open", opened);
+    this.socket.addEventListener("message", onMessage);
     this.socket.addEventListener("close", (closed) => {
       if (closed.code === 4404) {
         status("this run was deleted");
@@ -223,6 +242,11 @@ class RunStream {
       window.setTimeout(() => this.connect(), this.delay);
       this.delay = Math.min(this.delay * 2, 30000);
     });
+    if (adopted) {
+      early.socket.removeEventListener("message", early.onMessage);
+      if (this.socket.readyState === WebSocket.OPEN) opened();
+      early.messages.forEach(onMessage);
+    }
   }
 
   requestReplay() {
@@ -240,7 +264,7 @@ class RunStream {
   }
 
   applyReplay(replay) {
-    performance.mark("replay-received");
+    performance.mark("replay-parsed");
     this.replays += 1;
     const logs = [];
     for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since, series.kind);
@@ -248,6 +272,8 @@ class RunStream {
     for (const event of replay.events) if (event.seq > this.lastSeq) apply(event, logs);
     this.lastSeq = Math.max(this.lastSeq, replay.last_seq);
     afterApply(logs);
+    performance.mark("replay-applied");
+    historyArrived();
     this.waiting = false;
     status(replay.downsampled ? "live (history downsampled; zoom in for detail)" : "live");
     const held = this.held;
@@ -300,17 +326,23 @@ document.querySelectorAll("[data-action]").forEach((button) => {
 
 setState(page.state);
 if (typeof page.eta_seconds === "number" && page.state === "running") $("run-eta").textContent = formatDuration(page.eta_seconds);
+// Plotly loads while the socket brings the history; the charts mount once both are there (or
+// after HISTORY_WAIT_MS without a history): drawing them empty, then again with the history,
+// would do the costliest work of opening the page twice.
+const HISTORY_WAIT_MS = 3000;
+let historyArrived;
+const historyReady = new Promise((resolve) => {
+  historyArrived = resolve;
+  window.setTimeout(resolve, HISTORY_WAIT_MS);
+});
 const stream = new RunStream(page.socket_path);
 stream.connect();
-// Plotly (4.8 MB) arrives while the history does: mount the charts once it is there.
 const plotly = document.getElementById("plotly-script");
 const plotlyReady = window.Plotly
   ? Promise.resolve()
   : new Promise((resolve) => { plotly.addEventListener("load", resolve, { once: true }); });
-plotlyReady.then(() => {
-  performance.mark("plotly-ready");
-  mountLazily(charts, store);
-});
+plotlyReady.then(() => performance.mark("plotly-ready"));
+Promise.all([plotlyReady, historyReady]).then(() => mountLazily(charts, store));
 window.setInterval(tick, 1000);
 if (PENDING.includes(page.state)) refreshDetail();
 

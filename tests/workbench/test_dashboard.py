@@ -48,3 +48,15 @@ def test_it_loads_plotly_from_static(owner_client):
     vendored = REPO_ROOT / "static" / "vendor" / "plotly.min.js"
     shipped = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     assert vendored.read_bytes() == shipped.read_bytes(), "static/vendor/plotly.min.js differs from the plotly package"
+
+
+def test_it_vendors_the_lines_bundle_of_the_same_plotly_version():
+    # The run and comparison pages load Plotly's partial "gl2d" bundle (scatter and scattergl):
+    # it must come from the same plotly.js release as the full bundle (bin/vendor-plotly).
+    from tests.conftest import REPO_ROOT
+
+    vendor = REPO_ROOT / "static" / "vendor"
+    full_header = (vendor / "plotly.min.js").read_bytes()[:200].decode()
+    lines_header = (vendor / "plotly-gl2d.min.js").read_bytes()[:200].decode()
+    version = full_header.split("plotly.js v", 1)[1].split()[0]
+    assert f"plotly.js (gl2d - minified) v{version}\n" in lines_header

@@ -22,6 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db.models import Max
 
+from workbench.runs import series
 from workbench.runs.models import Device, Run, RunEvent
 from workbench.runs.services import publish_dashboard, run_events_append, run_finish
 from workbench.runs.system_sampler import SystemSampler
@@ -158,7 +159,9 @@ def run_attempt(*, run_id: int, attempt: int) -> str:
     # `system` events (the run's own GPUs, the trainer's CPU and memory) every few seconds beside it.
     with SystemSampler(run, settings.SYSTEM_SAMPLE_SECONDS, pid=process.pid):
         code, last_status, stop_request = watch(run, process, EventTail(events_path))
-    return finish(run, code, last_status, stop_request)
+    state = finish(run, code, last_status, stop_request)
+    snapshot(run)
+    return state
 
 
 def watch(run: Run, process: subprocess.Popen, tail: EventTail) -> tuple[int, dict, str]:
@@ -167,11 +170,16 @@ def watch(run: Run, process: subprocess.Popen, tail: EventTail) -> tuple[int, di
     stop_request = ""
     signalled_at: float | None = None
     next_stop_check = 0.0
+    stored_since_snapshot = 0
     while True:
         code = process.poll()
         events = [event for event in tail.read() if event_filter.keep(event)]
         if events:
             store(run, events)
+            stored_since_snapshot += len(events)
+            if stored_since_snapshot >= series.SNAPSHOT_ROWS:
+                stored_since_snapshot = 0
+                snapshot(run)
             last_status = next((e for e in reversed(events) if e.get("type") == "status"), last_status)
         if code is not None:
             return code, last_status, stop_request
@@ -189,6 +197,15 @@ def watch(run: Run, process: subprocess.Popen, tail: EventTail) -> tuple[int, di
                 log.warning("run %s: trainer ignored SIGTERM for %.0f s; killing it", run.pk, now - signalled_at)
                 _kill_group(process, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
+
+
+def snapshot(run: Run) -> None:
+    """The run's series snapshot, up to date (see series.leave_snapshot); best effort: the page
+    reads the database for whatever a snapshot lacks."""
+    try:
+        series.leave_snapshot(run)
+    except Exception:
+        log.warning("run %s: could not update the series snapshot", run.pk, exc_info=True)
 
 
 def store(run: Run, events: list[dict]) -> None:

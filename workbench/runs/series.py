@@ -261,6 +261,18 @@ def load_snapshot(run: Run, columns: RunColumns) -> None:
     columns.images_per_step = None if math.isnan(images_per_step) else images_per_step
 
 
+def leave_snapshot(run: Run) -> None:
+    """Brings the run's snapshot up to every stored event, for the process that writes the events
+    (the worker: while a run trains, and when it ends), so that the first open of the run page
+    after a daphne start reads a file and a short tail, not every row. The columns are not kept
+    in this process: it reads them once per call."""
+    columns = read_columns(run)
+    if columns.last_seq > columns.saved_seq:
+        with columns.lock:
+            save_snapshot(run, columns)
+    forget(run.pk)
+
+
 def forget(run_id: int) -> None:
     with _cache_lock:
         _cache.pop(run_id, None)
@@ -272,22 +284,22 @@ def forget(run_id: int) -> None:
 def minmax_indices(values: np.ndarray, points: int) -> np.ndarray:
     """Indices of at most `points` values: the first, the last, and each bucket's min and max.
 
-    Vectorised: the values are padded to whole buckets and each bucket's argmin/argmax found at once.
+    Vectorised: the whole buckets are one (buckets, size) view whose argmin/argmax come at once;
+    the last, partial bucket is searched on its own (no padded copy of a long series).
     """
     count = len(values)
     if count <= points:
         return np.arange(count)
     buckets = max(1, (points - 2) // 2)
     size = math.ceil(count / buckets)
-    padded_low = np.full(buckets * size, np.inf)
-    padded_high = np.full(buckets * size, -np.inf)
-    padded_low[:count] = values
-    padded_high[:count] = values
-    offsets = np.arange(buckets) * size
-    lows = offsets + padded_low.reshape(buckets, size).argmin(axis=1)
-    highs = offsets + padded_high.reshape(buckets, size).argmax(axis=1)
-    keep = np.concatenate(([0, count - 1], lows, highs))
-    return np.unique(keep[keep < count])
+    whole = count // size
+    body = values[: whole * size].reshape(whole, size)
+    offsets = np.arange(whole) * size
+    keep = [np.array([0, count - 1]), offsets + body.argmin(axis=1), offsets + body.argmax(axis=1)]
+    if whole * size < count:
+        rest = values[whole * size :]
+        keep.append(np.array([whole * size + rest.argmin(), whole * size + rest.argmax()]))
+    return np.unique(np.concatenate(keep))
 
 
 def naive_stride_indices(count: int, points: int) -> np.ndarray:
@@ -320,9 +332,11 @@ def series_points(
         seq = source.arrays["seq"]
         coords = {axis: source.arrays[axis] for axis in X_AXES}
         value = source.values[name]
-    mask = ~np.isnan(value) & (seq > after_seq)
-    if until_seq is not None:
-        mask &= seq <= until_seq
+    # Sequence numbers ascend: the (after_seq, until_seq] window is a slice, found by bisection.
+    first = int(np.searchsorted(seq, after_seq, side="right"))
+    last = len(seq) if until_seq is None else int(np.searchsorted(seq, until_seq, side="right"))
+    mask = np.zeros(len(seq), bool)
+    mask[first:last] = ~np.isnan(value[first:last])
     axis = coords[x]
     if start is not None or end is not None:
         inside = mask & ~np.isnan(axis)
@@ -333,7 +347,13 @@ def series_points(
         mask = _widen(inside, mask, axis, start, end)
     where = np.flatnonzero(mask)
     total = len(where)
-    chosen = where[minmax_indices(value[where], points)] if total > points else where
+    if total > points:
+        # A series on every row of its kind (the usual case) needs no gathered copy.
+        contiguous = total == where[-1] - where[0] + 1
+        inside = value[where[0] : where[-1] + 1] if contiguous else value[where]
+        chosen = where[minmax_indices(inside, points)]
+    else:
+        chosen = where
     return {
         "name": name,
         "kind": kind,
@@ -364,6 +384,8 @@ def _widen(inside: np.ndarray, valid: np.ndarray, axis: np.ndarray, start, end) 
 
 
 def _json_floats(values: np.ndarray) -> list[float | None]:
+    if not np.isnan(values).any():
+        return values.tolist()
     return [None if math.isnan(v) else v for v in values.tolist()]
 
 

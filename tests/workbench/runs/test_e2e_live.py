@@ -106,6 +106,8 @@ def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, 
     page.goto(f"{live_server_url}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
     assert page.inner_text("#run-state .status") == "running"
+    # The history came once, on the socket the page's head opened before the scripts loaded.
+    assert page.evaluate("[runPage.stream.adoptedEarlySocket, runPage.stream.replays]") == [True, 1]
 
     trainer = Trainer(run, batches=STEPS // 6)
     trainer.start()

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.runs import series
 from workbench.runs.models import Device, Run
 from workbench.runs.services import run_submit
 
@@ -35,6 +36,10 @@ def test_it_trains_a_run_on_the_cpu_to_done(celery_worker, transactional_db, own
     assert run.progress == 1.0
     assert not Device.objects.filter(run=run).exists()
     assert (run.run_dir / "trainer.log").exists()
+    # The worker left the series snapshot of every series event: a new daphne starts from it.
+    snapshot = series.RunColumns(run_id=run.pk, created=run.created_at.timestamp())
+    series.load_snapshot(run, snapshot)
+    assert snapshot.last_seq == max(run.events.filter(kind__in=series.SERIES_KINDS).values_list("seq", flat=True))
 
 
 def test_it_waits_on_the_command_line_until_done(celery_worker, transactional_db, owner, make_dataset, tmp_path):

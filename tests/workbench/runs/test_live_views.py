@@ -52,7 +52,8 @@ def test_it_shows_the_run_page_with_its_header_and_charts(owner_client, run):
     response = owner_client.get(f"/runs/{run.pk}/")
     assert response.status_code == 200
     html = response.content.decode()
-    needles = ['id="run-state"', 'data-chart="loss"', 'data-chart="gpu"', "vendor/plotly.min.js", "runs/run_detail.js"]
+    needles = ['id="run-state"', 'data-chart="loss"', 'data-chart="gpu"', "vendor/plotly-gl2d.min.js"]
+    needles += ["runs/run_detail.js", 'rel="modulepreload"', "window.earlyRunSocket"]
     needles += ['id="run-log"', 'id="run-timeline"', "lenet", "batch 32", "lr 0.1", "series.csv", "series.json"]
     for needle in needles:
         assert needle in html, needle

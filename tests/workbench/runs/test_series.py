@@ -158,6 +158,27 @@ def test_it_starts_a_new_process_from_the_snapshot_and_reads_only_newer_rows(run
     assert second["series"]["top1"]["points"]["images"] == [1500 * 32.0]
 
 
+def test_it_leaves_a_snapshot_of_every_event_and_keeps_no_columns(run):
+    # The worker's call (while a run trains and when it ends): below SNAPSHOT_ROWS too.
+    append_losses(run, np.linspace(2, 1, 300))
+    series.leave_snapshot(run)
+    assert run.pk not in series._cache
+    with CaptureQueriesContext(connection) as queries:
+        loss = series.run_series(run, ["loss"])["series"]["loss"]
+    assert f'"seq" > {Run.objects.get(pk=run.pk).last_seq}' in queries[0]["sql"]  # nothing left to read
+    assert loss["total"] == 300 and loss["points"]["value"][-1] == 1.0
+
+
+def test_it_downsamples_a_window_of_sequence_numbers_like_the_whole_series(run):
+    append_losses(run, np.sin(np.linspace(0, 60, 12_000)))
+    columns = series.read_columns(run)
+    whole = series.series_points(columns, "loss", points=500)
+    window = series.series_points(columns, "loss", points=500, after_seq=4001, until_seq=9001)
+    assert whole["total"] == 12_000 and window["total"] == 5000
+    assert window["points"]["seq"][0] == 4002 and window["points"]["seq"][-1] == 9001
+    assert len(window["points"]["seq"]) <= 500 and min(window["points"]["value"]) < -0.99
+
+
 def test_it_ignores_a_snapshot_of_another_run_with_the_same_id(run, monkeypatch):
     monkeypatch.setattr(series, "SNAPSHOT_ROWS", 10)
     append_losses(run, [3.0] * 20)
