@@ -8,11 +8,12 @@ event: latency = receipt time - the time taken just before run_events_append (so
 database write, Redis and daphne), and which sequence numbers never arrived live ("lost": a real
 client would get them back through a replay, which this benchmark deliberately does not ask for).
 
-Ours: workbench.settings as configured (run streams on the `live` alias, Redis pub/sub). Baselines,
-in the same run: the same viewers with the run streams on the core RedisChannelLayer (the
-`default` alias's layer: one Redis queue entry per viewer), and a single viewer with ours. Viewers
-share this process's event loop, so on a small machine their own scheduling delay is part of the
-latency measured.
+Ours: the workbench as configured (run streams on the `live` channel layer alias, Redis pub/sub,
+and one subscription per daphne process and run, relayed to its sockets: workbench/runs/fanout.py).
+Baselines, in the same run: the same consumer with Channels' usual pattern (a channel per socket in
+the run's group), on pub/sub and on the core RedisChannelLayer (one Redis queue entry per socket);
+and ours with a single viewer. Viewers share this process's event loop, so on a small machine
+their own scheduling delay is part of the latency measured.
 
     .venv/bin/python bench/bench_live_stream.py [--viewers 200] [--rate 20] [--seconds 15] [--batch 10]
 """
@@ -39,6 +40,42 @@ SETTINGS = {
     "core": """from workbench.settings import *  # noqa
 CHANNEL_LAYERS[LIVE_CHANNEL_LAYER] = CHANNEL_LAYERS["default"]
 """,
+}
+# The baselines' server: the same consumer (login, ownership, replay) with Channels' usual pattern
+# for live events instead of ours: a channel per socket in the run's group, each message dispatched
+# through Channels' consumer machinery.
+BASELINE_ASGI = """from workbench.asgi import application as workbench_application  # noqa: F401 (sets Django up)
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
+from django.urls import path
+
+from workbench.runs.consumers import RunConsumer
+
+
+class ChannelPerSocketConsumer(RunConsumer):
+    channel_layer_alias = settings.LIVE_CHANNEL_LAYER
+
+    async def join_live(self):
+        await self.channel_layer.group_add(self.group_name, self.channel_name)
+
+    async def leave_live(self):
+        await self.channel_layer.group_discard(self.group_name, self.channel_name)
+
+    async def run_events(self, message):
+        await self.relay(message["text"])
+
+
+routes = URLRouter([path("ws/runs/<int:pk>/", ChannelPerSocketConsumer.as_asgi())])
+application = ProtocolTypeRouter({"http": workbench_application,
+                                  "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(routes))})
+"""
+# name -> (settings of daphne and the publisher, daphne's application)
+SETUPS = {
+    "ours: pub/sub, one subscription per process and run": ("configured", "workbench.asgi:application"),
+    "baseline: pub/sub, a channel per socket": ("configured", "bench_live_asgi:application"),
+    "baseline: core layer, a channel per socket": ("core", "bench_live_asgi:application"),
 }
 
 
@@ -72,32 +109,34 @@ def publish(data_dir: str, layer: str, run_id: int, rate: float, seconds: float,
         time.sleep(max(0.0, next_at - time.time()))
 
 
-async def viewer(url: str, origin: str, cookie: str, until: asyncio.Event, record: dict) -> None:
+async def viewer(url: str, origin: str, cookie: str, record: dict) -> None:
+    """One socket: its replay, then every live event until watch() closes it. No per-message
+    timeout: on a 2-core machine this process's own overhead is part of what is measured."""
     from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
 
     async with connect(url, origin=origin, additional_headers={"Cookie": cookie}, open_timeout=60,
                        max_size=None) as socket:  # fmt: skip
         await socket.send(json.dumps({"since": 0}))
         replay = json.loads(await socket.recv())
+        record["socket"] = socket
         record["ready"] = replay["last_seq"]
-        while not until.is_set():
-            try:
-                message = json.loads(await asyncio.wait_for(socket.recv(), 0.5))
-            except TimeoutError:
-                continue
-            now = time.time()
-            for event in message.get("events", []):
-                if "sent" in event:
-                    record["latencies"].append(now - event["sent"])
-                    record["seqs"].append(event["seq"])
+        try:
+            async for text in socket:
+                now = time.time()
+                for event in json.loads(text).get("events", []):
+                    if "sent" in event:
+                        record["latencies"].append(now - event["sent"])
+                        record["seqs"].append(event["seq"])
+        except ConnectionClosed:
+            pass
 
 
 async def watch(url: str, origin: str, cookie: str, viewers: int, publisher) -> list[dict]:
     records = [{"latencies": [], "seqs": []} for _ in range(viewers)]
-    until = asyncio.Event()
     tasks = []
     for record in records:  # connect in waves, as page loads would
-        tasks.append(asyncio.create_task(viewer(url, origin, cookie, until, record)))
+        tasks.append(asyncio.create_task(viewer(url, origin, cookie, record)))
         await asyncio.sleep(0.005)
     while sum("ready" in record for record in records) < viewers:
         for task in tasks:
@@ -108,21 +147,24 @@ async def watch(url: str, origin: str, cookie: str, viewers: int, publisher) -> 
     while publisher.is_alive():
         await asyncio.sleep(0.1)
     await asyncio.sleep(2.0)  # the last events' deliveries
-    until.set()
+    await asyncio.gather(*(record["socket"].close() for record in records))
     await asyncio.gather(*tasks)
     publisher.join()
+    for record in records:
+        del record["socket"]
     return records
 
 
-def measure(args, layer: str, viewers: int, run_id: int, cookie: str, data_dir: str) -> dict:
-    """`viewers` sockets on a new daphne with the settings of `layer`, while the publisher runs."""
+def measure(args, setup_name: str, viewers: int, run_id: int, cookie: str, data_dir: str) -> dict:
+    """`viewers` sockets on a new daphne set up as SETUPS[setup_name], while the publisher runs."""
     import psutil
     from live_server import start_daphne
 
     from workbench.runs.models import Run
 
+    layer, application = SETUPS[setup_name]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{data_dir}", "DJANGO_SETTINGS_MODULE": f"bench_live_{layer}"}
-    daphne, origin = start_daphne(env, Path(data_dir, f"daphne-{layer}.log"))
+    daphne, origin = start_daphne(env, Path(data_dir, f"daphne-{len(os.listdir(data_dir))}.log"), application)
     url = f"ws{origin.removeprefix('http')}/ws/runs/{run_id}/"
     try:
         before = Run.objects.get(pk=run_id).last_seq
@@ -167,6 +209,7 @@ def main() -> None:
     os.environ["REDIS_URL"] = start_test_redis(Path(data_dir))
     for layer, text in SETTINGS.items():
         Path(data_dir, f"bench_live_{layer}.py").write_text(text)
+    Path(data_dir, "bench_live_asgi.py").write_text(BASELINE_ASGI)
     setup(data_dir, "configured")
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
@@ -184,14 +227,12 @@ def main() -> None:
     client.force_login(owner)
     cookie = f"sessionid={client.cookies['sessionid'].value}"
 
-    rows = [
-        ("ours: run streams on Redis pub/sub", measure(args, "configured", args.viewers, run.pk, cookie, data_dir)),
-        ("baseline: run streams on the core layer", measure(args, "core", args.viewers, run.pk, cookie, data_dir)),
-        ("baseline: ours, a single viewer", measure(args, "configured", 1, run.pk, cookie, data_dir)),
-    ]
+    rows = [(name, measure(args, name, args.viewers, run.pk, cookie, data_dir)) for name in SETUPS]
+    single = measure(args, next(iter(SETUPS)), 1, run.pk, cookie, data_dir)
+    rows.append(("baseline: ours, a single viewer", single))
     print(f"\n{args.rate:g} metric events/s in batches of {args.batch} for {args.seconds:g} s, one run, real daphne + "
           f"Redis, load average {os.getloadavg()[0]:.2f}\n")  # fmt: skip
-    print("| layer | viewers | events | deliveries | p50 ms | p95 ms | max ms | lost | daphne CPU s | viewers CPU s "
+    print("| setup | viewers | events | deliveries | p50 ms | p95 ms | max ms | lost | daphne CPU s | viewers CPU s "
           "| p95 vs ours |")  # fmt: skip
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ours = rows[0][1]

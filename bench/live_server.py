@@ -12,7 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_daphne(env: dict[str, str], log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
+def start_daphne(
+    env: dict[str, str], log_path: Path | None = None, application: str = "workbench.asgi:application"
+) -> tuple[subprocess.Popen, str]:
     """daphne on a free port with `env` (settings, data dir, Redis); returns it and its origin once
     it answers HTTP. It dies with this process."""
     from workbench.embedded_redis import free_port
@@ -22,7 +24,7 @@ def start_daphne(env: dict[str, str], log_path: Path | None = None) -> tuple[sub
     origin = f"http://127.0.0.1:{port}"
     log = log_path.open("ab") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "workbench.asgi:application"],
+        [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), application],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, preexec_fn=die_with_parent,
     )  # fmt: skip
     deadline = time.monotonic() + 60

@@ -127,10 +127,9 @@ if REDIS_URL:
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30},
         },
         # The run streams (/ws/runs/<id>/): hundreds of viewers of one run. Redis pub/sub carries
-        # each publish once to each daphne process, which fans it out in memory; the core layer
-        # above queues one copy per viewer in Redis and pops them one by one (p95 206 ms against
-        # 60 ms for 200 viewers in bench_live_stream). Its queues are unbounded, but the run
-        # consumer only relays, and a client replays whatever it missed.
+        # each publish once to each daphne process, which relays it to its sockets of that run
+        # (workbench/runs/fanout.py); the core layer above would queue one copy per socket in
+        # Redis. Delivery is at most once: a client replays whatever it missed.
         LIVE_CHANNEL_LAYER: {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 
 from datasets.models import Dataset
+from workbench.runs.fanout import fanout
 from workbench.runs.models import Run
 from workbench.runs.series import replay_message
 
@@ -39,7 +39,8 @@ def _replay(run: Run, since: int) -> dict:
 class RunConsumer(AsyncJsonWebsocketConsumer):
     """Replays a run's events after the client's last sequence number, then relays live ones."""
 
-    channel_layer_alias = settings.LIVE_CHANNEL_LAYER  # the fan-out layer: see settings.py
+    # No channel of its own: live events come through the process's fan-out (see fanout.py).
+    channel_layer_alias = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -53,12 +54,18 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # Joined before the client asks for its replay: an event is either in the replay (stored
         # by then) or arrives live (published after), so nothing falls between the two.
         self.group_name = self.run.group_name
-        await self.channel_layer.group_add(self.group_name, self.channel_name)
+        await self.join_live()
         await self.accept()
 
     async def disconnect(self, code):
         if hasattr(self, "group_name"):
-            await self.channel_layer.group_discard(self.group_name, self.channel_name)
+            await self.leave_live()
+
+    async def join_live(self) -> None:
+        await fanout().join(self.group_name, self)
+
+    async def leave_live(self) -> None:
+        fanout().leave(self.group_name, self)
 
     async def receive_json(self, content, **kwargs):
         since = content.get("since") if isinstance(content, dict) else None
@@ -73,18 +80,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json(replay)
 
-    async def dispatch(self, message):
-        # Channels runs close_old_connections() in the one sync thread before every handler; live
-        # events touch no database, and with hundreds of sockets per process those hops queue up
-        # behind each other (they were the largest cost of a fan-out in bench_live_stream).
-        if message["type"] == "run.events":
-            await self.run_events(message)
-        else:
-            await super().dispatch(message)
-
-    async def run_events(self, message):
-        # {"type": "run.events", "text": '{"type": "events", "events": [...]}'}, encoded by the publisher.
-        await self.send(text_data=message["text"])
+    async def relay(self, text: str) -> None:
+        """A live batch, '{"type": "events", "events": [...]}' as the publisher encoded it."""
+        await self.send(text_data=text)
 
 
 @database_sync_to_async
@@ -115,7 +113,9 @@ class DatasetConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
 
     async def dispatch(self, message):
-        if message["type"] == "dataset.progress":  # no database: see RunConsumer.dispatch
+        # Channels runs close_old_connections() in its one sync thread before every handler;
+        # progress touches no database, and many sockets' hops would queue behind each other.
+        if message["type"] == "dataset.progress":
             await self.dataset_progress(message)
         else:
             await super().dispatch(message)

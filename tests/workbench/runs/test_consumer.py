@@ -125,6 +125,28 @@ def test_it_relays_live_events_in_order_after_the_replay(run, owner):
     assert [event["step"] for event in received] == list(range(1, 31))
 
 
+def test_it_relays_to_every_socket_of_a_run_through_one_subscription(run, owner):
+    from workbench.runs.fanout import fanout
+
+    async def exchange():
+        sockets = [communicator(run.pk, owner) for _ in range(3)]
+        for socket in sockets:
+            assert (await socket.connect())[0]
+        relays = dict(fanout().relays)
+        await sockets[0].disconnect()  # one leaves: the others still get every batch
+        await asyncio.to_thread(run_events_append, run_id=run.pk, events=[metrics(1), metrics(2)])
+        received = [await socket.receive_json_from(timeout=5) for socket in sockets[1:]]
+        for socket in sockets[1:]:
+            await socket.disconnect()
+        await asyncio.sleep(0)  # the cancelled relay task finishes
+        return relays, received, dict(fanout().relays)
+
+    relays, received, after = asyncio.run(exchange())
+    assert list(relays) == [run.group_name]
+    assert [[event["seq"] for event in message["events"]] for message in received] == [[2, 3], [2, 3]]
+    assert after == {}  # the last socket's departure ended the subscription
+
+
 def test_it_fills_a_gap_when_the_client_asks_again(run, owner):
     async def exchange():
         socket = communicator(run.pk, owner)
