@@ -56,15 +56,23 @@ class RunFanout:
             self.relays.pop(group).cancel()
 
     async def _relay(self, group: str, subscribed: asyncio.Future) -> None:
-        channel = await self.layer.new_channel()
+        channel = None
         try:
+            channel = await self.layer.new_channel()
             await self.layer.group_add(group, channel)
             subscribed.set_result(None)
             while True:
                 message = await self.layer.receive(channel)
                 for watcher in list(self.watchers.get(group, ())):
-                    await watcher.relay(message["text"])
+                    try:
+                        await watcher.relay(message["text"])
+                    except Exception:
+                        # That socket alone: its browser reconnects and replays what it missed.
+                        log.warning("could not relay to a socket of %s; closing it", group, exc_info=True)
+                        await watcher.close(code=1011)
         except asyncio.CancelledError:
+            if not subscribed.done():
+                subscribed.cancel()
             raise
         except Exception as error:
             watchers = self.watchers.pop(group, set()) if self.subscribed.get(group) is subscribed else set()
@@ -78,7 +86,8 @@ class RunFanout:
                 for watcher in watchers:
                     await watcher.close(code=1011)
         finally:
-            await self.layer.group_discard(group, channel)
+            if channel is not None:
+                await self.layer.group_discard(group, channel)
 
 
 _fanouts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunFanout] = weakref.WeakKeyDictionary()
