@@ -72,6 +72,11 @@ class Dataset(models.Model):
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Who builds it (the Celery worker's name and the boot of its process) and which try this is:
+    # a build whose worker stops sending heartbeats, or restarts, is queued again.
+    build_worker = models.CharField(max_length=255, blank=True)
+    build_boot_id = models.UUIDField(null=True, blank=True)
+    build_attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

@@ -8,13 +8,14 @@ import os
 import shutil
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
-from django.db.models import ProtectedError
+from django.db.models import F, ProtectedError
 from django.utils import timezone
 
 from datasets import limits
@@ -125,12 +126,62 @@ def dataset_rebuild(*, dataset: Dataset) -> bool:
         images_per_second=0.0,
         started_at=None,
         finished_at=None,
+        build_attempts=0,
     )
     if changed:
         dataset.refresh_from_db()
         dataset_queue(dataset=dataset)
         publish(dataset)
     return bool(changed)
+
+
+# A build whose worker died is queued again this many times in all, then failed.
+BUILD_MAX_ATTEMPTS = 3
+
+
+def reclaim_lost_builds() -> int:
+    """Builds whose worker stopped sending heartbeats, or restarted, are queued again (or failed
+    after BUILD_MAX_ATTEMPTS tries). Their partial files go: a build starts from nothing."""
+    from workbench.runs.models import WorkerHost
+
+    cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
+    hosts = {host.hostname: host for host in WorkerHost.objects.all()}
+    reclaimed = 0
+    for dataset in Dataset.objects.filter(status=Dataset.Status.BUILDING, build_boot_id__isnull=False):
+        host = hosts.get(dataset.build_worker)
+        if host is None:
+            why = f"its worker {dataset.build_worker} is gone"
+        elif host.last_seen < cutoff:
+            why = f"worker {host.hostname} stopped sending heartbeats"
+        elif host.boot_id != dataset.build_boot_id:
+            why = f"worker {host.hostname} restarted"
+        else:
+            continue
+        this_build = _this_build(dataset.pk, dataset.build_attempts)
+        if dataset.build_attempts >= BUILD_MAX_ATTEMPTS:
+            error = (
+                f"The build was interrupted {dataset.build_attempts} times; the last time {why}. Rebuild to try again."
+            )
+            changed = this_build.update(status=Dataset.Status.FAILED, error=error, finished_at=timezone.now())
+        else:
+            error = f"Interrupted ({why}); building again from the start (try {dataset.build_attempts + 1})."
+            with transaction.atomic():
+                changed = this_build.update(status=Dataset.Status.PENDING, error=error, progress_done=0)
+                if changed:
+                    dataset_queue(dataset=dataset)
+        if changed:
+            reclaimed += 1
+            log.warning("dataset %s: %s", dataset.pk, error)
+            _remove_partial_build(dataset.pk)
+            dataset.refresh_from_db()
+            publish(dataset)
+    return reclaimed
+
+
+def _remove_partial_build(pk: int) -> None:
+    """The temp folders a dead build left (its final folder only ever appears whole)."""
+    for partial in datasets_root().glob(f".{pk}.*-*"):
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def dataset_delete(*, dataset: Dataset) -> None:
@@ -163,6 +214,11 @@ def dataset_skipped(*, dataset: Dataset, limit: int | None = None) -> list[dict]
 # --------------------------------------------------------------------------------------------
 
 
+def _this_build(pk: int, attempt: int):
+    """The row while this try builds it: not cancelled, deleted, or handed to another try."""
+    return Dataset.objects.filter(pk=pk, status=Dataset.Status.BUILDING, build_attempts=attempt)
+
+
 class _Progress:
     """Progress callback: the row's counters and the dashboard, at most about once a second."""
 
@@ -170,7 +226,7 @@ class _Progress:
         self.dataset = dataset
 
     def __call__(self, done: int, total: int, rate: float) -> None:
-        Dataset.objects.filter(pk=self.dataset.pk, status=Dataset.Status.BUILDING).update(
+        _this_build(self.dataset.pk, self.dataset.build_attempts).update(
             progress_done=done, progress_total=total, images_per_second=rate
         )
         self.dataset.progress_done, self.dataset.progress_total = done, total
@@ -178,8 +234,8 @@ class _Progress:
         publish(self.dataset)
 
 
-def _stopped(pk: int) -> bool:
-    return not Dataset.objects.filter(pk=pk, status=Dataset.Status.BUILDING).exists()
+def _stopped(pk: int, attempt: int) -> bool:
+    return not _this_build(pk, attempt).exists()
 
 
 def _split_options(dataset: Dataset) -> SplitOptions:
@@ -321,29 +377,31 @@ def _folder_size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def _fail(pk: int, message: str) -> None:
-    Dataset.objects.filter(pk=pk, status=Dataset.Status.BUILDING).update(
-        status=Dataset.Status.FAILED, error=message[:4000], finished_at=timezone.now()
-    )
+def _fail(pk: int, attempt: int, message: str) -> None:
+    _this_build(pk, attempt).update(status=Dataset.Status.FAILED, error=message[:4000], finished_at=timezone.now())
 
 
-def dataset_build(*, dataset_id: int) -> str:
+def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | None = None) -> str:
     """Build a pending dataset; returns its final status. A duplicate delivery does nothing.
 
     Everything is written into a temp folder beside the final one and renamed into place at the
     end; a failed or cancelled build removes the temp folder, so no half-written LMDB remains.
+    `worker` and `boot_id` name the Celery worker process building it (see reclaim_lost_builds).
     """
     claimed = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.PENDING).update(
         status=Dataset.Status.BUILDING,
         started_at=timezone.now(),
         progress_done=0,
         progress_total=0,
-        error="",
         images_per_second=0.0,
+        build_worker=worker,
+        build_boot_id=boot_id,
+        build_attempts=F("build_attempts") + 1,
     )
     if not claimed:
         return "skipped"
     dataset = Dataset.objects.get(pk=dataset_id)
+    attempt = dataset.build_attempts
     publish(dataset)
     # A pending row owns no folder yet: anything at its path is stale (a reused primary key).
     shutil.rmtree(dataset.path, ignore_errors=True)
@@ -352,12 +410,16 @@ def dataset_build(*, dataset_id: int) -> str:
     temp = root / f".{dataset.pk}.building-{nonce}"
     scratch = root / f".{dataset.pk}.extract-{nonce}"
     progress = _Progress(dataset)
+
+    def stopped() -> bool:
+        return _stopped(dataset_id, attempt)
+
     started = time.monotonic()
     try:
         if dataset.kind in (Dataset.Kind.LMDB, Dataset.Kind.DIGITS):
-            result, source_root = _build_lmdb(dataset, temp, progress, lambda: _stopped(dataset_id)), None
+            result, source_root = _build_lmdb(dataset, temp, progress, stopped), None
         else:
-            result, source_root = _build_images(dataset, temp, scratch, progress, lambda: _stopped(dataset_id))
+            result, source_root = _build_images(dataset, temp, scratch, progress, stopped)
         skipped = [{**s, "path": _relative(s["path"], source_root)} for s in result.skipped]
         (temp / "skipped.json").write_text(json.dumps(skipped, indent=1, ensure_ascii=False), encoding="utf-8")
         _write_log(temp, dataset, result, skipped, time.monotonic() - started)
@@ -367,8 +429,9 @@ def dataset_build(*, dataset_id: int) -> str:
             shutil.rmtree(final)
         os.replace(temp, final)
         done = sum(s["count"] for s in result.splits.values()) + len(skipped)
-        finished = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.BUILDING).update(
+        finished = _this_build(dataset_id, attempt).update(
             status=Dataset.Status.READY,
+            error="",
             labels=result.labels,
             splits={k: {"count": v["count"], "class_counts": v["class_counts"]} for k, v in result.splits.items()},
             skipped_count=len(skipped),
@@ -386,10 +449,10 @@ def dataset_build(*, dataset_id: int) -> str:
         log.info("dataset %s: build cancelled", dataset_id)
     except (BuildError, SourceError, ArchiveError) as exc:
         log.info("dataset %s: build failed: %s", dataset_id, exc)
-        _fail(dataset_id, str(exc))
+        _fail(dataset_id, attempt, str(exc))
     except Exception as exc:
         log.exception("dataset %s: build crashed", dataset_id)
-        _fail(dataset_id, f"Internal error while building: {type(exc).__name__}: {exc}")
+        _fail(dataset_id, attempt, f"Internal error while building: {type(exc).__name__}: {exc}")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

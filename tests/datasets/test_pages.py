@@ -159,3 +159,11 @@ def test_it_cancels_from_the_page(owner_client, owner):
     assert response.status_code == 302
     dataset.refresh_from_db()
     assert dataset.status == "cancelled"
+
+
+@pytest.mark.django_db
+def test_it_says_on_the_page_why_a_build_started_again(owner_client, owner):
+    note = "Interrupted (worker w@gpu1 stopped sending heartbeats); building again from the start (try 2)."
+    dataset = Dataset.objects.create(owner=owner, name="again", status="building", error=note, build_attempts=2)
+    html = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
+    assert 'id="build-note"' in html and "stopped sending heartbeats" in html

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import io
 import time
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.management import call_command
+from django.utils import timezone
 
 from datasets.models import Dataset
 from tests.datasets.conftest import make_class_folders, noise_image
@@ -125,3 +127,60 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
     dataset = Dataset.objects.get(pk=pk)
     assert dataset.status == "cancelled" and dataset.progress_done < 2000
     assert not dataset.path.exists()
+
+
+def _orphan(owner, import_root, *, attempts: int, host_seen_ago: timedelta, same_boot: bool) -> Dataset:
+    """A build as a worker leaves it when it dies mid-way: building, owned by that worker's
+    process, with a half-written temp folder beside the final one."""
+    import uuid
+
+    from datasets.services import dataset_create, datasets_root
+    from workbench.runs.models import WorkerHost
+
+    root = make_class_folders(import_root / f"orphan{attempts}", {"a": 4, "b": 4})
+    options = {"image_width": 8, "image_height": 8, "val_percent": 0}
+    dataset = dataset_create(owner=owner, name="orphan", kind="folder", source={"path": str(root)}, options=options,
+                             queue=False)  # fmt: skip
+    host = WorkerHost.objects.create(hostname=f"gone{attempts}@gpu9", last_seen=timezone.now() - host_seen_ago)
+    boot = host.boot_id if same_boot else uuid.uuid4()
+    Dataset.objects.filter(pk=dataset.pk).update(status="building", build_worker=host.hostname, build_boot_id=boot,
+                                                 build_attempts=attempts, progress_done=3)  # fmt: skip
+    partial = datasets_root() / f".{dataset.pk}.building-dead{attempts}"
+    partial.mkdir(parents=True)
+    (partial / "data.mdb").write_bytes(b"half an LMDB")
+    return dataset
+
+
+def test_it_builds_again_when_the_building_worker_stops_beating(celery_worker, owner, import_root):
+    from datasets.services import datasets_root, reclaim_lost_builds
+
+    dataset = _orphan(owner, import_root, attempts=1, host_seen_ago=timedelta(hours=1), same_boot=True)
+    reclaim_lost_builds()  # what every live worker's heartbeat does (the test worker's may come first)
+    assert not list(datasets_root().glob(f".{dataset.pk}.*"))
+    dataset = _wait_for(dataset.pk, ("ready", "failed"))
+    assert dataset.status == "ready", dataset.error
+    assert dataset.build_attempts == 2 and dataset.build_worker not in ("", "gone1@gpu9") and dataset.error == ""
+    assert dataset.splits["train"]["class_counts"] == [4, 4]
+
+
+def test_it_fails_a_build_interrupted_too_often_and_says_why(owner, import_root):
+    from datasets.services import BUILD_MAX_ATTEMPTS, datasets_root, reclaim_lost_builds
+
+    # The worker is online, but under another boot: it restarted while building.
+    dataset = _orphan(owner, import_root, attempts=BUILD_MAX_ATTEMPTS, host_seen_ago=timedelta(0), same_boot=False)
+    reclaim_lost_builds()
+    dataset.refresh_from_db()
+    assert dataset.status == "failed"
+    assert dataset.error == (f"The build was interrupted {BUILD_MAX_ATTEMPTS} times; the last time worker "
+                             f"gone{BUILD_MAX_ATTEMPTS}@gpu9 restarted. Rebuild to try again.")  # fmt: skip
+    assert not list(datasets_root().glob(f".{dataset.pk}.*"))
+
+
+def test_it_leaves_a_live_workers_build_alone(owner, import_root):
+    from datasets.services import datasets_root, reclaim_lost_builds
+
+    dataset = _orphan(owner, import_root, attempts=1, host_seen_ago=timedelta(0), same_boot=True)
+    reclaim_lost_builds()
+    dataset.refresh_from_db()
+    assert dataset.status == "building" and dataset.progress_done == 3
+    assert list(datasets_root().glob(f".{dataset.pk}.building-*"))
