@@ -1,5 +1,5 @@
 """The worker's heartbeat: every few seconds it stores its devices, requeues the dataset builds of
-lost workers, then runs a scheduling pass.
+lost workers, fails inference jobs that stopped reporting, then runs a scheduling pass.
 
 A thread in the worker's main process, started when the worker is ready. The web side reads the
 rows to show which workers are alive and what they have; a host not heard from within
@@ -29,10 +29,12 @@ BOOT_ID = uuid.uuid4()
 
 def beat_once(hostname: str) -> None:
     from datasets.services import reclaim_lost_builds
+    from workbench.inference.services import jobs_fail_stale
     from workbench.runs.scheduler import schedule
 
     host_heartbeat(hostname=hostname, boot_id=BOOT_ID, devices=local_devices())
     reclaim_lost_builds()
+    jobs_fail_stale()
     schedule()
 
 

@@ -276,20 +276,29 @@ def job_run(*, job_id: int) -> str:
     return "done"
 
 
-def job_check_stale(*, job: InferenceJob) -> InferenceJob:
-    """Fails a running job whose worker stopped reporting (killed, restarted); returns it fresh."""
-    if job.state != InferenceJob.State.RUNNING or job.heartbeat_at is None:
-        return job
+def _fail_stale(jobs) -> int:
     cutoff = timezone.now() - timedelta(seconds=InferenceJob.STALE_SECONDS)
-    failed = InferenceJob.objects.filter(pk=job.pk, state=InferenceJob.State.RUNNING, heartbeat_at__lt=cutoff).update(
+    return jobs.filter(state=InferenceJob.State.RUNNING, heartbeat_at__lt=cutoff).update(
         state=InferenceJob.State.FAILED,
         finished_at=timezone.now(),
         error=f"the worker running this job stopped reporting for {InferenceJob.STALE_SECONDS // 60} minutes "
         "(killed or restarted); start the job again",
     )
-    if failed:
+
+
+def job_check_stale(*, job: InferenceJob) -> InferenceJob:
+    """Fails a running job whose worker stopped reporting (killed, restarted); returns it fresh."""
+    if job.state != InferenceJob.State.RUNNING or job.heartbeat_at is None:
+        return job
+    if _fail_stale(InferenceJob.objects.filter(pk=job.pk)):
         job.refresh_from_db()
     return job
+
+
+def jobs_fail_stale() -> int:
+    """Every running job whose worker stopped reporting, failed (each worker heartbeat runs this,
+    so lists and the API say so without anyone opening the job)."""
+    return _fail_stale(InferenceJob.objects.all())
 
 
 def job_rows(*, job: InferenceJob) -> list[dict]:

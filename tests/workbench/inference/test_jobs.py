@@ -164,3 +164,21 @@ def test_it_fails_a_job_whose_worker_stopped_reporting(owner_client, digits_run,
     assert owner_client.get(reverse("api-inference-job", args=[alive.pk])).json()["state"] == "running"
     page = owner_client.get(reverse("inference-job", args=[digits_run.pk, stale.pk])).content.decode()
     assert "start the job again" in page
+
+
+@pytest.mark.django_db
+def test_it_fails_stale_jobs_on_the_heartbeat_without_a_viewer(digits_run, owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workbench.heartbeat import beat_once
+
+    old = timezone.now() - timedelta(seconds=InferenceJob.STALE_SECONDS + 5)
+    stale = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",
+                                        heartbeat_at=old)  # fmt: skip
+    alive = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",
+                                        heartbeat_at=timezone.now())  # fmt: skip
+    beat_once("beat@tests")
+    assert InferenceJob.objects.get(pk=stale.pk).state == "failed"
+    assert InferenceJob.objects.get(pk=alive.pk).state == "running"
