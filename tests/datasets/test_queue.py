@@ -184,3 +184,14 @@ def test_it_leaves_a_live_workers_build_alone(owner, import_root):
     dataset.refresh_from_db()
     assert dataset.status == "building" and dataset.progress_done == 3
     assert list(datasets_root().glob(f".{dataset.pk}.building-*"))
+
+
+def test_it_keeps_a_replaced_try_from_writing_the_row(owner, import_root):
+    from datasets.services import _fail, _stopped
+
+    # Try 1 was declared lost and try 2 builds now: try 1, if it wakes up, sees itself stopped.
+    dataset = _orphan(owner, import_root, attempts=2, host_seen_ago=timedelta(0), same_boot=True)
+    assert _stopped(dataset.pk, 1) and not _stopped(dataset.pk, 2)
+    _fail(dataset.pk, 1, "a late error of try 1")
+    dataset.refresh_from_db()
+    assert dataset.status == "building" and dataset.error == ""
