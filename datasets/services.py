@@ -8,7 +8,6 @@ import os
 import shutil
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
@@ -142,20 +141,14 @@ BUILD_MAX_ATTEMPTS = 3
 def reclaim_lost_builds() -> int:
     """Builds whose worker stopped sending heartbeats, or restarted, are queued again (or failed
     after BUILD_MAX_ATTEMPTS tries). Their partial files go: a build starts from nothing."""
+    from workbench.runs.inventory import lost_worker
     from workbench.runs.models import WorkerHost
 
-    cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
     hosts = {host.hostname: host for host in WorkerHost.objects.all()}
     reclaimed = 0
     for dataset in Dataset.objects.filter(status=Dataset.Status.BUILDING, build_boot_id__isnull=False):
-        host = hosts.get(dataset.build_worker)
-        if host is None:
-            why = f"its worker {dataset.build_worker} is gone"
-        elif host.last_seen < cutoff:
-            why = f"worker {host.hostname} stopped sending heartbeats"
-        elif host.boot_id != dataset.build_boot_id:
-            why = f"worker {host.hostname} restarted"
-        else:
+        why = lost_worker(hosts.get(dataset.build_worker), dataset.build_boot_id)
+        if not why:
             continue
         this_build = _this_build(dataset.pk, dataset.build_attempts)
         if dataset.build_attempts >= BUILD_MAX_ATTEMPTS:

@@ -18,6 +18,18 @@ def host_queue_name(hostname: str) -> str:
     return f"host.{hostname}"
 
 
+def lost_worker(host: WorkerHost | None, boot_id: uuid.UUID | None) -> str:
+    """Why work that a worker process took (under `boot_id`) is lost, or "" while that process
+    lives: its host row is gone, it stopped sending heartbeats, or it restarted (another boot)."""
+    if host is None:
+        return "its worker is gone"
+    if not host.is_online:
+        return f"worker {host.hostname} stopped sending heartbeats"
+    if boot_id and host.boot_id != boot_id:
+        return f"worker {host.hostname} restarted"
+    return ""
+
+
 def simulated_gpus(count: int) -> list[dict]:
     return [
         {

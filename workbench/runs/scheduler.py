@@ -23,6 +23,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from datasets.models import Dataset
+from workbench.runs.inventory import lost_worker
 from workbench.runs.models import Device, Run, WorkerHost
 from workbench.runs.services import run_finish, run_transition
 
@@ -207,19 +208,11 @@ def launch(run_id: int, attempt: int, queue: str) -> None:
 
 def reclaim_lost_runs() -> int:
     """Runs whose worker stopped sending heartbeats, or restarted, are interrupted (or failed)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
     reclaimed = 0
     for run in Run.objects.filter(state=Run.State.RUNNING).select_related("host"):
-        host = run.host
-        if host is None:
-            why = "its worker is gone"
-        elif host.last_seen < cutoff:
-            why = f"worker {host.hostname} stopped sending heartbeats"
-        elif run.host_boot_id and host.boot_id != run.host_boot_id:
-            why = f"worker {host.hostname} restarted"
-        else:
-            continue
-        reclaimed += interrupt(run, why)
+        why = lost_worker(run.host, run.host_boot_id)
+        if why:
+            reclaimed += interrupt(run, why)
     return reclaimed
 
 
