@@ -159,9 +159,9 @@ def run_attempt(*, run_id: int, attempt: int) -> str:
     # `system` events (the run's own GPUs, the trainer's CPU and memory) every few seconds beside it.
     with SystemSampler(run, settings.SYSTEM_SAMPLE_SECONDS, pid=process.pid):
         code, last_status, stop_request = watch(run, process, EventTail(events_path))
-    state = finish(run, code, last_status, stop_request)
+    # Every series event is stored by now: the snapshot is complete before the run is seen to end.
     snapshot(run)
-    return state
+    return finish(run, code, last_status, stop_request)
 
 
 def watch(run: Run, process: subprocess.Popen, tail: EventTail) -> tuple[int, dict, str]:
