@@ -1,8 +1,10 @@
 """GPU throughput table for the trainer (called by bench/gpu.sh; `--size tiny` runs on the CPU).
 
-Rows: ResNet-50 at 224x224, bf16 and fp32, batch 64/128/256 (per GPU), synthetic data already
+Rows: ResNet-50 at 224x224, bf16 and fp32, batch 64/128/256 (per process), synthetic data already
 on the GPU (the engine's ceiling) and LMDB data through the real input pipeline, on 1 GPU and on
-all GPUs (DDP). Stops starting new rows when the time budget is spent, so it ends in time.
+all GPUs (DDP); with two GPUs or more, also the network split over two GPUs in one process (model
+parallel), against the one-GPU synthetic rows. Stops starting new rows when the time budget is
+spent, so it ends in time.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ def _devices(size: str) -> tuple[list, list]:
     return [0], list(range(count))
 
 
-def _synthetic(spec: dict, folder: Path, tmp: Path, devices: list, precision: str, batch: int) -> dict:
+def _synthetic(
+    spec: dict, folder: Path, tmp: Path, devices: list, precision: str, batch: int, model_parallel: int = 1
+) -> dict:
+    """One process; with model_parallel, the network split over `devices` (the batch is per process)."""
     device = torch.device("cpu") if devices[0] == "cpu" else torch.device("cuda", devices[0])
     cfg = config_from_dict(
         {
@@ -54,6 +59,7 @@ def _synthetic(spec: dict, folder: Path, tmp: Path, devices: list, precision: st
             "precision": precision,
             "channels_last": device.type == "cuda",
             "devices": devices,
+            "model_parallel": model_parallel,
             "val_interval": 0,
             "snapshot_interval": 0,
             "metrics_interval": 10,
@@ -121,14 +127,19 @@ def main() -> int:
         plan += [("lmdb", one, p, b) for p in spec["precisions"] for b in spec["batches"]]
         if len(every) > 1:
             plan += [("lmdb", every, p, b) for p in spec["precisions"] for b in spec["batches"]]
+            # The network split over two devices (one process): what model parallelism costs
+            # against the one-device synthetic rows above, at the same batch.
+            plan += [("synthetic, split over 2", every[:2], p, b) for p in spec["precisions"] for b in spec["batches"]]
         for data, devices, precision, batch in plan:
             row = {"data": data, "devices": len(devices), "precision": precision, "batch_per_device": batch}
             if time.monotonic() - started > args.budget_s:
                 row["skipped"] = "time budget"
             else:
-                run = _synthetic if data == "synthetic" else _lmdb
                 try:
-                    row.update(run(spec, folder, tmp, devices, precision, batch))
+                    if data == "lmdb":
+                        row.update(_lmdb(spec, folder, tmp, devices, precision, batch))
+                    else:
+                        row.update(_synthetic(spec, folder, tmp, devices, precision, batch, len(devices)))
                 except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
                     row["skipped"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
             rows.append(row)
@@ -138,7 +149,7 @@ def main() -> int:
         f"{spec['network']} {spec['side']}x{spec['side']} on {device_name}, torch {torch.__version__}, "
         f"{time.monotonic() - started:.0f}s"
     )
-    print("| data | devices | precision | batch/device | images/s | images/s per device | data-wait |")
+    print("| data | devices | precision | batch/process | images/s | images/s per device | data-wait |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "skipped" in r:

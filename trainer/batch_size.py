@@ -75,16 +75,22 @@ def train_step_fits(
 
 
 def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -> int:
-    """Largest global batch (per-process fit x processes) for `cfg`'s network on its first device;
+    """Largest global batch (per-process fit x processes) for `cfg`'s network on the first process's devices;
     recorded in `<run_dir>/batch_size.json` so an OOM message can quote it."""
-    from trainer.engine import prepare
+    from trainer.engine import prepare, torch_device
     from trainer.networks import build_model
+    from trainer.parallel import split_model
 
     _, spec = prepare(cfg)
-    device = torch.device("cpu") if cfg.devices[0] == "cpu" else torch.device("cuda", cfg.devices[0])
-    model = build_model(cfg.network, spec).to(device)
-    if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    devices = [torch_device(name) for name in cfg.rank_devices(0)]
+    device = devices[0]
+    memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
+    model = build_model(cfg.network, spec)
+    if len(devices) > 1:  # split as training will split it (balanced for the configured batch)
+        sample = torch.zeros(1, spec.channels, spec.height, spec.width)
+        split_model(model, devices, sample, batch=cfg.micro_batch, memory_format=memory_format)
+    else:
+        model = model.to(device, memory_format=memory_format)
     model.train()
     fits = train_step_fits(
         model, (spec.channels, spec.height, spec.width), spec.num_classes, device, cfg.precision, cfg.channels_last
@@ -98,7 +104,7 @@ def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -
                 {
                     "max_batch_size": total,
                     "per_process": per_process,
-                    "device": str(device),
+                    "device": ", ".join(str(d) for d in devices),
                     "network": cfg.network,
                     "precision": cfg.precision,
                 }

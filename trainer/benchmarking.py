@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from trainer.config import TrainConfig
-from trainer.engine import Run, StopFlag, build_run, train_one_epoch
+from trainer.engine import Run, StopFlag, build_run, torch_device, train_one_epoch
 from trainer.events import Events
 
 
@@ -55,7 +55,9 @@ def _sync(device: torch.device) -> None:
 
 
 def engine_run_in_memory(cfg: TrainConfig, batches: list, device: torch.device) -> Run:
-    run = build_run(cfg, rank=0, world=1, device=device, events=Events(None), stop=StopFlag())
+    """Rank 0 of `cfg` training from `batches` (already on `device`, its first stage's device)."""
+    devices = [torch_device(name) for name in cfg.rank_devices(0)]
+    run = build_run(cfg, rank=0, world=1, devices=devices, events=Events(None), stop=StopFlag())
     run.data.train_loader = InMemoryLoader(batches)
     run.data.steps_per_epoch = len(batches)
     run.total_steps = 10**9  # never reach the end-of-run validation/snapshot while timing

@@ -83,6 +83,9 @@ class TrainConfig:
     batch_size: int = 64  # global: divided over the processes
     grad_accum: int = 1  # micro-batches per optimizer step
     devices: list[str | int] = field(default_factory=lambda: ["cpu"])
+    # Devices per process: the network is split into this many stages, one per device, and data
+    # parallelism runs over the groups (devices [0, 1, 2, 3] with 2: two processes of two GPUs).
+    model_parallel: int = 1
     precision: str = "fp32"
     channels_last: bool = False
     compile: bool = False
@@ -98,7 +101,12 @@ class TrainConfig:
     # ---------------------------------------------------------------- derived values
     @property
     def world_size(self) -> int:
-        return len(self.devices)
+        """Processes (data-parallel ranks): one per group of `model_parallel` devices."""
+        return len(self.devices) // self.model_parallel
+
+    def rank_devices(self, rank: int) -> list[str | int]:
+        """The devices of process `rank`, one per stage of the network."""
+        return self.devices[rank * self.model_parallel : (rank + 1) * self.model_parallel]
 
     @property
     def per_process_batch(self) -> int:
@@ -235,7 +243,15 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         raise ConfigError(f"solver.betas: {list(betas)} must be two numbers in [0, 1)")
     cfg.solver.betas = (float(betas[0]), float(betas[1]))
 
-    world = len(cfg.devices)
+    positive("model_parallel", cfg.model_parallel, integer=True)
+    if len(cfg.devices) % cfg.model_parallel:
+        raise ConfigError(
+            f"model_parallel: {len(cfg.devices)} devices cannot form groups of {cfg.model_parallel} "
+            f"(devices {cfg.devices}); use a count of devices that {cfg.model_parallel} divides"
+        )
+    if cfg.model_parallel > 1 and cfg.compile:
+        raise ConfigError("compile: not available with model_parallel > 1 (the stages move tensors between devices)")
+    world = cfg.world_size
     if cfg.batch_size % world:
         raise ConfigError(
             f"batch_size: {cfg.batch_size} is not divisible by the {world} processes (devices {cfg.devices})"

@@ -67,9 +67,10 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
     if rank == 0:
         logging.getLogger("trainer").addHandler(handler)
         logging.getLogger("trainer").setLevel(logging.INFO)
-    on_cuda = cfg.devices[rank] != "cpu"
+    first = cfg.rank_devices(rank)[0]  # the process's own device: its first stage's
+    on_cuda = first != "cpu"
     if on_cuda:
-        torch.cuda.set_device(cfg.devices[rank])
+        torch.cuda.set_device(first)
     outcome: Outcome
     try:
         dist.init_process_group(
@@ -78,7 +79,7 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
             rank=rank,
             world_size=world,
             timeout=datetime.timedelta(seconds=cfg.dist_timeout_s),
-            device_id=torch.device("cuda", cfg.devices[rank]) if on_cuda else None,
+            device_id=torch.device("cuda", first) if on_cuda else None,
         )
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
     except Exception as exc:
@@ -150,10 +151,11 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
             break
     for p in procs:
         p.join()
-    return _summarise(procs, outcomes, first_failure, cfg.devices)
+    return _summarise(procs, outcomes, first_failure, [cfg.rank_devices(r) for r in range(world)])
 
 
-def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None, devices: list) -> Outcome:
+def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None, devices: list[list]) -> Outcome:
+    """`devices`: each rank's devices."""
     codes = [p.exitcode for p in procs]
     ok = (EXIT_DONE, EXIT_STOPPED)
     if first_failure is None and all(c == EXIT_DONE for c in codes):
@@ -176,7 +178,8 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
         return Outcome(
             EXIT_FAILED,
             "failed",
-            f"rank {r} (pid {procs[r].pid}, device {devices[r]}) {how}; the other ranks were stopped",
+            f"rank {r} (pid {procs[r].pid}, device {', '.join(map(str, devices[r]))}) {how}; "
+            "the other ranks were stopped",
         )
     # Otherwise the earliest reported failure: the rank that hit OOM/NaN/an error first; the
     # others fail after it, in collectives, with less useful messages.

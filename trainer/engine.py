@@ -25,6 +25,7 @@ from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
+from trainer.parallel import SplitError, split_model
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 
@@ -120,7 +121,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: torch.amp.GradScaler
-    device: torch.device
+    device: torch.device  # where batches, loss and metrics live: the first stage's device
     rank: int
     world: int
     events: Events
@@ -132,6 +133,7 @@ class Run:
     meter: Meter = field(default_factory=Meter)
     started: float = field(default_factory=time.perf_counter)
     start_step: int = 0
+    stage_devices: list[torch.device] = field(default_factory=list)  # more than one: model parallel
 
     @property
     def epoch(self) -> float:
@@ -166,14 +168,29 @@ def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     return info, spec
 
 
-def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, events: Events, stop: StopFlag) -> Run:
+def build_run(
+    cfg: TrainConfig, *, rank: int, world: int, devices: list[torch.device], events: Events, stop: StopFlag
+) -> Run:
+    """This process's run; `devices` are its stages' devices (one, unless the model is split)."""
+    device = devices[0]
     info, spec = prepare(cfg)
     data = build_data(cfg, info, rank=rank, world=world, pin_memory=device.type == "cuda")
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     model = build_model(cfg.network, spec)
     if cfg.pretrained:
         load_pretrained(model, cfg.pretrained)
-    model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
+    memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
+    if len(devices) > 1:
+        sample = torch.zeros(1, spec.channels, spec.height, spec.width)
+        try:
+            stages = split_model(model, devices, sample, batch=cfg.micro_batch, memory_format=memory_format)
+        except SplitError as exc:
+            raise ConfigError(f"model_parallel: {exc}") from None
+        if rank == 0:
+            for number, stage in enumerate(stages, 1):
+                log.info("model parallel: stage %d of %d on %s", number, len(stages), stage.describe())
+    else:
+        model.to(device, memory_format=memory_format)
     torch.manual_seed(cfg.seed + rank)  # but independent dropout streams
     total_steps = solver_total_steps(cfg.epochs, data.train_count, cfg.batch_size)
     optimizer = build_optimizer(cfg.solver, model.parameters())
@@ -183,7 +200,10 @@ def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, 
     if cfg.compile:
         wrapped = torch.compile(wrapped)
     if world > 1:
-        wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if device.type == "cuda" else None)
+        # A model on several devices takes no device_ids: DDP then reduces each stage's gradients
+        # where they are.
+        single_gpu = device.type == "cuda" and len(devices) == 1
+        wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if single_gpu else None)
     data.normalize = data.normalize.to(device)
     return Run(
         cfg,
@@ -201,6 +221,7 @@ def build_run(cfg: TrainConfig, *, rank: int, world: int, device: torch.device, 
         stop,
         CheckpointStore(cfg.run_dir, cfg.keep_last),
         total_steps,
+        stage_devices=devices,
     )
 
 
@@ -266,9 +287,8 @@ def resume_from_latest(run: Run) -> bool:
     meter = state.get("meter") or {}
     if meter.get("loss_count"):
         run.meter.loss_sum, run.meter.loss_count = meter["loss_sum"], meter["loss_count"]
-    changed = [
-        k for k, v in state["config"].items() if run.cfg.to_dict().get(k) != v and k not in ("devices", "run_dir")
-    ]
+    placement = ("devices", "model_parallel", "run_dir")  # where it runs, not what it learns
+    changed = [k for k, v in state["config"].items() if run.cfg.to_dict().get(k) != v and k not in placement]
     if changed:
         log.warning("resuming with changed config fields: %s", ", ".join(changed))
     log.info("resumed from %s at step %d (epoch %.3f)", path, run.step, run.epoch)
@@ -310,8 +330,9 @@ def report_metrics(run: Run) -> None:
         "data_wait_share": min(1.0, run.meter.data_wait / elapsed),
     }
     if run.device.type == "cuda":
-        fields["gpu_memory_bytes"] = torch.cuda.max_memory_allocated(run.device)
-        fields["gpu_memory_reserved_bytes"] = torch.cuda.memory_reserved(run.device)
+        # With the model split, the fullest of this process's GPUs (the one that would run out).
+        fields["gpu_memory_bytes"] = max(torch.cuda.max_memory_allocated(d) for d in run.stage_devices)
+        fields["gpu_memory_reserved_bytes"] = max(torch.cuda.memory_reserved(d) for d in run.stage_devices)
     run.events.metrics(**fields)
     done = run.step - run.start_step
     wall = time.perf_counter() - run.started
@@ -451,9 +472,14 @@ def fit(run: Run) -> Outcome:
     return Outcome(EXIT_DONE, "done", message, {"step": run.step, **(result or {})})
 
 
+def torch_device(name: str | int) -> torch.device:
+    return torch.device("cpu") if name == "cpu" else torch.device("cuda", int(name))
+
+
 def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: Events, stop: StopFlag) -> Outcome:
     """Train in this process (rank `rank` of `world`); never raises, returns the outcome."""
-    device = torch.device("cpu") if cfg.devices[rank] == "cpu" else torch.device("cuda", cfg.devices[rank])
+    devices = [torch_device(name) for name in cfg.rank_devices(rank)]
+    device = devices[0]
     if device.type == "cuda":
         torch.cuda.set_device(device)
         # Fixed input sizes: let cuDNN pick the fastest kernels once. fp32 runs use TF32 tensor
@@ -462,7 +488,7 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
         torch.set_float32_matmul_precision("high")
     run: Run | None = None
     try:
-        run = build_run(cfg, rank=rank, world=world, device=device, events=events, stop=stop)
+        run = build_run(cfg, rank=rank, world=world, devices=devices, events=events, stop=stop)
         if resume and not resume_from_latest(run):
             log.info("no checkpoint in %s; starting from scratch", run.store.dir)
         if rank == 0:
@@ -484,7 +510,7 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
         if not isinstance(exc, OutOfMemory) and not is_oom(exc):
             log.exception("training failed")
             return Outcome(EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}")
-        return Outcome(EXIT_OOM, "failed", oom_message(cfg, device, exc), {"step": run.step if run else 0})
+        return Outcome(EXIT_OOM, "failed", oom_message(cfg, devices, exc), {"step": run.step if run else 0})
     except Exception as exc:  # the final status must carry the reason, not only a traceback
         log.exception("training failed")
         return Outcome(EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}")

@@ -52,18 +52,22 @@ def known_fit(run_dir: str) -> int | None:
         return None
 
 
-def oom_message(cfg: TrainConfig, device: torch.device, exc: BaseException | None = None) -> str:
+def oom_message(cfg: TrainConfig, devices: list[torch.device], exc: BaseException | None = None) -> str:
+    """`devices`: the failing process's devices (several when the network is split over them)."""
     message = (
         f"out of memory with global batch size {cfg.batch_size} ({cfg.per_process_batch} per process x "
         f"{cfg.world_size} process(es)"
         + (f", {cfg.micro_batch} per micro-batch with grad_accum {cfg.grad_accum}" if cfg.grad_accum > 1 else "")
-        + f") on {device_memory(device)}, network {cfg.network}, precision {cfg.precision}. "
+        + f") on {', '.join(device_memory(device) for device in devices)}, "
+        f"network {cfg.network}, precision {cfg.precision}. "
     )
     fit = known_fit(cfg.run_dir)
     if fit:
         message += f"The largest batch size that fits is {fit}. "
     else:
         message += "Lower batch_size, raise grad_accum, use bf16, or run `python -m trainer find-batch-size`. "
+        if devices[0].type == "cuda":
+            message += "A network too big for one GPU can be split over several (model_parallel). "
     if exc is not None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         message += f"({first[:200]})"

@@ -22,7 +22,8 @@ def train(
     """
     events = Events(reporter)
     stop = stop or StopFlag()
-    events.status("starting", f"{cfg.network} on {cfg.data.dataset}, devices {cfg.devices}")
+    split = f", the network split over {cfg.model_parallel} devices per process" if cfg.model_parallel > 1 else ""
+    events.status("starting", f"{cfg.network} on {cfg.data.dataset}, devices {cfg.devices}{split}")
     try:
         prepare(cfg)  # dataset, sizes and network checked before any process starts
     except ConfigError as exc:

@@ -78,7 +78,7 @@ def test_it_trains_one_step_of_every_network(tmp_path, folders, network, channel
     cfg = make_config(
         tmp_path / "run", folders(SIZES.get(network, 8), channels), network=network, batch_size=2, epochs=0.5, **extra
     )
-    run = build_run(cfg, rank=0, world=1, device=torch.device("cpu"), events=Events(None), stop=StopFlag())
+    run = build_run(cfg, rank=0, world=1, devices=[torch.device("cpu")], events=Events(None), stop=StopFlag())
     before = [p.detach().clone() for p in run.model.parameters()]
     started = time.perf_counter()
     train_one_epoch(run, 0, torch.nn.CrossEntropyLoss())
