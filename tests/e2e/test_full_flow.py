@@ -57,7 +57,7 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     # The learning-rate chart follows the edits.
     page.select_option("[name=optimizer]", "adam")
     page.fill("[name=base_lr]", "0.003")
-    page.wait_for_function("document.getElementById('lr-chart').data[0].y[0] === 0.003")
+    page.wait_for_function("document.getElementById('lr-chart').data?.[0]?.y[0] === 0.003")
     page.fill("[name=base_lr]", "-1")
     page.wait_for_selector("#errors-base_lr:has-text('must be between 0 and 10')")
     page.fill("[name=base_lr]", "0.003")
@@ -94,7 +94,7 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.wait_for_selector("#confusion .main-svg", timeout=60_000)
     normalised_max = page.evaluate("Math.max(...document.getElementById('confusion').data[0].z.flat())")
     page.uncheck("#confusion-normalised")
-    page.wait_for_function("Math.max(...document.getElementById('confusion').data[0].z.flat()) > 1")
+    page.wait_for_function("Math.max(...document.getElementById('confusion').data?.[0]?.z.flat() ?? [0]) > 1")
     assert normalised_max <= 1
     assert page.locator("#per-class tbody tr").count() == 3
 

@@ -223,10 +223,10 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     assert overview <= 2000 and page.evaluate("Math.max(...document.querySelector('[data-chart=loss]').data[0].y)") == 9
     # Zoom in: the range comes again from the server at full resolution.
     page.evaluate("Plotly.relayout(document.querySelector('[data-chart=loss]'), {'xaxis.range': [1000, 1100]})")
-    page.wait_for_function("document.querySelector('[data-chart=loss]').data[0].x.length === 103")
+    page.wait_for_function("document.querySelector('[data-chart=loss]').data?.[0]?.x.length === 103")
     assert page.evaluate("document.querySelector('[data-chart=loss]').data[0].x.slice(0, 2)") == [999, 1000]
     page.evaluate("Plotly.relayout(document.querySelector('[data-chart=loss]'), {'xaxis.autorange': true})")
-    page.wait_for_function(f"document.querySelector('[data-chart=loss]').data[0].x.length === {overview}")
+    page.wait_for_function(f"document.querySelector('[data-chart=loss]').data?.[0]?.x.length === {overview}")
 
     page.goto(f"{live_server_url}/runs/compare/")
     page.check(f"input[name=runs][value='{small.pk}']")
@@ -300,7 +300,7 @@ def test_it_compacts_a_long_live_series_and_redraws_it_once(live_server_url, pag
       }
       runPage.stream.applyLive(events);
     }""")
-    page.wait_for_function("document.querySelector('[data-chart=loss]').data[0].x.length > 0")
+    page.wait_for_function("document.querySelector('[data-chart=loss]').data?.[0]?.x.length > 0")
     held = page.evaluate("runPage.store.get('loss').value.length")
     drawn = points(page, "loss")
     # Compacted at 20,000 to 4,000 min/max points, then grown by the rest: bounded, spike kept.
