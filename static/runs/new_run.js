@@ -306,15 +306,21 @@ async function refreshDevices() {
 }
 
 const refreshPlacement = debounce(async () => {
-  const params = new URLSearchParams({ device_mode: deviceMode(), gpu_count: form.elements.gpu_count.value || "1" });
+  const params = new URLSearchParams({
+    device_mode: deviceMode(),
+    gpu_count: form.elements.gpu_count.value || "1",
+    model_parallel: form.elements.model_parallel.value || "1",
+  });
   for (const value of chosenGpus) params.append("gpus", value);
   const response = await fetch(`${urls.placement}?${params}`);
   const body = await response.json();
   const box = $("placement");
   setFieldError("gpus", "");
+  setFieldError("model_parallel", "");
   if (!response.ok) {
     const errors = body.errors || {};
     if (errors.gpus) setFieldError("gpus", errors.gpus);
+    if (errors.model_parallel) setFieldError("model_parallel", errors.model_parallel);
     box.textContent = Object.values(errors).join(" ");
     box.className = "notice wait";
     return;
@@ -338,6 +344,7 @@ for (const radio of form.querySelectorAll("input[name=network]")) radio.addEvent
 for (const radio of form.querySelectorAll("input[name=device_mode]")) radio.addEventListener("change", showDeviceFields);
 for (const radio of form.querySelectorAll("input[name=start_from]")) radio.addEventListener("change", showStartFields);
 form.elements.gpu_count.addEventListener("input", refreshPlacement);
+form.elements.model_parallel.addEventListener("input", refreshPlacement);
 // Fine-tuning needs the same network as the run the weights come from ("#12 name (resnet18, done)").
 form.elements.previous_run.addEventListener("change", () => {
   const match = /\((\w+), \w+\)$/.exec(form.elements.previous_run.selectedOptions[0]?.textContent || "");

@@ -17,7 +17,6 @@ from workbench.runs.models import Device, Run
 from workbench.runs.validators import (
     RequestError,
     parse_device_request,
-    process_count,
     validate_trainer_config,
 )
 
@@ -189,6 +188,15 @@ class RunForm(forms.Form):
 
     device_mode = forms.ChoiceField(choices=DEVICE_CHOICES, initial="auto", widget=forms.RadioSelect, label="Devices")
     gpu_count = forms.IntegerField(initial=1, min_value=1, max_value=64, required=False)
+    model_parallel = forms.IntegerField(
+        initial=1,
+        required=False,
+        min_value=1,
+        max_value=64,
+        label="GPUs per model copy",
+        help_text="Above 1, the network is split over this many GPUs (model parallel) and data parallelism "
+        "runs over the groups: for networks too big for one GPU's memory. The GPUs must be a multiple of it.",
+    )
     gpus = forms.MultipleChoiceField(choices=(), required=False, widget=forms.CheckboxSelectMultiple)
     priority = forms.IntegerField(initial=0, min_value=-100, max_value=100, required=False)
 
@@ -325,6 +333,8 @@ class RunForm(forms.Form):
         }
         if d.get("network") == "custom":
             config["custom_layers"] = d.get("custom_layers")
+        if (d.get("model_parallel") or 1) > 1:
+            config["model_parallel"] = d["model_parallel"]
         return config
 
     def combinations(self) -> list[tuple[float, int]]:
@@ -354,7 +364,6 @@ class RunForm(forms.Form):
         except RequestError as error:
             self.add_error("device_mode", str(error).partition(": ")[2])
             return data
-        processes = process_count(request) if request["kind"] != "auto" else 1
         train_count = int((dataset.splits or {}).get("train", {}).get("count", 0))
         self.submissions = []
         for lr, batch in combos:
@@ -365,7 +374,7 @@ class RunForm(forms.Form):
                 return data
             config = {**self.base_config(), "batch_size": batch, "solver": self.solver_config(lr)}
             try:
-                validate_trainer_config(config, network=data["network"], processes=processes)
+                validate_trainer_config(config, network=data["network"], request=request)
             except RequestError as error:
                 field, message = field_for_message(str(error))
                 self.add_error(field if field in self.fields else None, message)
@@ -434,6 +443,7 @@ def initial_from_run(run: Run) -> dict:
         "channels_last",
         "compile",
         "best_metric",
+        "model_parallel",
     ):
         if key in config:
             initial[key] = config[key]

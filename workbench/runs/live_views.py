@@ -50,6 +50,7 @@ def key_settings(run: Run) -> dict:
         "lr": solver.get("base_lr"),
         "optimizer": solver.get("optimizer"),
         "epochs": config.get("epochs"),
+        "model_parallel": config.get("model_parallel") or 1,
     }
 
 

@@ -25,7 +25,6 @@ from workbench.runs.models import Device, Run, RunEvent, RunTransition
 from workbench.runs.validators import (
     RequestError,
     parse_device_request,
-    process_count,
     resolve_auto,
     validate_trainer_config,
 )
@@ -209,7 +208,7 @@ def run_submit(
 ) -> Run:
     """Validates a run request (devices, trainer config) and queues it; RequestError names the field."""
     request = resolve_auto(parse_device_request(gpus), gpus_online=gpus_online())
-    config = validate_trainer_config(config, network=network, processes=process_count(request))
+    config = validate_trainer_config(config, network=network, request=request)
     return run_create(
         owner=owner,
         dataset=dataset,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from trainer.config import ConfigError, config_from_dict
 
@@ -42,7 +43,8 @@ def resolve_auto(request: dict, *, gpus_online: bool) -> dict:
     return {"kind": "count", "count": 1} if gpus_online else {"kind": "cpu"}
 
 
-def process_count(request: dict) -> int:
+def device_count(request: dict) -> int:
+    """Devices a request asks for (the CPU counts as one)."""
     if request.get("kind") == "count":
         return int(request["count"])
     if request.get("kind") == "specific":
@@ -50,8 +52,27 @@ def process_count(request: dict) -> int:
     return 1
 
 
-def validate_trainer_config(config: dict, *, network: str, processes: int) -> dict:
-    """Validates with the trainer's own rules (names the bad field); returns the config to store."""
+def check_model_parallel(model_parallel: Any, request: dict) -> None:
+    """A network split over several devices needs GPUs, in groups of `model_parallel`; the
+    trainer's own check (on the probe below) covers the value's type and range."""
+    if not isinstance(model_parallel, int) or isinstance(model_parallel, bool) or model_parallel <= 1:
+        return
+    if request.get("kind") not in ("count", "specific"):
+        raise RequestError(
+            "config: model_parallel: splitting the network needs several GPUs; "
+            "ask for a number of GPUs or for specific GPUs"
+        )
+    count = device_count(request)
+    if count % model_parallel:
+        raise RequestError(
+            f"config: model_parallel: {count} GPU(s) cannot form groups of {model_parallel}; "
+            f"ask for a number of GPUs that {model_parallel} divides"
+        )
+
+
+def validate_trainer_config(config: dict, *, network: str, request: dict) -> dict:
+    """Validates with the trainer's own rules (names the bad field) for the devices `request`
+    asks for; returns the config to store."""
     if not isinstance(config, dict):
         raise RequestError("config: expected an object")
     for reserved in ("run_dir", "devices", "network"):
@@ -59,15 +80,17 @@ def validate_trainer_config(config: dict, *, network: str, processes: int) -> di
             raise RequestError(f"config.{reserved}: set by the workbench, leave it out")
     if "dataset" in (config.get("data") or {}):
         raise RequestError("config.data.dataset: set by the workbench from the chosen dataset")
+    check_model_parallel(config.get("model_parallel"), request)
+    count = device_count(request) if request.get("kind") != "auto" else 1
     probe = {
         **config,
         "network": network,
         "run_dir": "/nonexistent/run",
-        "devices": ["cpu"] * processes,
+        "devices": ["cpu"] * count,
         "data": {**(config.get("data") or {}), "dataset": "/nonexistent/dataset"},
     }
     if probe.get("precision") == "fp16":
-        probe["devices"] = list(range(processes))  # fp16 is checked against CUDA at launch
+        probe["devices"] = list(range(count))  # fp16 is checked against CUDA at launch
     try:
         config_from_dict(probe, check_paths=False)
     except ConfigError as error:

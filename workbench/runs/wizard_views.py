@@ -22,7 +22,13 @@ from datasets.models import Dataset
 from workbench.runs import services
 from workbench.runs.forms import NETWORK_INFO, RunForm, field_for_message, initial_from_run, usable_datasets
 from workbench.runs.models import Run
-from workbench.runs.validators import RequestError, parse_device_request, resolve_auto
+from workbench.runs.validators import (
+    RequestError,
+    check_model_parallel,
+    device_count,
+    parse_device_request,
+    resolve_auto,
+)
 
 PREVIEW_POINTS = 200
 
@@ -396,7 +402,7 @@ def placement_preview(*, user, request: dict) -> dict:
 @require_GET
 def placement(request):
     form = RunForm(request.GET, user=request.user, preview=True)
-    cleaned, errors = _clean_subset(form, ["device_mode", "gpu_count", "gpus"])
+    cleaned, errors = _clean_subset(form, ["device_mode", "gpu_count", "gpus", "model_parallel"])
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     form.cleaned_data = cleaned
@@ -406,4 +412,16 @@ def placement(request):
         request_ = parse_device_request(form.gpus_request())
     except RequestError as error:
         return JsonResponse({"errors": {"device_mode": str(error)}}, status=400)
-    return JsonResponse(placement_preview(user=request.user, request=request_))
+    model_parallel = cleaned.get("model_parallel") or 1
+    try:
+        check_model_parallel(model_parallel, request_)
+    except RequestError as error:
+        return JsonResponse({"errors": {"model_parallel": field_for_message(str(error))[1]}}, status=400)
+    preview = placement_preview(user=request.user, request=request_)
+    if model_parallel > 1:
+        copies = device_count(request_) // model_parallel
+        preview["message"] += (
+            f" The network is split over {model_parallel} GPUs per copy; "
+            f"{copies} cop{'y' if copies == 1 else 'ies'} train in data parallel."
+        )
+    return JsonResponse(preview)

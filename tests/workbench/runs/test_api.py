@@ -44,6 +44,9 @@ def test_it_creates_a_run_and_shows_its_timeline(owner_client, dataset):
         ({"batch_size": 7, "gpus": "2"}, "config", "batch_size: 7 is not divisible by the 2 processes"),
         ({"config": {"solver": {"lr_policy": "zigzag"}}}, "config", "solver.lr_policy: 'zigzag' is not one of"),
         ({"config": {"devices": ["cpu"]}}, "config.devices", "set by the workbench, leave it out"),
+        ({"config": {"model_parallel": 2}, "gpus": "3"}, "config", "model_parallel: 3 GPU(s) cannot form groups of 2"),
+        ({"config": {"model_parallel": 2}, "gpus": "cpu"}, "config", "model_parallel: splitting the network needs"),
+        ({"config": {"model_parallel": "two"}, "gpus": "2"}, "config", "model_parallel: 'two' must be a positive"),
     ],
 )
 def test_it_refuses_bad_requests_naming_the_field(owner_client, dataset, fields, field, message):

@@ -152,6 +152,11 @@ def test_it_names_the_problem_of_every_field(owner_client, dataset, field, value
         ({"device_mode": "count", "gpu_count": "3", "batch_size": "8"}, "batch_size",
          "8 is not divisible by the 3 processes"),
         ({"device_mode": "specific"}, "gpus", "Tick at least one GPU"),
+        ({"device_mode": "count", "gpu_count": "3", "model_parallel": "2"}, "model_parallel",
+         "3 GPU(s) cannot form groups of 2; ask for a number of GPUs that 2 divides"),
+        ({"device_mode": "cpu", "model_parallel": "2"}, "model_parallel", "splitting the network needs several GPUs"),
+        ({"device_mode": "count", "gpu_count": "2", "model_parallel": "2", "compile": "on"}, "compile",
+         "not available with model_parallel > 1"),
         ({"device_mode": "specific", "gpus": ["a0@simulated:0", "a1@simulated:1"]}, "gpus",
          "Choose GPUs of one host"),
         ({"network": "custom", "custom_layers": "[{"}, "custom_layers", "Not valid JSON"),
@@ -310,6 +315,31 @@ def test_it_says_whether_the_run_starts_now_or_waits_and_where(owner_client, own
     body = owner_client.get(url, {"device_mode": "specific", "gpus": ["sim0@simulated:1"]}).json()
     assert "GPU 1 on sim0@simulated is in use by run #" in body["message"]
     assert owner_client.get(url, {"device_mode": "specific"}).json()["errors"] == {"gpus": "Tick at least one GPU."}
+
+
+def test_it_splits_the_network_over_groups_of_gpus(owner_client, dataset):
+    simulate_hosts(hosts=1, gpus_per_host=4)
+    url = reverse("run-new-placement")
+    body = owner_client.get(url, {"device_mode": "count", "gpu_count": "4", "model_parallel": "2"}).json()
+    assert body["start_now"] is True
+    assert body["message"].endswith("The network is split over 2 GPUs per copy; 2 copies train in data parallel.")
+    body = owner_client.get(url, {"device_mode": "count", "gpu_count": "3", "model_parallel": "2"}).json()
+    assert body == {
+        "errors": {"model_parallel": "3 GPU(s) cannot form groups of 2; ask for a number of GPUs that 2 divides"}
+    }
+    response = owner_client.post(
+        reverse("run-new"), valid(dataset, device_mode="count", gpu_count="4", model_parallel="2")
+    )
+    run = Run.objects.get()
+    assert response.status_code == 302 and run.config["model_parallel"] == 2
+    assert run.device_request == {"kind": "count", "count": 4}
+    page = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "network split over 2 devices per copy" in page
+    clone = owner_client.get(reverse("run-new"), {"clone": run.pk})
+    assert clone.context["form"].initial["model_parallel"] == 2
+    # Without a split, the stored config does not mention it (the trainer's default).
+    owner_client.post(reverse("run-new"), valid(dataset, name="whole"))
+    assert "model_parallel" not in Run.objects.get(name="whole").config
 
 
 def test_it_offers_only_ready_datasets_of_the_user(owner_client, owner, other_user):

@@ -1,5 +1,6 @@
 """Runs on real worker processes: multi-process training, abort, pause and resume, a killed worker."""
 
+import json
 import time
 
 import psutil
@@ -59,6 +60,18 @@ def test_it_trains_with_ddp_on_two_simulated_gpus(celery_worker, transactional_d
     assert started.startswith("started on test-worker@") and started.endswith("GPU 0, GPU 1")
     launch = (run.run_dir / "launch-1.json").read_text()
     assert '"cpu",\n    "cpu"' in launch  # two gloo processes stand in for the two GPUs
+
+
+def test_it_trains_a_network_split_over_two_simulated_gpus(celery_worker, transactional_db, owner, make_dataset):
+    dataset = make_dataset(owner)
+    config = {**TINY_CONFIG, "model_parallel": 2}
+    run = run_submit(owner=owner, dataset=dataset, name="split", network="lenet", config=config, gpus="2")
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED)
+    assert run.state == Run.State.DONE, run.error
+    launch = json.loads((run.run_dir / "launch-1.json").read_text())
+    assert launch["devices"] == ["cpu", "cpu"] and launch["model_parallel"] == 2  # one process, two stages
+    lines = [event.data["line"] for event in run.events.filter(kind="log")]
+    assert any("model parallel: stage 2 of 2 on cpu: classifier." in line for line in lines), lines
 
 
 def test_it_aborts_a_run_and_stops_every_trainer_process(celery_worker, transactional_db, owner, make_dataset):
