@@ -108,8 +108,9 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.goto(f"{live_server_url}/runs/{run_id}/export/")
     page.select_option("#export-format", "onnx")
     with page.expect_download(timeout=60_000) as info:
-        page.click("#export-download")
+        page.click("#export-download")  # built by the worker while the page waits
     path = info.value.path()
+    assert page.text_content("#export-status").endswith("is ready. Downloading…")
     with zipfile.ZipFile(path) as zf:
         model = zf.read(f"run{run_id}-onnx/model.onnx")
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])

@@ -7,7 +7,7 @@ from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import ValidationError
@@ -16,7 +16,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from workbench.inference import engine, services
+from workbench.inference import engine, exports, services
 from workbench.inference.models import InferenceJob
 from workbench.runs.api import _get_run_for_user
 
@@ -310,24 +310,43 @@ class IgnoreFormatNegotiation(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+EXPORT_RETRY_SECONDS = 2
+
+
 class Download(APIView):
+    """The zip of an export once a worker has built it; 202 (ask again) until then."""
+
     content_negotiation_class = IgnoreFormatNegotiation
 
     @extend_schema(
         summary="Download an export of a checkpoint as a zip",
         parameters=[
-            OpenApiParameter("format", str, enum=list(services.EXPORT_FORMATS), default="bundle"),
+            OpenApiParameter("format", str, enum=list(exports.EXPORT_FORMATS), default="bundle"),
             OpenApiParameter("checkpoint", str, description="best | last | a step number", default="best"),
+            OpenApiParameter("status", bool, description="answer the state as JSON instead of the zip when ready"),
         ],
-        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+        responses={
+            (200, "application/zip"): OpenApiTypes.BINARY,
+            202: OpenApiResponse(description="Being built by a worker: ask again after Retry-After seconds"),
+        },
     )
     def get(self, request, pk: int):
         run = _get_run_for_user(request, pk)
         fmt = request.query_params.get("format", "bundle")
+        checkpoint = request.query_params.get("checkpoint", "best")
         try:
-            path = services.export_zip(run=run, fmt=fmt, checkpoint=request.query_params.get("checkpoint", "best"))
+            export = exports.export_request(run=run, fmt=fmt, checkpoint=checkpoint)
         except services.InferenceError as error:
             raise _bad_request(error) from None
+        if export.state == "failed":
+            raise _bad_request(services.InferenceError(export.error))
+        if export.state == "building":
+            detail = f"The {fmt} export of checkpoint {checkpoint} is being built; ask again in a few seconds."
+            body = {"state": "building", "detail": detail, "retry_after": EXPORT_RETRY_SECONDS}
+            return Response(body, status=202, headers={"Retry-After": str(EXPORT_RETRY_SECONDS)})
+        path = export.path
+        if request.query_params.get("status"):
+            return Response({"state": "ready", "detail": f"{path.name} is ready.", "size": path.stat().st_size})
         return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 
 

@@ -2,12 +2,11 @@
 
 Jobs (classify many, test) are rows claimed by a Celery task with a conditional update; the task
 extracts the upload, starts the engine in a subprocess and relays its progress to the row.
-Exports are cached per checkpoint file (name + modification time) and format.
+Exports are built by workers: see `workbench.inference.exports`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -15,10 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
-import warnings
-import zipfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,7 +27,6 @@ from workbench.runs.models import Run
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMATS = ("bundle", "torchscript", "onnx")
 _STEP_FILE = re.compile(r"^step_(\d{8,})\.pt$")
 
 
@@ -313,115 +307,3 @@ def job_delete(*, job: InferenceJob) -> None:
     folder = job.folder
     job.delete()
     shutil.rmtree(folder, ignore_errors=True)
-
-
-# ----------------------------------------------------------------------------- exports
-
-_export_locks: dict[str, threading.Lock] = {}
-_export_locks_guard = threading.Lock()
-
-
-CHECK_IMAGES = 64
-
-
-def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> dict | None:
-    """Run the exported model on up to CHECK_IMAGES images of the run's validation (or test)
-    split and compare its top-1 with the PyTorch checkpoint's; refuses the export on a mismatch."""
-    import numpy as np
-    import torch
-
-    from trainer.data import LMDBImageDataset
-    from trainer.dataset_folder import DatasetFolderError, load_dataset_folder
-    from trainer.datum import DatumLMDB
-    from trainer.inference import load_checkpoint_classifier
-
-    if fmt == "bundle":
-        return None
-    try:
-        info = load_dataset_folder(run.dataset.path)
-    except (DatasetFolderError, OSError):
-        return None  # the dataset was deleted: the random-input check of the export still holds
-    split = next((name for name in ("val", "test", "train") if name in info.splits), None)
-    if split is None:
-        return None
-    classifier = load_checkpoint_classifier(checkpoint)
-    db = DatumLMDB(info.splits[split].db)
-    try:
-        images = LMDBImageDataset(db, crop_size=classifier.preprocessing.get("crop"))
-        count = min(CHECK_IMAGES, len(images))
-        batch = classifier.normalize(torch.stack([images[i][0] for i in range(count)]))
-    finally:
-        db.close()
-    with torch.no_grad():
-        want = classifier.model(batch).argmax(1).numpy()
-    if fmt == "onnx":
-        import onnxruntime as ort
-
-        session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
-        got = session.run(None, {"input": batch.numpy()})[0].argmax(1)
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # jit is deprecated; the format is still the portable one
-            scripted = torch.jit.load(str(folder / "model.torchscript.pt"))
-        with torch.no_grad():
-            got = scripted(batch).argmax(1).numpy()
-    same = int(np.sum(got == want))
-    if same != count:
-        raise InferenceError(
-            f"format: the {fmt} model disagrees with PyTorch on {count - same} of {count} {split} images"
-        )
-    return {"split": split, "images": count, "same_top1": same}
-
-
-def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
-    """A zip of the bundle (weights, labels, preprocessing, config, README) plus the TorchScript
-    or ONNX model; cached per checkpoint file and format. ONNX is checked with onnxruntime."""
-    if fmt not in EXPORT_FORMATS:
-        raise InferenceError(f"format: {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
-    source = checkpoint_path(run=run, which=checkpoint)
-    stat = source.stat()
-    real = source.resolve()
-    tag = f"{real.stem}-{int(stat.st_mtime_ns)}"
-    target = run.run_dir / "exports" / f"run{run.pk}-{tag}-{fmt}.zip"
-    with _export_locks_guard:
-        lock = _export_locks.setdefault(str(target), threading.Lock())
-    with lock:
-        if target.exists():
-            return target
-        from trainer.export import export_run
-
-        target.parent.mkdir(parents=True, exist_ok=True)
-        formats = ("bundle",) if fmt == "bundle" else ("bundle", fmt)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            folder = Path(tmp) / f"run{run.pk}-{fmt}"
-            try:
-                report = export_run(source, folder, formats)
-            except (RuntimeError, ValueError) as error:
-                raise InferenceError(f"format: the {fmt} export failed: {error}") from None
-            check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
-            (folder / "export.json").write_text(
-                json.dumps(
-                    {
-                        "run": run.pk,
-                        "name": run.name,
-                        "network": run.network,
-                        "checkpoint": source.name,
-                        "format": fmt,
-                        "onnx_check": report.get("onnx_check"),
-                        "dataset_check": check,
-                    },
-                    indent=2,
-                ),
-                encoding="utf-8",
-            )
-            partial = Path(tmp) / "export.zip"
-            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-                for path in sorted(folder.rglob("*")):
-                    if path.is_file():
-                        archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
-            os.replace(partial, target)
-        for stale in target.parent.glob(f"run{run.pk}-*-{fmt}.zip"):
-            if stale != target and stale.name.split("-")[1] == real.stem:
-                with contextlib.suppress(OSError):
-                    stale.unlink()
-    return target

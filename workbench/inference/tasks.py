@@ -1,9 +1,15 @@
 from celery import shared_task
 
-from workbench.inference import services
+from workbench.inference import exports, services
 
 
 @shared_task(ignore_result=True)
 def run_inference_job(job_id: int) -> str:
     """Classify-many or test job; claims its row, so a duplicate delivery does nothing."""
     return services.job_run(job_id=job_id)
+
+
+@shared_task(ignore_result=True)
+def build_export(run_id: int, fmt: str, checkpoint: str) -> str:
+    """Builds one export's zip; a duplicate finds it built (or waits on the same lock)."""
+    return exports.export_build(run_id=run_id, fmt=fmt, checkpoint=checkpoint)

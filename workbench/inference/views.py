@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from workbench.inference import services
 from workbench.inference.api import csv_response, jobs_for
+from workbench.inference.exports import EXPORT_FORMATS
 from workbench.inference.forms import JobForm
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
@@ -116,5 +117,5 @@ def export_page(request, pk: int):
     return render(
         request,
         "inference/export.html",
-        {"run": run, "checkpoints": services.checkpoint_choices(run=run), "formats": services.EXPORT_FORMATS},
+        {"run": run, "checkpoints": services.checkpoint_choices(run=run), "formats": EXPORT_FORMATS},
     )

@@ -1,10 +1,12 @@
-"""Downloads: zips of the bundle, TorchScript and ONNX, whose models give the same top-1 as the
-PyTorch checkpoint on the whole validation split."""
+"""Downloads: zips of the bundle, TorchScript and ONNX, built by a worker, whose models give the
+same top-1 as the PyTorch checkpoint on the whole validation split."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import time
 import zipfile
 
 import numpy as np
@@ -16,20 +18,29 @@ from django.urls import reverse
 from trainer.data import LMDBImageDataset
 from trainer.datum import DatumLMDB
 from trainer.inference import load_bundle, load_checkpoint_classifier
-from workbench.inference import services
+from workbench.inference import exports, services
 
 pytestmark = pytest.mark.django_db
 
 
 def download(client, run, **params):
-    response = client.get(reverse("api-run-download", args=[run.pk]), params)
+    """Asks as a client of the API does: again after Retry-After while a worker builds it."""
+    url = reverse("api-run-download", args=[run.pk])
+    deadline = time.monotonic() + 120
+    response = client.get(url, params)
+    while response.status_code == 202 and time.monotonic() < deadline:
+        assert response.json()["state"] == "building" and response["Retry-After"] == "2"
+        time.sleep(0.5)
+        response = client.get(url, params)
     assert response.status_code == 200, getattr(response, "data", response)
     assert response["Content-Type"] == "application/zip"
     return zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
-def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(owner_client, digits_run, tmp_path):
+def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(
+    celery_worker, transactional_db, owner_client, digits_run, tmp_path
+):
     classifier = load_checkpoint_classifier(services.checkpoint_path(run=digits_run, which="best"))
     db = DatumLMDB(digits_run.dataset.path / "val_db")
     split = LMDBImageDataset(db)
@@ -82,10 +93,50 @@ def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(owner
 
 
 def test_it_caches_exports_per_checkpoint_file(digits_run):
-    first = services.export_zip(run=digits_run, fmt="bundle", checkpoint="best")
+    first = exports.export_zip(run=digits_run, fmt="bundle", checkpoint="best")
     mtime = first.stat().st_mtime_ns
-    again = services.export_zip(run=digits_run, fmt="bundle", checkpoint="best")
+    again = exports.export_zip(run=digits_run, fmt="bundle", checkpoint="best")
     assert again == first and again.stat().st_mtime_ns == mtime
+
+
+def test_it_queues_a_build_once_and_again_when_it_was_lost(
+    owner_client, digits_run, django_capture_on_commit_callbacks
+):
+    url = reverse("api-run-download", args=[digits_run.pk])
+    with django_capture_on_commit_callbacks() as queued:
+        response = owner_client.get(url, {"format": "onnx"})
+    assert response.status_code == 202 and response["Retry-After"] == "2"
+    assert response.json() == {
+        "state": "building",
+        "detail": "The onnx export of checkpoint best is being built; ask again in a few seconds.",
+        "retry_after": 2,
+    }
+    assert len(queued) == 1  # no worker here: it stays queued
+    with django_capture_on_commit_callbacks() as queued_again:
+        assert owner_client.get(url, {"format": "onnx", "status": "1"}).status_code == 202
+    assert queued_again == []  # asked again while queued: not queued twice
+    marker = next((digits_run.run_dir / "exports").glob("*-onnx.zip.queued"))
+    old = time.time() - exports.EXPORT_STALE_SECONDS - 1
+    os.utime(marker, (old, old))  # its worker died long ago
+    with django_capture_on_commit_callbacks() as requeued:
+        assert owner_client.get(url, {"format": "onnx"}).status_code == 202
+    assert len(requeued) == 1
+
+
+def test_it_says_once_why_a_build_failed_then_builds_again(
+    owner_client, digits_run, django_capture_on_commit_callbacks
+):
+    best = services.checkpoint_path(run=digits_run, which="best")
+    best.write_bytes(b"not a checkpoint")  # as a worker would find a damaged file
+    assert exports.export_build(run_id=digits_run.pk, fmt="bundle", checkpoint="best") == "failed"
+    url = reverse("api-run-download", args=[digits_run.pk])
+    response = owner_client.get(url, {"format": "bundle", "status": "1"})
+    assert response.status_code == 400
+    assert response.json()["format"][0].startswith("the bundle export failed:")
+    with django_capture_on_commit_callbacks() as queued:
+        assert owner_client.get(url, {"format": "bundle"}).status_code == 202  # asking again tries again
+    assert len(queued) == 1
+    assert not list((digits_run.run_dir / "exports").glob("*.zip"))  # nothing half-written
 
 
 @pytest.mark.parametrize(
@@ -102,7 +153,9 @@ def test_it_names_the_problem_of_a_download(owner_client, digits_run, params, fi
     assert message in response.json()[field][0]
 
 
-def test_it_downloads_a_snapshot_by_step_and_hides_other_users_runs(client, owner_client, other_user, digits_run):
+def test_it_downloads_a_snapshot_by_step_and_hides_other_users_runs(
+    celery_worker, transactional_db, client, owner_client, other_user, digits_run
+):
     step = services.checkpoint_choices(run=digits_run)[-1]["value"]
     assert step.isdigit()
     download(owner_client, digits_run, format="bundle", checkpoint=step)

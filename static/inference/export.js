@@ -1,0 +1,42 @@
+// The download page: a worker builds an export the first time it is asked for, so the page asks
+// for its state until it is ready (showing how long it has waited), then downloads the zip.
+const form = document.getElementById("export-form");
+const status = document.getElementById("export-status");
+const button = document.getElementById("export-download");
+
+function say(text, kind) {
+  status.textContent = text;
+  status.className = `notice ${kind}`;
+  status.hidden = !text;
+}
+
+async function fetchWhenReady(url, started) {
+  const response = await fetch(`${url}&status=1`, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 202) {
+    const seconds = Math.round((performance.now() - started) / 1000);
+    say(`${body.detail} Waiting ${seconds} s…`, "wait");
+    await new Promise((resolve) => setTimeout(resolve, 1000 * (body.retry_after || 2)));
+    return fetchWhenReady(url, started);
+  }
+  if (!response.ok) {
+    const messages = Object.values(body).flat().join(" ");
+    throw new Error(messages || `The server answered ${response.status}.`);
+  }
+  return body;
+}
+
+form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const url = `${form.action}?${new URLSearchParams(new FormData(form))}`;
+  button.disabled = true;
+  try {
+    const ready = await fetchWhenReady(url, performance.now());
+    say(`${ready.detail} Downloading…`, "now");
+    window.location.href = url;
+  } catch (error) {
+    say(error.message, "error");
+  } finally {
+    button.disabled = false;
+  }
+});
