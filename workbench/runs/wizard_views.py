@@ -422,6 +422,6 @@ def placement(request):
         copies = device_count(request_) // model_parallel
         preview["message"] += (
             f" The network is split over {model_parallel} GPUs per copy; "
-            f"{copies} cop{'y' if copies == 1 else 'ies'} train in data parallel."
+            f"{copies} {'copy trains' if copies == 1 else 'copies train'} in data parallel."
         )
     return JsonResponse(preview)
