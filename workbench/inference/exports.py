@@ -3,8 +3,9 @@
 An export takes seconds to a minute of CPU (tracing, ONNX export, checks with onnxruntime and on
 the dataset), so it is built by a worker, never in a web request: asking for a zip that is not
 built yet queues its build once and answers "building"; the caller asks again until it is there.
-Beside the zip, `<zip>.queued` marks a build on its way and `<zip>.failed` holds why the last
-build failed (read once: asking again builds again).
+Beside the zip, `<zip>.queued` marks a build on its way (and, once a worker took it, which worker
+process: a build whose worker is lost is queued again at the next request) and `<zip>.failed`
+holds why the last build failed (read once: asking again builds again).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import tempfile
 import threading
 import time
+import uuid
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -24,13 +26,14 @@ from pathlib import Path
 from django.db import transaction
 
 from workbench.inference.services import InferenceError, checkpoint_path
-from workbench.runs.models import Run
+from workbench.runs.inventory import lost_worker
+from workbench.runs.models import Run, WorkerHost
 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("bundle", "torchscript", "onnx")
-# A queued build not finished after this long is taken as lost (its worker died): asking again
-# queues it again. The largest network's export takes about a minute of CPU.
+# A queued build that no worker has taken after this long is queued again (its message was lost).
+# A build a worker took is queued again as soon as that worker is lost (heartbeats, restart).
 EXPORT_STALE_SECONDS = 15 * 60
 
 _export_locks: dict[str, threading.Lock] = {}
@@ -58,15 +61,26 @@ def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportSta
     else:
         failed.unlink(missing_ok=True)
         return ExportState("failed", target, error)
-    try:
-        lost = time.time() - queued.stat().st_mtime > EXPORT_STALE_SECONDS
-    except FileNotFoundError:
-        lost = True
-    if lost:
+    if _build_lost(queued):
         queued.parent.mkdir(parents=True, exist_ok=True)
         queued.write_text(json.dumps({"checkpoint": checkpoint, "queued_at": time.time()}), encoding="utf-8")
         transaction.on_commit(lambda: _queue(run.pk, fmt, checkpoint))
     return ExportState("building", target)
+
+
+def _build_lost(queued: Path) -> bool:
+    """Whether no build is on its way: never queued, its worker is lost, or nobody took it."""
+    try:
+        age = time.time() - queued.stat().st_mtime
+        taken = json.loads(queued.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return True
+    except ValueError:
+        taken = {}  # being rewritten by the worker taking it: judged by its age
+    if taken.get("worker") and taken.get("boot_id"):
+        host = WorkerHost.objects.filter(hostname=taken["worker"]).first()
+        return bool(lost_worker(host, uuid.UUID(taken["boot_id"])))
+    return age > EXPORT_STALE_SECONDS
 
 
 def _markers(target: Path) -> tuple[Path, Path]:
@@ -79,8 +93,9 @@ def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
     build_export.delay(run_id, fmt, checkpoint)
 
 
-def export_build(*, run_id: int, fmt: str, checkpoint: str) -> str:
-    """The worker's side of export_request: builds the zip, or leaves the reason it failed."""
+def export_build(*, run_id: int, fmt: str, checkpoint: str, worker: str = "", boot_id: uuid.UUID | None = None) -> str:
+    """The worker's side of export_request: builds the zip, or leaves the reason it failed.
+    `worker` and `boot_id` name the Celery worker process building it (see _build_lost)."""
     run = Run.objects.select_related("dataset").filter(pk=run_id).first()
     if run is None:
         return "gone"
@@ -89,6 +104,10 @@ def export_build(*, run_id: int, fmt: str, checkpoint: str) -> str:
     except (InferenceError, OSError):
         return "gone"  # the checkpoint was deleted since: the next request says so
     failed, queued = _markers(target)
+    if worker and boot_id:
+        taken = {"checkpoint": checkpoint, "worker": worker, "boot_id": str(boot_id), "taken_at": time.time()}
+        queued.parent.mkdir(parents=True, exist_ok=True)
+        queued.write_text(json.dumps(taken), encoding="utf-8")
     try:
         export_zip(run=run, fmt=fmt, checkpoint=checkpoint)
     except Exception as error:

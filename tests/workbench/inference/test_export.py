@@ -7,6 +7,7 @@ import io
 import json
 import os
 import time
+import uuid
 import zipfile
 
 import numpy as np
@@ -19,6 +20,7 @@ from trainer.data import LMDBImageDataset
 from trainer.datum import DatumLMDB
 from trainer.inference import load_bundle, load_checkpoint_classifier
 from workbench.inference import exports, services
+from workbench.runs.models import WorkerHost
 
 pytestmark = pytest.mark.django_db
 
@@ -117,10 +119,21 @@ def test_it_queues_a_build_once_and_again_when_it_was_lost(
     assert queued_again == []  # asked again while queued: not queued twice
     marker = next((digits_run.run_dir / "exports").glob("*-onnx.zip.queued"))
     old = time.time() - exports.EXPORT_STALE_SECONDS - 1
-    os.utime(marker, (old, old))  # its worker died long ago
+    os.utime(marker, (old, old))  # no worker took it for that long: its message was lost
     with django_capture_on_commit_callbacks() as requeued:
         assert owner_client.get(url, {"format": "onnx"}).status_code == 202
     assert len(requeued) == 1
+    # Once a worker took it, that worker's heartbeats decide, whatever the marker's age.
+    host = WorkerHost.objects.create(hostname="w1@box", boot_id=uuid.uuid4())
+    marker.write_text(json.dumps({"worker": "w1@box", "boot_id": str(host.boot_id)}))
+    os.utime(marker, (old, old))
+    with django_capture_on_commit_callbacks() as building:
+        assert owner_client.get(url, {"format": "onnx"}).status_code == 202
+    assert building == []  # its worker lives: still building
+    WorkerHost.objects.filter(pk=host.pk).update(boot_id=uuid.uuid4())  # the worker restarted
+    with django_capture_on_commit_callbacks() as restarted:
+        assert owner_client.get(url, {"format": "onnx"}).status_code == 202
+    assert len(restarted) == 1
 
 
 def test_it_says_once_why_a_build_failed_then_builds_again(
