@@ -195,7 +195,7 @@ class RunForm(forms.Form):
         max_value=64,
         label="GPUs per model copy",
         help_text="Above 1, the network is split over this many GPUs (model parallel) and data parallelism "
-        "runs over the groups: for networks too big for one GPU's memory. The GPUs must be a multiple of it.",
+        "runs over the groups: for networks too big for one GPU's memory. The number of GPUs must be a multiple of it.",
     )
     gpus = forms.MultipleChoiceField(choices=(), required=False, widget=forms.CheckboxSelectMultiple)
     priority = forms.IntegerField(initial=0, min_value=-100, max_value=100, required=False)

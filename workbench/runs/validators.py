@@ -54,7 +54,7 @@ def device_count(request: dict) -> int:
 
 def check_model_parallel(model_parallel: Any, request: dict) -> None:
     """A network split over several devices needs GPUs, in groups of `model_parallel`; the
-    trainer's own check (on the probe below) covers the value's type and range."""
+    trainer's own check (on validate_trainer_config's probe) covers the value's type and range."""
     if not isinstance(model_parallel, int) or isinstance(model_parallel, bool) or model_parallel <= 1:
         return
     if request.get("kind") not in ("count", "specific"):
