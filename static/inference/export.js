@@ -15,7 +15,9 @@ async function fetchWhenReady(url, started) {
   const body = await response.json().catch(() => ({}));
   if (response.status === 202) {
     const seconds = Math.round((performance.now() - started) / 1000);
-    say(`${body.detail} Waiting ${seconds} s…`, "wait");
+    // Builds take seconds to a minute; much longer usually means no worker is taking them.
+    const hint = seconds > 120 ? " This is taking long: the GPUs page shows whether a worker is online." : "";
+    say(`${body.detail} Waiting ${seconds} s…${hint}`, "wait");
     await new Promise((resolve) => setTimeout(resolve, 1000 * (body.retry_after || 2)));
     return fetchWhenReady(url, started);
   }
