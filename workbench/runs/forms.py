@@ -187,7 +187,7 @@ class RunForm(forms.Form):
     num_workers = forms.IntegerField(initial=2, min_value=0, max_value=64, label="Data loader workers")
 
     device_mode = forms.ChoiceField(choices=DEVICE_CHOICES, initial="auto", widget=forms.RadioSelect, label="Devices")
-    gpu_count = forms.IntegerField(initial=1, min_value=1, max_value=64, required=False)
+    gpu_count = forms.IntegerField(initial=1, min_value=1, max_value=64, required=False, label="Number of GPUs")
     model_parallel = forms.IntegerField(
         initial=1,
         required=False,

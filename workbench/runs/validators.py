@@ -66,7 +66,7 @@ def check_model_parallel(model_parallel: Any, request: dict) -> None:
     if count % model_parallel:
         raise RequestError(
             f"config: model_parallel: {count} GPU(s) cannot form groups of {model_parallel}; "
-            f"ask for a number of GPUs that {model_parallel} divides"
+            f"ask for a multiple of {model_parallel} GPUs"
         )
 
 

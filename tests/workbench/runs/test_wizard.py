@@ -153,7 +153,7 @@ def test_it_names_the_problem_of_every_field(owner_client, dataset, field, value
          "8 is not divisible by the 3 processes"),
         ({"device_mode": "specific"}, "gpus", "Tick at least one GPU"),
         ({"device_mode": "count", "gpu_count": "3", "model_parallel": "2"}, "model_parallel",
-         "3 GPU(s) cannot form groups of 2; ask for a number of GPUs that 2 divides"),
+         "3 GPU(s) cannot form groups of 2; ask for a multiple of 2 GPUs"),
         ({"device_mode": "cpu", "model_parallel": "2"}, "model_parallel", "splitting the network needs several GPUs"),
         ({"device_mode": "count", "gpu_count": "2", "model_parallel": "2", "compile": "on"}, "compile",
          "not available with model_parallel > 1"),
@@ -324,9 +324,7 @@ def test_it_splits_the_network_over_groups_of_gpus(owner_client, dataset):
     assert body["start_now"] is True
     assert body["message"].endswith("The network is split over 2 GPUs per copy; 2 copies train in data parallel.")
     body = owner_client.get(url, {"device_mode": "count", "gpu_count": "3", "model_parallel": "2"}).json()
-    assert body == {
-        "errors": {"model_parallel": "3 GPU(s) cannot form groups of 2; ask for a number of GPUs that 2 divides"}
-    }
+    assert body == {"errors": {"model_parallel": "3 GPU(s) cannot form groups of 2; ask for a multiple of 2 GPUs"}}
     response = owner_client.post(
         reverse("run-new"), valid(dataset, device_mode="count", gpu_count="4", model_parallel="2")
     )
