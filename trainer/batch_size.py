@@ -86,7 +86,9 @@ def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -
     device = devices[0]
     memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
     model = build_model(cfg.network, spec)
-    if len(devices) > 1:  # split as training will split it (balanced for the configured batch)
+    if len(devices) > 1:
+        # Split as training splits it for the configured batch; larger batches than that would
+        # shift the balance towards activations, so the fit found is on the safe side.
         sample = torch.zeros(1, spec.channels, spec.height, spec.width)
         split_model(model, devices, sample, batch=cfg.micro_batch, memory_format=memory_format)
     else:

@@ -1,4 +1,5 @@
-"""Multi-process training: one process per device, launched and supervised by us.
+"""Multi-process training: one process per device (per group of `model_parallel` devices),
+launched and supervised by us.
 
 The launcher spawns N ranks (gloo on CPU, NCCL on CUDA), relays rank 0's events to the caller's
 reporter through a queue (so any Reporter works, including in-process ones), and owns the final
@@ -79,7 +80,9 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
             rank=rank,
             world_size=world,
             timeout=datetime.timedelta(seconds=cfg.dist_timeout_s),
-            device_id=torch.device("cuda", first) if on_cuda else None,
+            # Binding the group to one GPU makes NCCL refuse collectives on the process's other
+            # GPUs, and DDP over a split network reduces each stage's gradients on its own GPU.
+            device_id=torch.device("cuda", first) if on_cuda and cfg.model_parallel == 1 else None,
         )
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
     except Exception as exc:

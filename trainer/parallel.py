@@ -36,6 +36,7 @@ class SplitError(ValueError):
 # Containers whose forward only calls their children one after the other (their own parameters, if
 # any, are used before the first child): they can be opened into their children.
 CHAIN_CONTAINERS: tuple[type[nn.Module], ...] = (nn.Sequential, Encoder)
+CHAIN_FORWARDS = {container.forward for container in CHAIN_CONTAINERS}
 
 
 @dataclass
@@ -73,7 +74,9 @@ def _candidate_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
     def visit(prefix: str, module: nn.Module) -> None:
         for name, child in module.named_children():
-            if isinstance(child, CHAIN_CONTAINERS) and any(True for _ in child.children()):
+            # Only the containers' own forward is known to be a chain: a subclass may override it.
+            chain = isinstance(child, CHAIN_CONTAINERS) and type(child).forward in CHAIN_FORWARDS
+            if chain and any(True for _ in child.children()):
                 visit(f"{prefix}{name}.", child)
             else:
                 blocks.append((f"{prefix}{name}", child))

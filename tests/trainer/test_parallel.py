@@ -69,6 +69,27 @@ def test_it_keeps_a_containers_own_parameters_where_its_input_arrives():
         assert network[2].pos_embedding.device == (CPU if boundary >= 2 else META)
 
 
+class Residual(torch.nn.Sequential):
+    """A Sequential whose own forward adds a skip connection: a unit, not a chain to open."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + super().forward(x)
+
+
+def test_it_never_opens_a_sequential_whose_forward_is_not_a_chain():
+    def model() -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Linear(4, 4), Residual(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.nn.Linear(4, 4)
+        )
+
+    for boundary in (1, 2):
+        network = model()
+        devices = [CPU] * boundary + [META] * (3 - boundary)
+        placed = split_model(network, devices, torch.zeros(1, 4), batch=1, output_device=META)
+        assert [[block.name for block in stage.blocks] for stage in placed] == [["0"], ["1"], ["2"]]
+        assert network(torch.zeros(2, 4)).shape == (2, 4)
+
+
 def test_it_balances_stages_on_the_memory_of_weights_and_activations():
     def block(name: str, parameter_bytes: int, activation_bytes: int) -> Block:
         return Block(name, torch.nn.Identity(), parameter_bytes, activation_bytes)
