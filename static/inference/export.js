@@ -12,6 +12,9 @@ function say(text, kind) {
 
 async function fetchWhenReady(url, started) {
   const response = await fetch(`${url}&status=1`, { headers: { Accept: "application/json" } });
+  if (response.redirected || !(response.headers.get("Content-Type") || "").includes("json")) {
+    throw new Error("The server did not answer with the export's state: is your session still open? Reload the page.");
+  }
   const body = await response.json().catch(() => ({}));
   if (response.status === 202) {
     const seconds = Math.round((performance.now() - started) / 1000);

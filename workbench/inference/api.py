@@ -345,7 +345,7 @@ class Download(APIView):
             body = {"state": "building", "detail": detail, "retry_after": EXPORT_RETRY_SECONDS}
             return Response(body, status=202, headers={"Retry-After": str(EXPORT_RETRY_SECONDS)})
         path = export.path
-        if request.query_params.get("status"):
+        if request.query_params.get("status", "").lower() in ("1", "true", "yes"):
             return Response({"state": "ready", "detail": f"{path.name} is ready.", "size": path.stat().st_size})
         return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 

@@ -3,9 +3,11 @@
 An export takes seconds to a minute of CPU (tracing, ONNX export, checks with onnxruntime and on
 the dataset), so it is built by a worker, never in a web request: asking for a zip that is not
 built yet queues its build once and answers "building"; the caller asks again until it is there.
-Beside the zip, `<zip>.queued` marks a build on its way (and, once a worker took it, which worker
-process: a build whose worker is lost is queued again at the next request) and `<zip>.failed`
-holds why the last build failed (read once: asking again builds again).
+
+Beside the zip, `<zip>.state` (JSON, always replaced whole) says where its build is: `queued`,
+`taken` by a worker process (hostname and boot id), or `failed` with the reason (answered once:
+asking again builds again). A build whose worker is lost is queued again at the next request; one
+that lost its worker twice fails (it may need more memory than the worker has).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ EXPORT_FORMATS = ("bundle", "torchscript", "onnx")
 # A queued build that no worker has taken after this long is queued again (its message was lost).
 # A build a worker took is queued again as soon as that worker is lost (heartbeats, restart).
 EXPORT_STALE_SECONDS = 15 * 60
+# Builds whose worker died this many times fail instead of taking down yet another worker.
+EXPORT_MAX_LOST = 2
 
 _export_locks: dict[str, threading.Lock] = {}
 _export_locks_guard = threading.Lock()
@@ -53,38 +57,63 @@ def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportSta
     _, target = _export_paths(run=run, fmt=fmt, checkpoint=checkpoint)
     if target.exists():
         return ExportState("ready", target)
-    failed, queued = _markers(target)
-    try:
-        error = failed.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        pass
-    else:
-        failed.unlink(missing_ok=True)
+    state_path = _state_path(target)
+    state = _read_state(state_path)
+    if state.get("state") == "failed":
+        state_path.unlink(missing_ok=True)
+        return ExportState("failed", target, state.get("error") or f"format: the {fmt} export failed")
+    why = _lost(state, state_path)
+    if why is None:
+        return ExportState("building", target)
+    lost = int(state.get("lost", 0)) + (state.get("state") == "taken")
+    if lost >= EXPORT_MAX_LOST:
+        state_path.unlink(missing_ok=True)
+        error = (
+            f"format: the {fmt} export was interrupted {lost} times ({why}); "
+            "it may need more memory than the worker has"
+        )
         return ExportState("failed", target, error)
-    if _build_lost(queued):
-        queued.parent.mkdir(parents=True, exist_ok=True)
-        queued.write_text(json.dumps({"checkpoint": checkpoint, "queued_at": time.time()}), encoding="utf-8")
-        transaction.on_commit(lambda: _queue(run.pk, fmt, checkpoint))
+    _write_state(state_path, {"state": "queued", "checkpoint": checkpoint, "lost": lost, "at": time.time()})
+    transaction.on_commit(lambda: _queue(run.pk, fmt, checkpoint))
     return ExportState("building", target)
 
 
-def _build_lost(queued: Path) -> bool:
-    """Whether no build is on its way: never queued, its worker is lost, or nobody took it."""
+def _lost(state: dict, state_path: Path) -> str | None:
+    """Why no build is on its way (never queued, its worker lost, nobody took it), or None."""
+    if not state:
+        return "not queued" if not state_path.exists() else "its state was unreadable"
+    if state.get("state") == "taken":
+        try:
+            boot_id = uuid.UUID(str(state.get("boot_id")))
+        except ValueError:
+            return "its worker is unknown"
+        host = WorkerHost.objects.filter(hostname=state.get("worker", "")).first()
+        return lost_worker(host, boot_id) or None
     try:
-        age = time.time() - queued.stat().st_mtime
-        taken = json.loads(queued.read_text(encoding="utf-8"))
+        age = time.time() - state_path.stat().st_mtime
     except FileNotFoundError:
-        return True
-    except ValueError:
-        taken = {}  # being rewritten by the worker taking it: judged by its age
-    if taken.get("worker") and taken.get("boot_id"):
-        host = WorkerHost.objects.filter(hostname=taken["worker"]).first()
-        return bool(lost_worker(host, uuid.UUID(taken["boot_id"])))
-    return age > EXPORT_STALE_SECONDS
+        return "not queued"
+    return "no worker took it" if age > EXPORT_STALE_SECONDS else None
 
 
-def _markers(target: Path) -> tuple[Path, Path]:
-    return target.with_name(f"{target.name}.failed"), target.with_name(f"{target.name}.queued")
+def _state_path(target: Path) -> Path:
+    return target.with_name(f"{target.name}.state")
+
+
+def _read_state(path: Path) -> dict:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _write_state(path: Path, state: dict) -> None:
+    """Replaces the state whole, so a reader sees the old one or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    temporary.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
@@ -95,7 +124,7 @@ def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
 
 def export_build(*, run_id: int, fmt: str, checkpoint: str, worker: str = "", boot_id: uuid.UUID | None = None) -> str:
     """The worker's side of export_request: builds the zip, or leaves the reason it failed.
-    `worker` and `boot_id` name the Celery worker process building it (see _build_lost)."""
+    `worker` and `boot_id` name the Celery worker process building it (see _lost)."""
     run = Run.objects.select_related("dataset").filter(pk=run_id).first()
     if run is None:
         return "gone"
@@ -103,11 +132,10 @@ def export_build(*, run_id: int, fmt: str, checkpoint: str, worker: str = "", bo
         _, target = _export_paths(run=run, fmt=fmt, checkpoint=checkpoint)
     except (InferenceError, OSError):
         return "gone"  # the checkpoint was deleted since: the next request says so
-    failed, queued = _markers(target)
+    state_path = _state_path(target)
+    lost = int(_read_state(state_path).get("lost", 0))
     if worker and boot_id:
-        taken = {"checkpoint": checkpoint, "worker": worker, "boot_id": str(boot_id), "taken_at": time.time()}
-        queued.parent.mkdir(parents=True, exist_ok=True)
-        queued.write_text(json.dumps(taken), encoding="utf-8")
+        _write_state(state_path, {"state": "taken", "worker": worker, "boot_id": str(boot_id), "lost": lost})
     try:
         export_zip(run=run, fmt=fmt, checkpoint=checkpoint)
     except Exception as error:
@@ -115,11 +143,9 @@ def export_build(*, run_id: int, fmt: str, checkpoint: str, worker: str = "", bo
         if not isinstance(error, InferenceError):
             log.exception("run %s: the %s export of %s failed", run_id, fmt, checkpoint)
             error = InferenceError(f"format: the {fmt} export failed: {type(error).__name__}: {error}")
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        failed.write_text(str(error), encoding="utf-8")
+        _write_state(state_path, {"state": "failed", "error": str(error)})
         return "failed"
-    finally:
-        queued.unlink(missing_ok=True)
+    state_path.unlink(missing_ok=True)  # after the zip is in place: a reader sees one or the other
     return "ready"
 
 
@@ -228,8 +254,9 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
                     if path.is_file():
                         archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
             os.replace(partial, target)
-        for stale in target.parent.glob(f"run{run.pk}-*-{fmt}.zip"):
-            if stale != target and stale.name.split("-")[1] == real.stem:
+        # Older exports of this checkpoint file (it was rewritten), and their build states.
+        for stale in target.parent.glob(f"run{run.pk}-*-{fmt}.zip*"):
+            if stale.name.split("-")[1] == real.stem and stale not in (target, _state_path(target)):
                 with contextlib.suppress(OSError):
                     stale.unlink()
     return target

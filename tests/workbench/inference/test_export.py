@@ -117,7 +117,8 @@ def test_it_queues_a_build_once_and_again_when_it_was_lost(
     with django_capture_on_commit_callbacks() as queued_again:
         assert owner_client.get(url, {"format": "onnx", "status": "1"}).status_code == 202
     assert queued_again == []  # asked again while queued: not queued twice
-    marker = next((digits_run.run_dir / "exports").glob("*-onnx.zip.queued"))
+    marker = next((digits_run.run_dir / "exports").glob("*-onnx.zip.state"))
+    assert json.loads(marker.read_text())["state"] == "queued"
     old = time.time() - exports.EXPORT_STALE_SECONDS - 1
     os.utime(marker, (old, old))  # no worker took it for that long: its message was lost
     with django_capture_on_commit_callbacks() as requeued:
@@ -125,7 +126,8 @@ def test_it_queues_a_build_once_and_again_when_it_was_lost(
     assert len(requeued) == 1
     # Once a worker took it, that worker's heartbeats decide, whatever the marker's age.
     host = WorkerHost.objects.create(hostname="w1@box", boot_id=uuid.uuid4())
-    marker.write_text(json.dumps({"worker": "w1@box", "boot_id": str(host.boot_id)}))
+    taken = {"state": "taken", "worker": "w1@box", "boot_id": str(host.boot_id), "lost": 0}
+    marker.write_text(json.dumps(taken))
     os.utime(marker, (old, old))
     with django_capture_on_commit_callbacks() as building:
         assert owner_client.get(url, {"format": "onnx"}).status_code == 202
@@ -133,7 +135,17 @@ def test_it_queues_a_build_once_and_again_when_it_was_lost(
     WorkerHost.objects.filter(pk=host.pk).update(boot_id=uuid.uuid4())  # the worker restarted
     with django_capture_on_commit_callbacks() as restarted:
         assert owner_client.get(url, {"format": "onnx"}).status_code == 202
-    assert len(restarted) == 1
+    assert len(restarted) == 1 and json.loads(marker.read_text())["lost"] == 1
+    # Its worker dies again (say the export needs more memory than it has): it fails, said once.
+    marker.write_text(json.dumps({**taken, "lost": 1}))
+    response = owner_client.get(url, {"format": "onnx"})
+    assert response.status_code == 400
+    assert response.json()["format"] == [
+        "the onnx export was interrupted 2 times (worker w1@box restarted); it may need more memory than the worker has"
+    ]
+    with django_capture_on_commit_callbacks() as fresh:
+        assert owner_client.get(url, {"format": "onnx"}).status_code == 202  # asking again starts afresh
+    assert len(fresh) == 1 and json.loads(marker.read_text())["lost"] == 0
 
 
 def test_it_says_once_why_a_build_failed_then_builds_again(
@@ -150,6 +162,8 @@ def test_it_says_once_why_a_build_failed_then_builds_again(
         assert owner_client.get(url, {"format": "bundle"}).status_code == 202  # asking again tries again
     assert len(queued) == 1
     assert not list((digits_run.run_dir / "exports").glob("*.zip"))  # nothing half-written
+    state = next((digits_run.run_dir / "exports").glob("*-bundle.zip.state"))
+    assert json.loads(state.read_text())["state"] == "queued"
 
 
 @pytest.mark.parametrize(
