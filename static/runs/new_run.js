@@ -256,6 +256,10 @@ function deviceMode() { const c = form.querySelector("input[name=device_mode]:ch
 
 function showDeviceFields() {
   fieldBox("gpu_count").hidden = deviceMode() !== "count";
+  // Splitting the network needs GPUs asked for by number or by name; elsewhere it is one copy.
+  const splittable = deviceMode() === "count" || deviceMode() === "specific";
+  fieldBox("model_parallel").hidden = !splittable;
+  if (!splittable) form.elements.model_parallel.value = "1";
   for (const box of form.querySelectorAll("input[name=gpus]")) box.disabled = deviceMode() !== "specific";
   refreshPlacement();
 }

@@ -75,8 +75,10 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.wait_for_selector("#placement:has-text('split over 2 GPUs per copy; 1 copy trains in data parallel')")
     page.fill("[name=model_parallel]", "3")
     page.wait_for_selector("#errors-model_parallel:has-text('2 GPU(s) cannot form groups of 3')")
-    page.fill("[name=model_parallel]", "1")
-    page.check("input[name=device_mode][value=cpu]")
+    page.fill("[name=model_parallel]", "2")
+    page.check("input[name=device_mode][value=cpu]")  # one copy on the CPU: the field goes, back to 1
+    assert page.locator("[name=model_parallel]").is_hidden()
+    assert page.input_value("[name=model_parallel]") == "1"
     page.wait_for_selector("#placement:has-text('Starts now on')")
     page.fill("[name=name]", "digits e2e")
     page.click("#create-run")
