@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainer.benchmarking import engine_run_in_memory, random_batches, time_engine  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
+from trainer.engine import torch_device  # noqa: E402
 from trainer.events import ListReporter  # noqa: E402
 from trainer.run import train  # noqa: E402
 from trainer.testing import make_dataset_folder  # noqa: E402
@@ -49,7 +50,7 @@ def _synthetic(
     spec: dict, folder: Path, tmp: Path, devices: list, precision: str, batch: int, model_parallel: int = 1
 ) -> dict:
     """One process; with model_parallel, the network split over `devices` (the batch is per process)."""
-    device = torch.device("cpu") if devices[0] == "cpu" else torch.device("cuda", devices[0])
+    device = torch_device(devices[0])
     cfg = config_from_dict(
         {
             "run_dir": str(tmp / "syn"),

@@ -77,22 +77,16 @@ def train_step_fits(
 def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -> int:
     """Largest global batch (per-process fit x processes) for `cfg`'s network on the first process's devices;
     recorded in `<run_dir>/batch_size.json` so an OOM message can quote it."""
-    from trainer.engine import prepare, torch_device
+    from trainer.engine import place_model, prepare, torch_device
     from trainer.networks import build_model
-    from trainer.parallel import split_model
 
     _, spec = prepare(cfg)
     devices = [torch_device(name) for name in cfg.rank_devices(0)]
     device = devices[0]
-    memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
     model = build_model(cfg.network, spec)
-    if len(devices) > 1:
-        # Split as training splits it for the configured batch; larger batches than that would
-        # shift the balance towards activations, so the fit found is on the safe side.
-        sample = torch.zeros(1, spec.channels, spec.height, spec.width)
-        split_model(model, devices, sample, batch=cfg.micro_batch, memory_format=memory_format)
-    else:
-        model = model.to(device, memory_format=memory_format)
+    # Split as training splits it, for the configured batch; larger batches than that would shift
+    # the balance towards activations, so the fit found is on the safe side.
+    place_model(model, cfg, spec, devices)
     model.train()
     fits = train_step_fits(
         model, (spec.channels, spec.height, spec.width), spec.num_classes, device, cfg.precision, cfg.channels_last

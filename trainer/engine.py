@@ -25,7 +25,7 @@ from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
-from trainer.parallel import SplitError, split_model
+from trainer.parallel import SplitError, Stage, split_model
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 
@@ -168,6 +168,20 @@ def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     return info, spec
 
 
+def place_model(model: nn.Module, cfg: TrainConfig, spec: InputSpec, devices: list[torch.device]) -> list[Stage]:
+    """Moves `model` to its device, or splits it over `devices` (model parallel, balanced for the
+    configured micro-batch); returns the stages (none when it is whole)."""
+    memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
+    if len(devices) == 1:
+        model.to(devices[0], memory_format=memory_format)
+        return []
+    sample = torch.zeros(1, spec.channels, spec.height, spec.width)
+    try:
+        return split_model(model, devices, sample, batch=cfg.micro_batch, memory_format=memory_format)
+    except SplitError as exc:
+        raise ConfigError(f"model_parallel: {exc}") from None
+
+
 def build_run(
     cfg: TrainConfig, *, rank: int, world: int, devices: list[torch.device], events: Events, stop: StopFlag
 ) -> Run:
@@ -179,18 +193,10 @@ def build_run(
     model = build_model(cfg.network, spec)
     if cfg.pretrained:
         load_pretrained(model, cfg.pretrained)
-    memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
-    if len(devices) > 1:
-        sample = torch.zeros(1, spec.channels, spec.height, spec.width)
-        try:
-            stages = split_model(model, devices, sample, batch=cfg.micro_batch, memory_format=memory_format)
-        except SplitError as exc:
-            raise ConfigError(f"model_parallel: {exc}") from None
-        if rank == 0:
-            for number, stage in enumerate(stages, 1):
-                log.info("model parallel: stage %d of %d on %s", number, len(stages), stage.describe())
-    else:
-        model.to(device, memory_format=memory_format)
+    stages = place_model(model, cfg, spec, devices)
+    if rank == 0 and len(stages) > 1:
+        for number, stage in enumerate(stages, 1):
+            log.info("model parallel: stage %d of %d on %s", number, len(stages), stage.describe())
     torch.manual_seed(cfg.seed + rank)  # but independent dropout streams
     total_steps = solver_total_steps(cfg.epochs, data.train_count, cfg.batch_size)
     optimizer = build_optimizer(cfg.solver, model.parameters())
