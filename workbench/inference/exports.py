@@ -27,6 +27,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from trainer.checkpoint import atomic_write
 from workbench.inference.services import InferenceError, checkpoint_path
 from workbench.runs.inventory import lost_worker
 from workbench.runs.models import Run, WorkerHost
@@ -110,10 +111,7 @@ def _read_state(path: Path) -> dict:
 
 def _write_state(path: Path, state: dict) -> None:
     """Replaces the state whole, so a reader sees the old one or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    temporary.write_text(json.dumps(state), encoding="utf-8")
-    os.replace(temporary, path)
+    atomic_write(path, lambda handle: handle.write(json.dumps(state).encode("utf-8")))
 
 
 def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
