@@ -9,21 +9,16 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from datasets.models import Dataset
+from datasets.selectors import datasets_visible_to
 from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm
 from workbench.health import health_report
 from workbench.runs.inventory import hosts_for_display
-from workbench.runs.models import Run
-
-
-def _visible(queryset, user):
-    """Staff see everyone's rows; everybody else sees their own."""
-    return queryset if user.is_staff else queryset.filter(owner=user)
+from workbench.runs.selectors import runs_visible_to
 
 
 def home(request):
-    datasets = _visible(Dataset.objects.select_related("owner"), request.user)[:20]
-    runs = _visible(Run.objects.select_related("owner", "dataset"), request.user)[:20]
+    datasets = datasets_visible_to(request.user)[:20]
+    runs = runs_visible_to(request.user)[:20]
     return render(request, "workbench/home.html", {"datasets": datasets, "runs": runs})
 
 

@@ -8,18 +8,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from workbench.inference import services
-from workbench.inference.api import csv_response, jobs_for
+from workbench.inference.api import csv_response
 from workbench.inference.exports import EXPORT_FORMATS
 from workbench.inference.forms import JobForm
 from workbench.inference.models import InferenceJob
+from workbench.inference.selectors import jobs_visible_to
 from workbench.runs.models import Run
-
-
-def _get_run_for_user(request, pk: int) -> Run:
-    runs = Run.objects.select_related("dataset", "owner")
-    if not request.user.is_staff:
-        runs = runs.filter(owner=request.user)
-    return get_object_or_404(runs, pk=pk)
+from workbench.runs.selectors import run_for
 
 
 def _job_page(request, run: Run, kind: str, template: str):
@@ -44,23 +39,23 @@ def _job_page(request, run: Run, kind: str, template: str):
             form.add_error(field if field in form.fields else None, message or str(error))
         else:
             return redirect("inference-job", run.pk, job.pk)
-    jobs = jobs_for(request.user).filter(run=run, kind=kind)[:20]
+    jobs = jobs_visible_to(request.user).filter(run=run, kind=kind)[:20]
     context = {"run": run, "form": form, "checkpoints": checkpoints, "jobs": jobs}
     return render(request, template, context)
 
 
 def classify_page(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     return _job_page(request, run, InferenceJob.Kind.CLASSIFY, "inference/classify.html")
 
 
 def test_page(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     return _job_page(request, run, InferenceJob.Kind.TEST, "inference/test.html")
 
 
 def _get_job(request, pk: int, job_pk: int) -> InferenceJob:
-    job = get_object_or_404(jobs_for(request.user).select_related("run__dataset"), pk=job_pk, run_id=pk)
+    job = get_object_or_404(jobs_visible_to(request.user).select_related("run__dataset"), pk=job_pk, run_id=pk)
     return services.job_check_stale(job=job)
 
 
@@ -94,7 +89,7 @@ def job_delete(request, pk: int, job_pk: int):
 
 
 def inside_page(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     layers, default = [], []
     checkpoints = services.checkpoint_choices(run=run)
     if checkpoints:
@@ -113,7 +108,7 @@ def inside_page(request, pk: int):
 
 
 def export_page(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     return render(
         request,
         "inference/export.html",

@@ -17,18 +17,16 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from datasets.models import Dataset
+from datasets.selectors import datasets_visible_to
 from workbench.runs.fanout import fanout
 from workbench.runs.models import Run
+from workbench.runs.selectors import runs_visible_to
 from workbench.runs.series import replay_message
-
-
-def _visible(queryset, user):
-    return queryset if user.is_staff else queryset.filter(owner=user)
 
 
 @database_sync_to_async
 def _run_for(user, pk: int) -> Run | None:
-    return _visible(Run.objects.all(), user).filter(pk=pk).first()
+    return runs_visible_to(user).filter(pk=pk).first()
 
 
 @database_sync_to_async
@@ -87,7 +85,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
 @database_sync_to_async
 def _dataset_for(user, pk: int) -> Dataset | None:
-    return _visible(Dataset.objects.all(), user).filter(pk=pk).first()
+    return datasets_visible_to(user).filter(pk=pk).first()
 
 
 class DatasetConsumer(AsyncJsonWebsocketConsumer):

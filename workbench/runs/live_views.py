@@ -9,12 +9,13 @@ import math
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from workbench.runs import series
 from workbench.runs.models import Run
+from workbench.runs.selectors import run_for, runs_visible_to
 
 MAX_REQUEST_POINTS = 20_000
 COMPARE_MAX_RUNS = 12
@@ -29,16 +30,6 @@ COMPARE_SERIES = [
     ("data_wait_share", "Data-wait share"),
 ]
 X_CHOICES = [("step", "Step"), ("epoch", "Epoch"), ("time", "Time since start"), ("images", "Images seen")]
-
-
-def _runs_for(user):
-    runs = Run.objects.select_related("owner", "dataset", "host")
-    return runs if user.is_staff else runs.filter(owner=user)
-
-
-def _get_run_for_user(request, pk: int) -> Run:
-    """The run, or 404 for both "missing" and "not yours"."""
-    return get_object_or_404(_runs_for(request.user), pk=pk)
 
 
 def key_settings(run: Run) -> dict:
@@ -66,7 +57,7 @@ def run_label(run: Run) -> str:
 
 @login_required
 def run_detail(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     page = {
         "id": run.pk,
         "name": run.name,
@@ -128,7 +119,7 @@ def _names(request) -> list[str]:
 @login_required
 def run_series(request, pk: int):
     """?name=loss&name=top1&x=step|epoch|time|images&start=&end=&points=: downsampled series."""
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     try:
         params = _series_params(request)
     except ValueError as error:
@@ -149,7 +140,7 @@ class _Echo:
 @login_required
 def run_series_csv(request, pk: int):
     """Every series event at full resolution, one row per event, one column per field."""
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     names = sorted(series.read_columns(run).names())
     writer = csv.writer(_Echo())
 
@@ -172,7 +163,7 @@ def _blank(value):
 @login_required
 def run_series_json(request, pk: int):
     """Every series at full resolution, in the shape of the series endpoint (never downsampled)."""
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     data = series.run_series(run, points=2**62)
     data.update(name=run.name, settings=key_settings(run))
     response = HttpResponse(json.dumps(data, separators=(",", ":")), content_type="application/json")
@@ -187,7 +178,7 @@ class CompareForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["runs"].queryset = _runs_for(user)
+        self.fields["runs"].queryset = runs_visible_to(user)
         self.fields["runs"].label_from_instance = run_label
 
     def clean_runs(self):
@@ -237,7 +228,7 @@ def run_compare_series(request):
     name = request.GET.get("name", "loss")
     if not ids or len(ids) > COMPARE_MAX_RUNS:
         return HttpResponseBadRequest(f"runs: give 1 to {COMPARE_MAX_RUNS} run ids")
-    runs = {run.pk: run for run in _runs_for(request.user).filter(pk__in=ids)}
+    runs = {run.pk: run for run in runs_visible_to(request.user).filter(pk__in=ids)}
     missing = [pk for pk in ids if pk not in runs]
     if missing:
         return JsonResponse({"detail": f"no run {missing[0]} of yours"}, status=404)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.cache import cache
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -13,18 +13,10 @@ from django.views.decorators.http import require_POST
 from workbench.runs import services
 from workbench.runs.forms import RunEditForm
 from workbench.runs.models import Run, RunEvent
+from workbench.runs.selectors import run_for, runs_visible_to
 
 SPARK_POINTS = 40
 SPARK_WIDTH, SPARK_HEIGHT = 120, 28
-
-
-def _runs_for(user):
-    runs = Run.objects.select_related("owner", "dataset")
-    return runs if user.is_staff else runs.filter(owner=user)
-
-
-def _get_run_for_user(request, pk: int) -> Run:
-    return get_object_or_404(_runs_for(request.user), pk=pk)
 
 
 def _back(request, fallback: str = "run-list"):
@@ -99,7 +91,7 @@ def run_summary(run: Run) -> dict:
 
 
 def run_edit(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     form = RunEditForm(request.POST or None, instance=run)
     if request.method == "POST" and form.is_valid():
         Run.objects.filter(pk=run.pk).update(name=form.cleaned_data["name"], notes=form.cleaned_data["notes"])
@@ -109,7 +101,7 @@ def run_edit(request, pk: int):
 
 
 def run_delete(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     if request.method == "POST":
         try:
             services.run_delete(run=run)
@@ -123,7 +115,7 @@ def run_delete(request, pk: int):
 
 @require_POST
 def run_abort(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     try:
         services.run_abort(run=run)
     except services.RunError as error:
@@ -140,7 +132,7 @@ def run_abort(request, pk: int):
 def run_bulk(request):
     """Abort or delete the ticked runs; delete shows the list and asks before it acts."""
     ids = [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
-    runs = list(_runs_for(request.user).filter(pk__in=ids))
+    runs = list(runs_visible_to(request.user).filter(pk__in=ids))
     action = request.POST.get("action", "")
     if not runs:
         messages.error(request, "Tick at least one run first.")

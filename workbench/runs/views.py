@@ -5,14 +5,10 @@ from django.views.decorators.http import require_POST
 
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_positions
+from workbench.runs.selectors import runs_visible_to
 from workbench.runs.services import queue_scheduling
 
 FILTERS = ("state", "network", "dataset")
-
-
-def _runs_for(user):
-    runs = Run.objects.select_related("owner", "dataset").prefetch_related("devices__host")
-    return runs if user.is_staff else runs.filter(owner=user)
 
 
 SORTS = {
@@ -27,7 +23,7 @@ SORTS = {
 def run_list(request):
     from workbench.runs.manage_views import run_summary
 
-    runs = _runs_for(request.user)
+    runs = runs_visible_to(request.user).prefetch_related("devices__host")
     chosen = {name: request.GET.get(name, "") for name in (*FILTERS, "owner", "sweep", "sort", "group")}
     if chosen["state"]:
         runs = runs.filter(state=chosen["state"])
@@ -51,7 +47,7 @@ def run_list(request):
             {"sweep": sweep, "rows": members, "ids": ",".join(str(run.pk) for run, _ in members)}
             for sweep, members in sorted(by_sweep.items(), key=lambda item: (item[0] == "", item[0]))
         ]
-    everything = _runs_for(request.user)
+    everything = runs_visible_to(request.user).prefetch_related("devices__host")
     context = {
         "runs": [run for run, _ in rows],
         "groups": groups,

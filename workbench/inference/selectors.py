@@ -1,0 +1,18 @@
+"""Reads of inference jobs, with the one rule of who may see one: its owner, and staff."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from workbench.inference.models import InferenceJob
+
+
+def jobs_visible_to(user) -> QuerySet[InferenceJob]:
+    jobs = InferenceJob.objects.select_related("run", "owner")
+    return jobs if user.is_staff else jobs.filter(owner=user)
+
+
+def job_for(user, pk: int) -> InferenceJob:
+    """The job, or Http404 for both a missing one and someone else's."""
+    return get_object_or_404(jobs_visible_to(user), pk=pk)
