@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 import zipfile
 
 import numpy as np
@@ -14,6 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from PIL import Image
 
+from tests.support.waiting import wait_until
 from tests.workbench.inference.conftest import val_images
 from trainer.inference import load_checkpoint_classifier
 from workbench.inference import engine, services
@@ -23,13 +23,11 @@ pytestmark = [pytest.mark.slow]
 
 
 def wait_done(client, job_id: int, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished() -> dict | None:
         job = client.get(reverse("api-inference-job", args=[job_id])).json()
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.3)
-    pytest.fail(f"job {job_id} did not finish: {job}")
+        return job if job["state"] in ("done", "failed") else None
+
+    return wait_until(finished, what=f"inference job {job_id} to finish", timeout=timeout, interval=0.3)
 
 
 def archive(files: dict[str, bytes]) -> SimpleUploadedFile:

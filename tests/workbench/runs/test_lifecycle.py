@@ -1,9 +1,8 @@
 """Runs through a real worker: queued, started on the CPU, trained by the real trainer, done."""
 
-import time
-
 import pytest
 
+from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.runs import series
 from workbench.runs.models import Device, Run
@@ -12,20 +11,10 @@ from workbench.runs.services import run_submit
 pytestmark = [pytest.mark.slow]
 
 
-def wait_for_state(run: Run, states: set[str], timeout: float = 120) -> Run:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.state in states:
-            return run
-        time.sleep(0.25)
-    pytest.fail(f"run {run.pk} still {run.state} after {timeout} s ({run.wait_reason or run.error})")
-
-
 def test_it_trains_a_run_on_the_cpu_to_done(celery_worker, transactional_db, owner, make_dataset):
     dataset = make_dataset(owner)
     run = run_submit(owner=owner, dataset=dataset, name="tiny", network="lenet", config=TINY_CONFIG, gpus="cpu")
-    wait_for_state(run, {Run.State.DONE, Run.State.FAILED}, timeout=180)
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=180)
     assert run.state == Run.State.DONE, run.error + run.log_path.read_text()[-2000:]
     assert [t.to_state for t in run.transitions.all() if t.to_state != "waiting"] == ["queued", "running", "done"]
     steps = list(run.events.filter(kind="metrics").values_list("step", flat=True))
@@ -64,7 +53,7 @@ def test_it_records_system_samples_beside_the_trainer(celery_worker, transaction
     dataset = make_dataset(owner, train=96)
     config = {**TINY_CONFIG, "epochs": 30}
     run = run_submit(owner=owner, dataset=dataset, name="sampled", network="lenet", config=config, gpus="cpu")
-    wait_for_state(run, {Run.State.DONE, Run.State.FAILED}, timeout=180)
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=180)
     assert run.state == Run.State.DONE, run.error
     samples = list(run.events.filter(kind="system"))
     assert samples, "no system event while the run trained"

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: waiting on real processes, test data builders."""
