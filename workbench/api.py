@@ -24,18 +24,19 @@ def me(request):
 
 
 class ThrottledObtainAuthToken(ObtainAuthToken):
-    """POST username and password, get the API token; failures count like the login page's."""
+    """POST username and password, get the API token.
+
+    The password check goes through the throttled authentication backend like every login; the
+    early lock check here only turns a locked account into a 429 instead of a generic 400.
+    """
 
     def post(self, request, *args, **kwargs):
         username = str(request.data.get("username", ""))
-        ip = throttle.client_ip(request)
-        if throttle.login_locked(username=username, ip=ip):
+        if throttle.login_locked(username=username, ip=throttle.client_ip(request)):
             return Response({"detail": throttle.locked_message()}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         serializer = self.get_serializer(data=request.data)
         if not serializer.is_valid():
-            throttle.login_failed(username=username, ip=ip)
             return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)
-        throttle.login_succeeded(username=username)
         token, _ = Token.objects.get_or_create(user=serializer.validated_data["user"])
         return Response({"token": token.key})
 

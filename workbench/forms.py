@@ -1,25 +1,31 @@
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 
 from workbench import throttle
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
-    """Django's login form, refusing attempts once an account or an address failed too often."""
+class ThrottleMessageMixin:
+    """Says "too many attempts" on a locked account or address instead of "wrong password".
+
+    Only the message: counting and refusing happen in throttle.ThrottledModelBackend, which every
+    password check passes through, so a form without this mixin is refused all the same.
+    """
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
-        ip = throttle.client_ip(self.request)
-        if throttle.login_locked(username=username, ip=ip):
+        if throttle.login_locked(username=username, ip=throttle.client_ip(self.request)):
             raise forms.ValidationError(throttle.locked_message(), code="throttled")
-        try:
-            cleaned = super().clean()
-        except forms.ValidationError:
-            throttle.login_failed(username=username, ip=ip)
-            raise
-        throttle.login_succeeded(username=username)
-        return cleaned
+        return super().clean()
+
+
+class ThrottledAuthenticationForm(ThrottleMessageMixin, AuthenticationForm):
+    """The workbench's login page form."""
+
+
+class ThrottledAdminAuthenticationForm(ThrottleMessageMixin, AdminAuthenticationForm):
+    """The admin site's login form (staff accounts only), with the same throttle message."""
 
 
 class FirstAdminForm(UserCreationForm):

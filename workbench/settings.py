@@ -154,6 +154,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# One backend, the throttled one: every password check (login page, admin, API token, whatever
+# comes next) is counted and refused by the same login throttle (workbench/throttle.py).
+AUTHENTICATION_BACKENDS = ["workbench.throttle.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

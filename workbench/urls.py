@@ -3,6 +3,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from workbench import api, views
+from workbench.forms import ThrottledAdminAuthenticationForm
+
+# The throttle itself is in the authentication backend; this form only gives the admin login
+# the same "too many attempts" message as the login page.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 api_patterns = [
     path("me/", api.me, name="api-me"),

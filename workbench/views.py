@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView
@@ -61,6 +62,6 @@ def first_admin(request):
             user.is_staff = True
             user.is_superuser = True
             user.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        login(request, user, backend=settings.AUTHENTICATION_BACKENDS[0])
         return redirect("home")
     return render(request, "workbench/first_admin.html", {"form": form})

@@ -128,3 +128,52 @@ def test_it_resets_the_account_count_after_a_success(client, owner):
         client.post(reverse("login"), {"username": "alice", "password": "wrong"})
         assert client.post(reverse("login"), {"username": "alice", "password": PASSWORD}).status_code == 302
         client.logout()
+
+
+WRONG_ATTEMPTS = 30
+
+
+def _admin_login(client, password: str):
+    return client.post(reverse("admin:login"), {"username": "carol", "password": password, "next": "/admin/"})
+
+
+def _assert_locked_everywhere(client):
+    """The right password is refused on every way in while the account is locked."""
+    page = client.post(reverse("login"), {"username": "carol", "password": PASSWORD})
+    assert "Too many failed sign-in attempts" in page.content.decode()
+    assert client.post(reverse("api-token"), {"username": "carol", "password": PASSWORD}).status_code == 429
+    admin_page = _admin_login(client, PASSWORD)
+    assert admin_page.status_code == 200  # the form again, not the redirect into the admin
+    assert "Too many failed sign-in attempts" in admin_page.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_it_counts_admin_login_failures_for_every_way_in(client, staff_user):
+    for _ in range(WRONG_ATTEMPTS):
+        assert _admin_login(client, "wrong").status_code == 200
+    _assert_locked_everywhere(client)
+
+
+@pytest.mark.parametrize("way_in", ["login", "api-token"])
+def test_it_locks_the_admin_login_after_failures_elsewhere(client, staff_user, way_in):
+    for _ in range(WRONG_ATTEMPTS):
+        client.post(reverse(way_in), {"username": "carol", "password": "wrong"})
+    _assert_locked_everywhere(client)
+
+
+def test_it_lets_staff_into_the_admin_when_not_locked(client, staff_user):
+    response = _admin_login(client, PASSWORD)
+    assert response.status_code == 302
+    assert client.get("/admin/").status_code == 200
+
+
+def test_it_throttles_in_the_authentication_backend_itself(rf, owner, settings):
+    # Any future way in that calls django.contrib.auth.authenticate() (DRF basic auth, a new
+    # view, a websocket login) is counted and refused without doing anything itself.
+    from django.contrib.auth import authenticate
+
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    for _ in range(3):
+        assert authenticate(rf.post("/"), username="alice", password="wrong") is None
+    assert authenticate(rf.post("/"), username="alice", password=PASSWORD) is None
+    assert authenticate(rf.post("/", REMOTE_ADDR="10.1.2.3"), username="alice", password=PASSWORD) is None
