@@ -27,6 +27,7 @@ import numpy as np
 from PIL import Image
 
 from datasets.images import ImageRefused, prepare_image, set_max_pixels
+from datasets.names import os_error_text
 from trainer.datum import encode_datum, write_mean_blobproto
 
 FORMAT_VERSION = 1
@@ -111,7 +112,7 @@ def process_chunk(items: list[tuple[int, str, int, bool]], options: ImageOptions
             results.append((seq, None, str(exc)))
             continue
         except Exception as exc:  # noqa: BLE001 -- one odd file must never end a build
-            results.append((seq, None, f"image cannot be processed ({type(exc).__name__}: {exc})"))
+            results.append((seq, None, f"image cannot be processed ({type(exc).__name__}: {os_error_text(exc)})"))
             continue
         value = encode_datum(pixels, label, encoding=options.encoding)
         if buffer is not None and offset + len(value) <= len(buffer):

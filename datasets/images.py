@@ -23,6 +23,8 @@ from typing import BinaryIO
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from datasets.names import os_error_text
+
 RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
 # Formats a dataset may contain; anything else is "not an image" even if Pillow could open it.
 FORMATS = ("JPEG", "PNG", "BMP", "GIF", "TIFF", "WEBP", "PPM")
@@ -77,7 +79,7 @@ def load_image(
     except FileNotFoundError:
         raise ImageRefused("file not found") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        message = str(exc) or type(exc).__name__
+        message = os_error_text(exc)  # an OSError's file name is the path: never in a reason
         if "truncated" in message.lower():
             raise ImageRefused(f"truncated image ({message})") from None
         raise ImageRefused(f"image cannot be decoded ({message})") from None

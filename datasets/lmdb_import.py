@@ -29,6 +29,7 @@ from datasets.build import (
     write_metadata,
 )
 from datasets.images import set_max_pixels
+from datasets.names import os_error_text
 from datasets.sources import SourceError, read_labels_file
 from trainer.datum import DatumError, decode_datum
 
@@ -167,7 +168,8 @@ def _child(sources, out_dir, name, labels, max_pixels, messages) -> None:
     except (BuildError, SourceError) as exc:
         messages.put(("error", str(exc)))
     except Exception as exc:  # noqa: BLE001 -- reported to the user, not lost in a child
-        messages.put(("error", f"LMDB import failed: {type(exc).__name__}: {exc}"))
+        # An OSError would name the temp folder being written (the service scrubs other text).
+        messages.put(("error", f"LMDB import failed: {type(exc).__name__}: {os_error_text(exc)}"))
     else:
         messages.put(("done", result))
 

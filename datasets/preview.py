@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.archives import ArchiveError, archive_kind, safe_member_path
+from datasets.archives import ArchiveError, archive_kind, open_zip, safe_member_path
 from datasets.images import ImageRefused, load_image, prepare_image, resize_image, to_array, to_png_bytes
+from datasets.names import is_utf8, os_error_text
 from datasets.sources import SourceError, read_labels_file
 from trainer.datum import DatumError, DatumLMDB
 
@@ -24,10 +25,11 @@ def _data_url(array: np.ndarray) -> str:
 
 
 def _folder_candidates(root: Path):
+    # The same names as a build leaves out (datasets.sources): hidden, and not UTF-8.
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__MACOSX")
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__MACOSX" and is_utf8(d))
         for name in sorted(filenames):
-            if not name.startswith("."):
+            if not name.startswith(".") and is_utf8(name):
                 path = Path(dirpath) / name
                 if path.is_file() and not path.is_symlink():
                     yield str(path.relative_to(root)), path
@@ -49,18 +51,14 @@ def _textlist_candidates(list_path: Path, image_folder: Path | None, roots: list
 def _archive_candidates(path: Path):
     kind = archive_kind(path)
     if kind == "zip":
-        with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                safe_member_path(info.filename)
-                if info.is_dir() or info.file_size > MAX_MEMBER_BYTES:
-                    continue
-                with archive.open(info) as member:
-                    data = member.read(MAX_MEMBER_BYTES + 1)
-                if len(data) <= MAX_MEMBER_BYTES:
-                    yield info.filename, data
+        with open(path, "rb") as fh:
+            archive, not_utf8 = open_zip(fh)  # members named in bytes that are not UTF-8 are left out
+            yield from _zip_candidates(archive, not_utf8)
     elif kind == "tar":
-        with tarfile.open(path, mode="r|*") as archive:
+        with tarfile.open(path, mode="r|*", encoding="utf-8", errors="surrogateescape") as archive:
             for member in archive:
+                if not is_utf8(member.name):
+                    continue
                 safe_member_path(member.name)
                 if not member.isreg() or member.size > MAX_MEMBER_BYTES:
                     continue
@@ -70,6 +68,20 @@ def _archive_candidates(path: Path):
                     yield member.name, data
     else:
         raise ArchiveError(f"{path.name}: not a zip or tar archive")
+
+
+def _zip_candidates(archive: zipfile.ZipFile, not_utf8: dict[int, bytes]):
+    with archive:
+        for info in archive.infolist():
+            if info.header_offset in not_utf8:
+                continue
+            safe_member_path(info.filename)
+            if info.is_dir() or info.file_size > MAX_MEMBER_BYTES:
+                continue
+            with archive.open(info) as member:
+                data = member.read(MAX_MEMBER_BYTES + 1)
+            if len(data) <= MAX_MEMBER_BYTES:
+                yield info.filename, data
 
 
 def _first_record(lmdb_path: Path) -> dict:
@@ -118,6 +130,14 @@ def resize_preview(
         candidates = _textlist_candidates(path, image_folder, allowed_roots)
     else:
         candidates = _archive_candidates(path)
+    try:
+        return _first_image(candidates, width=width, height=height, channels=channels, resize_mode=resize_mode)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, RuntimeError, UnicodeDecodeError) as exc:
+        # A damaged upload is the user's problem to hear about, not a server error.
+        raise ArchiveError(f"{path.name}: damaged archive ({os_error_text(exc)})") from None
+
+
+def _first_image(candidates, *, width: int, height: int, channels: int, resize_mode: str) -> dict:
     problems = []
     for tries, (name, source) in enumerate(candidates):
         if tries >= MAX_TRIES:
@@ -129,7 +149,7 @@ def resize_preview(
             image.close()
             resized = resize_image(original, height, width, resize_mode, rng=np.random.default_rng(0))
         except (ImageRefused, OSError) as exc:
-            problems.append(f"{name}: {exc}")
+            problems.append(f"{name}: {os_error_text(exc)}")  # an OSError's own text holds the full path
             continue
         return {
             "file": name,

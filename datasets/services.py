@@ -22,6 +22,7 @@ from datasets.archives import ArchiveError, Caps, extract_archive
 from datasets.build import BuildCancelled, BuildError, BuildResult, ImageOptions, build_lmdbs, default_workers
 from datasets.lmdb_import import digits_sources, import_lmdbs
 from datasets.models import Dataset
+from datasets.names import os_error_text, readable, without_paths
 from datasets.sources import SourceError, SplitOptions, plan_folder, plan_text_lists, unwrap_single_folder
 from datasets.uploads import upload_delete
 
@@ -266,6 +267,8 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
         archive = Path(source["path"])
         if not source.get("upload"):
             _check_roots(dataset, archive)
+        # Messages call it by the name the user knows: the uploaded file's, not the upload area's.
+        display_name = source.get("filename") or archive.name
         caps = Caps(
             max_bytes=limits.ARCHIVE_MAX_BYTES,
             max_members=limits.ARCHIVE_MAX_MEMBERS,
@@ -281,9 +284,13 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
                 if should_stop():
                     raise BuildCancelled()
 
-        extract_archive(archive, scratch, caps, tick=tick)
+        extracted = extract_archive(archive, scratch, caps, tick=tick, display_name=display_name)
         root = unwrap_single_folder(scratch)
-        plan = plan_folder(root, options)
+        plan = plan_folder(root, options, display_name=display_name)
+        # Skipped paths are named as inside the archive, wrapper folder included.
+        wrapper = root.relative_to(scratch)
+        plan.skipped = extracted["skipped"] + [{**s, "path": str(wrapper / s["path"])} for s in plan.skipped]
+        root = scratch
     elif dataset.kind == Dataset.Kind.FOLDER:
         root = Path(source["path"])
         val, test = _optional_path(source.get("val")), _optional_path(source.get("test"))
@@ -374,6 +381,22 @@ def _fail(pk: int, attempt: int, message: str) -> None:
     _this_build(pk, attempt).update(status=Dataset.Status.FAILED, error=message[:4000], finished_at=timezone.now())
 
 
+def _internal_folders(dataset: Dataset, *folders: Path) -> dict[str, str]:
+    """Folders of the data dir that a build's messages must not show, and what shows instead:
+    the build's temp folders vanish (paths become relative to the archive), an upload is called
+    by its file name, the datasets and uploads areas by "<data dir>/..."."""
+    names = {str(folder): "" for folder in folders}
+    if dataset.source.get("upload") and dataset.source.get("path"):
+        names[dataset.source["path"]] = dataset.source.get("filename") or "the upload"
+    for area in (datasets_root(), Path(settings.DATA_DIR) / "uploads"):
+        names[str(area)] = names[str(area.resolve())] = f"<data dir>/{area.name}"
+    return names
+
+
+def _public(text: str, internal: dict[str, str]) -> str:
+    return readable(without_paths(text, internal))  # readable: JSON and the database take only UTF-8
+
+
 def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | None = None) -> str:
     """Build a pending dataset; returns its final status. A duplicate delivery does nothing.
 
@@ -403,6 +426,7 @@ def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | Non
     temp = root / f".{dataset.pk}.building-{nonce}"
     scratch = root / f".{dataset.pk}.extract-{nonce}"
     progress = _Progress(dataset)
+    internal = _internal_folders(dataset, temp, scratch)
 
     def stopped() -> bool:
         return _stopped(dataset_id, attempt)
@@ -413,7 +437,10 @@ def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | Non
             result, source_root = _build_lmdb(dataset, temp, progress, stopped), None
         else:
             result, source_root = _build_images(dataset, temp, scratch, progress, stopped)
-        skipped = [{**s, "path": _relative(s["path"], source_root)} for s in result.skipped]
+        # The one place a build's report is made public: no internal folder leaves it (the
+        # messages are written not to hold one; this also covers text from libraries).
+        skipped = [{**s, "path": _public(_relative(s["path"], source_root), internal)} for s in result.skipped]
+        skipped = [{**s, "reason": _public(s["reason"], internal)} for s in skipped]
         (temp / "skipped.json").write_text(json.dumps(skipped, indent=1, ensure_ascii=False), encoding="utf-8")
         _write_log(temp, dataset, result, skipped, time.monotonic() - started)
         size = _folder_size(temp)
@@ -442,10 +469,13 @@ def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | Non
         log.info("dataset %s: build cancelled", dataset_id)
     except (BuildError, SourceError, ArchiveError) as exc:
         log.info("dataset %s: build failed: %s", dataset_id, exc)
-        _fail(dataset_id, attempt, str(exc))
+        _fail(dataset_id, attempt, _public(str(exc), internal))
     except Exception as exc:
+        # The traceback goes to the log; the user reads the kind of error, never its raw text,
+        # which can hold internal paths or another library's internals.
         log.exception("dataset %s: build crashed", dataset_id)
-        _fail(dataset_id, attempt, f"Internal error while building: {type(exc).__name__}: {exc}")
+        what = type(exc).__name__ + (f": {os_error_text(exc)}" if isinstance(exc, OSError) else "")
+        _fail(dataset_id, attempt, f"Internal error while building ({what}); see the server log.")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets.archives import archive_kind
+from datasets.names import NOT_UTF8, is_utf8, readable
 
 KINDS = ("folder", "archive", "textlist", "lmdb", "digits")
 SPLITS = ("train", "val", "test")
@@ -92,7 +93,10 @@ def _class_files(class_dir: Path, root: Path, skipped: list[dict]) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(class_dir, followlinks=False):
         for name in sorted(dirnames):
             full = Path(dirpath) / name
-            if _hidden(name) or name in IGNORED_FOLDERS:
+            if not is_utf8(name):
+                skipped.append({"path": readable(str(full.relative_to(root))), "reason": NOT_UTF8})
+                dirnames.remove(name)
+            elif _hidden(name) or name in IGNORED_FOLDERS:
                 skipped.append({"path": str(full.relative_to(root)), "reason": "hidden folder ignored"})
                 dirnames.remove(name)
             elif full.is_symlink():
@@ -102,7 +106,9 @@ def _class_files(class_dir: Path, root: Path, skipped: list[dict]) -> list[str]:
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = str(full.relative_to(root))
-            if _hidden(name):
+            if not is_utf8(name):
+                skipped.append({"path": readable(rel), "reason": NOT_UTF8})
+            elif _hidden(name):
                 skipped.append({"path": rel, "reason": "hidden file ignored"})
             elif full.is_symlink():
                 skipped.append({"path": rel, "reason": "symbolic link not followed"})
@@ -120,6 +126,9 @@ def scan_class_folders(root: Path, skipped: list[dict]) -> dict[str, list[str]]:
     classes: dict[str, list[str]] = {}
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
         if entry.name in IGNORED_FOLDERS:
+            continue
+        if not is_utf8(entry.name):  # a class name becomes a label: it must be UTF-8 text
+            skipped.append({"path": readable(entry.name), "reason": NOT_UTF8})
             continue
         if _hidden(entry.name):
             skipped.append({"path": entry.name, "reason": "hidden folder or file is not a class"})
@@ -202,11 +211,18 @@ def _check_same_classes(kind: str, other: dict[str, list[str]], labels: list[str
 
 
 def plan_folder(
-    root: Path, options: SplitOptions, *, val_folder: Path | None = None, test_folder: Path | None = None
+    root: Path,
+    options: SplitOptions,
+    *,
+    val_folder: Path | None = None,
+    test_folder: Path | None = None,
+    display_name: str | None = None,
 ) -> Plan:
+    """`display_name` is what messages call `root` (an archive's name rather than the folder it
+    was extracted into); the default is the path itself, which the user gave."""
     skipped: list[dict] = []
     by_class = scan_class_folders(root, skipped)
-    _drop_small_classes(by_class, options, skipped, str(root))
+    _drop_small_classes(by_class, options, skipped, display_name or str(root))
     labels = sorted(by_class)
     extras = {}
     for kind, folder in (("val", val_folder), ("test", test_folder)):
