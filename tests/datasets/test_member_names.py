@@ -228,3 +228,28 @@ def test_it_gives_a_reason_without_the_server_path_for_an_unreadable_list_entry(
     assert dataset.status == "ready", dataset.error
     [skipped] = services.dataset_skipped(dataset=dataset)
     assert skipped == {"path": "a/folder.png", "split": "train", "reason": "image cannot be decoded (Is a directory)"}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_it_builds_an_uploaded_latin1_tar_through_the_worker(celery_worker, owner, client, tmp_path):
+    import time
+
+    client.force_login(owner)
+    archive = _tar_with_latin1_name(tmp_path / "latin1.tar.gz")
+    with archive.open("rb") as fh:
+        response = client.post("/api/datasets/", {"name": "w", "archive": fh, "image_width": 6, "image_height": 6})
+    assert response.status_code == 201, response.content[:300]
+    pk = response.json()["id"]
+    deadline = time.monotonic() + 90
+    while Dataset.objects.get(pk=pk).status not in ("ready", "failed"):
+        assert time.monotonic() < deadline, "the worker never finished the build"
+        time.sleep(0.2)
+    body = client.get(f"/api/datasets/{pk}/").json()
+    assert body["status"] == "ready", body["error"]
+    skipped = client.get(f"/datasets/{pk}/skipped.json").json()
+    assert [s["path"] for s in skipped] == ["a/caf\\xe9.png", "\\xe9t\\xe9/1.png", "\\xe9t\\xe9/2.png"]
+    page = client.get(f"/datasets/{pk}/").content.decode()
+    assert "a/caf\\xe9.png" in page
+    _assert_no_internal_path(json.dumps(skipped) + body["error"])
+    assert ".extract-" not in page and ".building-" not in page
