@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from datasets import limits
 from datasets.archives import archive_kind
 from datasets.models import Dataset
 from datasets.services import OPTION_FIELDS
@@ -46,8 +46,8 @@ class DatasetForm(forms.Form):
     image_folder = forms.CharField(required=False, max_length=4096, label="Image folder for relative paths")
     val_path = forms.CharField(required=False, max_length=4096, label="Separate validation folder/list/LMDB")
     test_path = forms.CharField(required=False, max_length=4096, label="Separate test folder/list/LMDB")
-    image_width = forms.IntegerField(min_value=1, max_value=limits.MAX_IMAGE_SIDE)
-    image_height = forms.IntegerField(min_value=1, max_value=limits.MAX_IMAGE_SIDE)
+    image_width = forms.IntegerField(min_value=1, max_value=settings.MAX_IMAGE_SIDE)
+    image_height = forms.IntegerField(min_value=1, max_value=settings.MAX_IMAGE_SIDE)
     channels = forms.TypedChoiceField(choices=[(3, "3 (colour)"), (1, "1 (grayscale)")], coerce=int)
     resize_mode = forms.ChoiceField(choices=Dataset.ResizeMode.choices)
     encoding = forms.ChoiceField(choices=Dataset.Encoding.choices)

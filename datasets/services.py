@@ -17,7 +17,6 @@ from django.db import transaction
 from django.db.models import F, ProtectedError
 from django.utils import timezone
 
-from datasets import limits
 from datasets.archives import ArchiveError, Caps, extract_archive
 from datasets.build import BuildCancelled, BuildError, BuildResult, ImageOptions, build_lmdbs, default_workers
 from datasets.lmdb_import import digits_sources, import_lmdbs
@@ -270,10 +269,10 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
         # Messages call it by the name the user knows: the uploaded file's, not the upload area's.
         display_name = source.get("filename") or archive.name
         caps = Caps(
-            max_bytes=limits.ARCHIVE_MAX_BYTES,
-            max_members=limits.ARCHIVE_MAX_MEMBERS,
-            max_ratio=limits.ARCHIVE_MAX_RATIO,
-            ratio_grace_bytes=limits.ARCHIVE_RATIO_GRACE_BYTES,
+            max_bytes=settings.ARCHIVE_MAX_BYTES,
+            max_members=settings.ARCHIVE_MAX_MEMBERS,
+            max_ratio=settings.ARCHIVE_MAX_RATIO,
+            ratio_grace_bytes=settings.ARCHIVE_RATIO_GRACE_BYTES,
         )
         last_check = time.monotonic()
 
@@ -308,8 +307,8 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
         )
         root = image_folder or train.parent
     progress(0, plan.total, 0.0)
-    workers = limits.BUILD_WORKERS or default_workers()
-    if plan.total <= limits.INLINE_BUILD_MAX_IMAGES:
+    workers = settings.DATASET_BUILD_WORKERS or default_workers()
+    if plan.total <= settings.DATASET_INLINE_MAX_IMAGES:
         workers = 0
     image_options = ImageOptions(
         width=dataset.image_width,
@@ -325,7 +324,7 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
         name=dataset.name,
         options=image_options,
         workers=workers,
-        max_pixels=limits.MAX_IMAGE_PIXELS,
+        max_pixels=settings.MAX_IMAGE_PIXELS,
         progress=progress,
         should_stop=should_stop,
     )
@@ -351,7 +350,7 @@ def _build_lmdb(dataset: Dataset, out_dir: Path, progress, should_stop) -> Build
         out_dir,
         name=dataset.name,
         labels_file=labels_file,
-        max_pixels=limits.MAX_IMAGE_PIXELS,
+        max_pixels=settings.MAX_IMAGE_PIXELS,
         progress=progress,
         should_stop=should_stop,
     )

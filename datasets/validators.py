@@ -8,8 +8,6 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from datasets import limits
-
 SIZE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
@@ -51,8 +49,8 @@ def parse_image_size(raw: str) -> tuple[int, int]:
 
 
 def validate_image_side(value: int) -> None:
-    if not 1 <= value <= limits.MAX_IMAGE_SIDE:
-        raise ValidationError(f"Image sides must be between 1 and {limits.MAX_IMAGE_SIDE} pixels, not {value}.")
+    if not 1 <= value <= settings.MAX_IMAGE_SIDE:
+        raise ValidationError(f"Image sides must be between 1 and {settings.MAX_IMAGE_SIDE} pixels, not {value}.")
 
 
 def validate_percent_pair(val_percent: int, test_percent: int) -> None:

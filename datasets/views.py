@@ -7,7 +7,6 @@ from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from datasets import limits
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
@@ -49,7 +48,7 @@ def _wizard_context(form) -> dict:
         "form": form,
         "import_roots": allowed_roots_text(),
         "max_upload_bytes": settings.MAX_UPLOAD_BYTES,
-        "max_side": limits.MAX_IMAGE_SIDE,
+        "max_side": settings.MAX_IMAGE_SIDE,
     }
 
 

@@ -188,6 +188,26 @@ MAX_UPLOAD_BYTES = env_int("WORKBENCH_MAX_UPLOAD_BYTES", 20 * 1024**3, minimum=1
 # Folders on this server that users may import datasets from.
 IMPORT_ROOTS = env_path_list("WORKBENCH_IMPORT_ROOTS")
 
+# What a dataset import may cost. An archive is refused as soon as what it expands to passes any
+# of these, counted on the bytes really written while streaming (headers can lie).
+ARCHIVE_MAX_BYTES = env_int("WORKBENCH_ARCHIVE_MAX_BYTES", 50 * 1024**3, minimum=1)
+ARCHIVE_MAX_MEMBERS = env_int("WORKBENCH_ARCHIVE_MAX_MEMBERS", 2_000_000, minimum=1)
+# Expanded bytes per archive byte read. Photos barely compress (~1.05x); a zip bomb is ~1000x.
+ARCHIVE_MAX_RATIO = env_float("WORKBENCH_ARCHIVE_MAX_RATIO", 100.0, minimum=1.0)
+# The ratio is only judged once this much has been expanded, so a tiny archive of text files
+# (which compress well) is not refused for a ratio that means nothing at that size.
+ARCHIVE_RATIO_GRACE_BYTES = env_int("WORKBENCH_ARCHIVE_RATIO_GRACE_BYTES", 1024**2, minimum=0)
+# Pillow's decompression-bomb limit, in pixels per image. Pillow warns above it and the import
+# turns the warning into a refusal (Pillow itself errors only at twice this).
+MAX_IMAGE_PIXELS = env_int("WORKBENCH_MAX_IMAGE_PIXELS", 89_478_485, minimum=1)
+# Largest output image side a user may ask for.
+MAX_IMAGE_SIDE = env_int("WORKBENCH_MAX_IMAGE_SIDE", 4096, minimum=1)
+# Builds of at most this many images run in the task's own process: starting worker processes
+# costs about a second, more than such a build takes.
+DATASET_INLINE_MAX_IMAGES = env_int("WORKBENCH_DATASET_INLINE_MAX_IMAGES", 64, minimum=0)
+# Worker processes per build; 0 means one per available core.
+DATASET_BUILD_WORKERS = env_int("WORKBENCH_DATASET_BUILD_WORKERS", 0, minimum=0)
+
 REST_FRAMEWORK = {
     # Token first: an API client without credentials gets 401 with a WWW-Authenticate header.
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -57,3 +57,24 @@ def test_it_defaults_to_sqlite_in_wal_mode_in_the_data_dir(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["sqlite", "wal", str(tmp_path / "db.sqlite3")]
     assert (tmp_path / "secret_key").exists()
+
+
+def test_it_reads_every_variable_in_the_settings_module_and_lists_it_in_the_readme():
+    # One settings module reads the environment; the README's table is the operator's reference.
+    import re
+
+    settings_source = (REPO_ROOT / "workbench" / "settings.py").read_text()
+    read_in_settings = set(re.findall(r'env_\w+\(\s*"([A-Z_]+)"', settings_source))
+    assert {"WORKBENCH_DATA_DIR", "WORKBENCH_ARCHIVE_MAX_BYTES", "DATABASE_URL"} <= read_in_settings
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert sorted(name for name in read_in_settings if f"`{name}`" not in readme) == []
+
+    readers = re.compile(r"os\.environ(?:\.get)?[\[(]\s*\"(WORKBENCH_[A-Z_]+)\"|env_\w+\(\s*\"([A-Z_]+)\"")
+    elsewhere = {}
+    for package in ("workbench", "datasets", "trainer"):
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            if path.name in {"settings.py", "env.py"} or "migrations" in path.parts:
+                continue
+            if found := readers.findall(path.read_text()):
+                elsewhere[str(path.relative_to(REPO_ROOT))] = found
+    assert elsewhere == {}

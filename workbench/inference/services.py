@@ -171,7 +171,6 @@ def _finish(job: InferenceJob, *, state: str, error: str = "", result: dict | No
 
 def _prepare_input(job: InferenceJob) -> dict:
     """The engine's spec; extracts an uploaded archive into `input/`."""
-    from datasets import limits
     from datasets.archives import ArchiveError, Caps, extract_archive
 
     spec = {
@@ -190,10 +189,10 @@ def _prepare_input(job: InferenceJob) -> dict:
     archive = job.folder / "upload.archive"
     if archive.exists():
         caps = Caps(
-            limits.ARCHIVE_MAX_BYTES,
-            limits.ARCHIVE_MAX_MEMBERS,
-            limits.ARCHIVE_MAX_RATIO,
-            limits.ARCHIVE_RATIO_GRACE_BYTES,
+            settings.ARCHIVE_MAX_BYTES,
+            settings.ARCHIVE_MAX_MEMBERS,
+            settings.ARCHIVE_MAX_RATIO,
+            settings.ARCHIVE_RATIO_GRACE_BYTES,
         )
         shutil.rmtree(job.folder / "input", ignore_errors=True)
         try:
