@@ -1,115 +1,110 @@
 // The dataset page: live build progress (polls the JSON API every second), the class
 // histogram (Plotly), and the paged gallery read from the LMDBs.
-(function () {
-  "use strict";
-  const root = document.getElementById("dataset");
-  if (!root) return;
-  const ACTIVE = ["pending", "building"];
+import { getJSON } from "../workbench/http.js";
 
-  function formatEta(seconds) {
-    if (seconds === null || seconds === undefined) return "–";
-    const s = Math.round(seconds);
-    if (s < 60) return `${s} s`;
-    if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
-    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-  }
+const root = document.getElementById("dataset");
+const ACTIVE = ["pending", "building"];
 
-  function setText(id, text) {
-    const el = document.getElementById(id);
-    if (el) el.textContent = text;
-  }
+function formatEta(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  const s = Math.round(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
 
-  async function poll() {
-    try {
-      const response = await fetch(root.dataset.apiUrl, { credentials: "same-origin" });
-      if (!response.ok) throw new Error(response.statusText);
-      const data = await response.json();
-      if (!ACTIVE.includes(data.status)) {
-        window.location.reload(); // the finished page shows counts, chart, gallery
-        return;
-      }
-      const p = data.progress;
-      const bar = document.getElementById("progress-bar");
-      if (bar) {
-        bar.style.width = `${p.percent}%`;
-        bar.parentElement.setAttribute("aria-valuenow", Math.round(p.percent));
-      }
-      setText("progress-done", p.done);
-      setText("progress-total", p.total);
-      setText("progress-rate", p.images_per_second.toFixed(1));
-      // Before the first image, the worker is still extracting the archive or listing files.
-      setText("progress-eta", p.total ? formatEta(p.eta_seconds) : "– (extracting and listing files)");
-      const status = document.querySelector("#dataset-status .status");
-      if (status) {
-        status.textContent = data.status;
-        status.className = `status status-${data.status}`;
-      }
-    } catch (err) {
-      setText("progress-eta", "(connection lost, retrying)");
+function setText(id, text) {
+  const el = document.getElementById(id);
+  if (el) el.textContent = text;
+}
+
+async function poll() {
+  try {
+    const data = await getJSON(root.dataset.apiUrl);
+    if (!ACTIVE.includes(data.status)) {
+      window.location.reload(); // the finished page shows counts, chart, gallery
+      return;
     }
-    window.setTimeout(poll, 1000);
+    const p = data.progress;
+    const bar = document.getElementById("progress-bar");
+    if (bar) {
+      bar.style.width = `${p.percent}%`;
+      bar.parentElement.setAttribute("aria-valuenow", Math.round(p.percent));
+    }
+    setText("progress-done", p.done);
+    setText("progress-total", p.total);
+    setText("progress-rate", p.images_per_second.toFixed(1));
+    // Before the first image, the worker is still extracting the archive or listing files.
+    setText("progress-eta", p.total ? formatEta(p.eta_seconds) : "– (extracting and listing files)");
+    const status = document.querySelector("#dataset-status .status");
+    if (status) {
+      status.textContent = data.status;
+      status.className = `status status-${data.status}`;
+    }
+  } catch (err) {
+    setText("progress-eta", "(connection lost, retrying)");
   }
+  window.setTimeout(poll, 1000);
+}
 
-  if (ACTIVE.includes(root.dataset.status)) window.setTimeout(poll, 1000);
+if (ACTIVE.includes(root.dataset.status)) window.setTimeout(poll, 1000);
 
-  function drawHistogram() {
-    const holder = document.getElementById("histogram");
-    const source = document.getElementById("chart-data");
-    if (!holder || !source || !window.Plotly) return;
-    const chart = JSON.parse(source.textContent);
-    const traces = Object.entries(chart.splits).map(([split, counts]) => ({
-      type: "bar", name: split, x: chart.labels, y: counts,
-    }));
-    window.Plotly.newPlot(holder, traces, {
-      barmode: "stack", margin: { t: 10, r: 10, b: 60, l: 50 },
-      xaxis: { type: "category", title: { text: "class" } }, yaxis: { title: { text: "images" } },
-      legend: { orientation: "h" },
-    }, { displaylogo: false, responsive: true });
-  }
+function drawHistogram() {
+  const holder = document.getElementById("histogram");
+  const source = document.getElementById("chart-data");
+  if (!holder || !source || !window.Plotly) return;
+  const chart = JSON.parse(source.textContent);
+  const traces = Object.entries(chart.splits).map(([split, counts]) => ({
+    type: "bar", name: split, x: chart.labels, y: counts,
+  }));
+  window.Plotly.newPlot(holder, traces, {
+    barmode: "stack", margin: { t: 10, r: 10, b: 60, l: 50 },
+    xaxis: { type: "category", title: { text: "class" } }, yaxis: { title: { text: "images" } },
+    legend: { orientation: "h" },
+  }, { displaylogo: false, responsive: true });
+}
 
-  const gallery = document.getElementById("gallery");
-  let page = 1;
-  let pages = 1;
+const gallery = document.getElementById("gallery");
+let page = 1;
+let pages = 1;
 
-  async function loadGallery() {
-    if (!gallery) return;
-    const split = document.getElementById("gallery-split").value;
-    const label = document.getElementById("gallery-label").value;
-    const url = new URL(root.dataset.galleryUrl, window.location.href);
-    url.searchParams.set("split", split);
-    url.searchParams.set("page", page);
-    if (label !== "") url.searchParams.set("label", label);
-    setText("gallery-page", "Loading…");
-    const response = await fetch(url, { credentials: "same-origin" });
-    const data = await response.json();
-    pages = Math.max(data.pages, 1);
-    page = data.page;
-    const labelNames = Array.from(document.getElementById("gallery-label").options).slice(1).map((o) => o.text);
-    gallery.replaceChildren(...data.items.map((item) => {
-      const figure = document.createElement("figure");
-      if (item.src) {
-        const img = document.createElement("img");
-        img.src = item.src;
-        img.alt = `${item.key}`;
-        img.title = `${item.key}`;
-        figure.append(img);
-      }
-      const caption = document.createElement("figcaption");
-      caption.textContent = item.error ? item.error : (labelNames[item.label] ?? item.label);
-      figure.append(caption);
-      return figure;
-    }));
-    setText("gallery-page", `page ${page} of ${pages} (${data.total} images)`);
-    document.getElementById("gallery-prev").disabled = page <= 1;
-    document.getElementById("gallery-next").disabled = page >= pages;
-  }
+async function loadGallery() {
+  if (!gallery) return;
+  const split = document.getElementById("gallery-split").value;
+  const label = document.getElementById("gallery-label").value;
+  const url = new URL(root.dataset.galleryUrl, window.location.href);
+  url.searchParams.set("split", split);
+  url.searchParams.set("page", page);
+  if (label !== "") url.searchParams.set("label", label);
+  setText("gallery-page", "Loading…");
+  const data = await getJSON(url);
+  pages = Math.max(data.pages, 1);
+  page = data.page;
+  const labelNames = Array.from(document.getElementById("gallery-label").options).slice(1).map((o) => o.text);
+  gallery.replaceChildren(...data.items.map((item) => {
+    const figure = document.createElement("figure");
+    if (item.src) {
+      const img = document.createElement("img");
+      img.src = item.src;
+      img.alt = `${item.key}`;
+      img.title = `${item.key}`;
+      figure.append(img);
+    }
+    const caption = document.createElement("figcaption");
+    caption.textContent = item.error ? item.error : (labelNames[item.label] ?? item.label);
+    figure.append(caption);
+    return figure;
+  }));
+  setText("gallery-page", `page ${page} of ${pages} (${data.total} images)`);
+  document.getElementById("gallery-prev").disabled = page <= 1;
+  document.getElementById("gallery-next").disabled = page >= pages;
+}
 
-  if (gallery) {
-    document.getElementById("gallery-split").addEventListener("change", () => { page = 1; loadGallery(); });
-    document.getElementById("gallery-label").addEventListener("change", () => { page = 1; loadGallery(); });
-    document.getElementById("gallery-prev").addEventListener("click", () => { page -= 1; loadGallery(); });
-    document.getElementById("gallery-next").addEventListener("click", () => { page += 1; loadGallery(); });
-    loadGallery();
-  }
-  window.addEventListener("load", drawHistogram);
-})();
+if (gallery) {
+  document.getElementById("gallery-split").addEventListener("change", () => { page = 1; loadGallery(); });
+  document.getElementById("gallery-label").addEventListener("change", () => { page = 1; loadGallery(); });
+  document.getElementById("gallery-prev").addEventListener("click", () => { page -= 1; loadGallery(); });
+  document.getElementById("gallery-next").addEventListener("click", () => { page += 1; loadGallery(); });
+  loadGallery();
+}
+window.addEventListener("load", drawHistogram);

@@ -1,226 +1,202 @@
 // The "New dataset" wizard: steps, archive upload with progress, resize preview, summary.
 // Without JavaScript the form still works (all steps shown, server paths only).
-(function () {
-  "use strict";
-  const form = document.getElementById("dataset-wizard");
-  if (!form) return;
-  form.classList.add("js");
-  const steps = Array.from(form.querySelectorAll(".step"));
-  const labels = Array.from(document.querySelectorAll(".wizard-steps li"));
-  const nav = form.querySelector(".wizard-nav");
-  const back = document.getElementById("wizard-back");
-  const next = document.getElementById("wizard-next");
-  const csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
-  const uploadField = form.querySelector("input[name=upload]");
-  const sourcePath = form.querySelector("[name=source_path]");
-  let current = 0;
+import { getJSON, postForm, sendJSON, sendWithProgress } from "../workbench/http.js";
 
-  function sourceChoice() {
-    return form.querySelector("input[name=source_choice]:checked").value;
-  }
+const form = document.getElementById("dataset-wizard");
+form.classList.add("js");
+const steps = Array.from(form.querySelectorAll(".step"));
+const labels = Array.from(document.querySelectorAll(".wizard-steps li"));
+const nav = form.querySelector(".wizard-nav");
+const back = document.getElementById("wizard-back");
+const next = document.getElementById("wizard-next");
+const uploadField = form.querySelector("input[name=upload]");
+const sourcePath = form.querySelector("[name=source_path]");
+let current = 0;
 
-  function showSourceChoice() {
-    const choice = sourceChoice();
-    form.querySelectorAll("[data-source]").forEach((el) => { el.hidden = el.dataset.source !== choice; });
-  }
+function sourceChoice() {
+  return form.querySelector("input[name=source_choice]:checked").value;
+}
 
-  function show(index) {
-    current = Math.max(0, Math.min(index, steps.length - 1));
-    steps.forEach((step, i) => step.classList.toggle("current", i === current));
-    labels.forEach((li, i) => {
-      li.classList.toggle("current", i === current);
-      li.classList.toggle("done", i < current);
-    });
-    nav.hidden = false;
-    back.disabled = current === 0;
-    next.hidden = current === steps.length - 1;
-    const name = steps[current].dataset.step;
-    if (name === "preview") loadPreview();
-    if (name === "confirm") fillSummary();
-  }
+function showSourceChoice() {
+  const choice = sourceChoice();
+  form.querySelectorAll("[data-source]").forEach((el) => { el.hidden = el.dataset.source !== choice; });
+}
 
-  function sourceReady() {
-    if (sourceChoice() === "upload") return Boolean(uploadField.value);
-    return Boolean(sourcePath.value.trim());
-  }
-
-  next.addEventListener("click", () => {
-    if (steps[current].dataset.step === "source" && !sourceReady()) {
-      setText("upload-status", sourceChoice() === "upload"
-        ? "Choose an archive and wait for the upload to finish."
-        : "");
-      if (sourceChoice() === "server") sourcePath.focus();
-      return;
-    }
-    show(current + 1);
+function show(index) {
+  current = Math.max(0, Math.min(index, steps.length - 1));
+  steps.forEach((step, i) => step.classList.toggle("current", i === current));
+  labels.forEach((li, i) => {
+    li.classList.toggle("current", i === current);
+    li.classList.toggle("done", i < current);
   });
-  back.addEventListener("click", () => show(current - 1));
+  nav.hidden = false;
+  back.disabled = current === 0;
+  next.hidden = current === steps.length - 1;
+  const name = steps[current].dataset.step;
+  if (name === "preview") loadPreview();
+  if (name === "confirm") fillSummary();
+}
 
-  form.querySelectorAll("input[name=source_choice]").forEach((radio) => {
-    radio.addEventListener("change", () => {
-      if (sourceChoice() === "server") uploadField.value = "";
-      else sourcePath.value = "";
-      showSourceChoice();
-    });
+function sourceReady() {
+  if (sourceChoice() === "upload") return Boolean(uploadField.value);
+  return Boolean(sourcePath.value.trim());
+}
+
+next.addEventListener("click", () => {
+  if (steps[current].dataset.step === "source" && !sourceReady()) {
+    setText("upload-status", sourceChoice() === "upload"
+      ? "Choose an archive and wait for the upload to finish."
+      : "");
+    if (sourceChoice() === "server") sourcePath.focus();
+    return;
+  }
+  show(current + 1);
+});
+back.addEventListener("click", () => show(current - 1));
+
+form.querySelectorAll("input[name=source_choice]").forEach((radio) => {
+  radio.addEventListener("change", () => {
+    if (sourceChoice() === "server") uploadField.value = "";
+    else sourcePath.value = "";
+    showSourceChoice();
   });
+});
 
-  function setText(id, text) {
-    const el = document.getElementById(id);
-    if (el) el.textContent = text;
-  }
+function setText(id, text) {
+  const el = document.getElementById(id);
+  if (el) el.textContent = text;
+}
 
-  function humanBytes(n) {
-    const units = ["B", "KB", "MB", "GB", "TB"];
-    let i = 0;
-    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-    return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
-  }
+function humanBytes(n) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
 
-  // Archive upload, in chunks: each chunk is one small request (no server process ever holds a
-  // whole archive in memory), XHR so the browser reports progress, retried and resumable.
-  const fileInput = document.getElementById("archive-file");
-  const bar = document.getElementById("upload-progress");
+// Archive upload, in chunks: each chunk is one small request (no server process ever holds a
+// whole archive in memory), XHR so the browser reports progress, retried and resumable.
+const fileInput = document.getElementById("archive-file");
+const bar = document.getElementById("upload-progress");
 
-  function sendChunk(url, blob, offset, onProgress) {
-    return new Promise((resolve, reject) => {
-      const xhr = new XMLHttpRequest();
-      xhr.open("PUT", url);
-      xhr.setRequestHeader("X-CSRFToken", csrf);
-      xhr.setRequestHeader("Content-Type", "application/octet-stream");
-      xhr.setRequestHeader("Upload-Offset", String(offset));
-      xhr.upload.addEventListener("progress", (event) => onProgress(event.loaded));
-      xhr.addEventListener("load", () => {
-        let data = {};
-        try { data = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
-        if (xhr.status === 200) resolve(data);
-        else reject(Object.assign(new Error(data.detail || xhr.statusText), { status: xhr.status, data }));
-      });
-      xhr.addEventListener("error", () => reject(Object.assign(new Error("connection lost"), { status: 0 })));
-      xhr.send(blob);
-    });
-  }
+function sendChunk(url, blob, offset, onProgress) {
+  return sendWithProgress(url, {
+    method: "PUT", body: blob, onProgress,
+    headers: { "Content-Type": "application/octet-stream", "Upload-Offset": String(offset) },
+  });
+}
 
-  async function upload(file) {
-    const start = await fetch(form.dataset.uploadUrl, {
-      method: "POST", credentials: "same-origin",
-      headers: { "X-CSRFToken": csrf, "Content-Type": "application/json" },
-      body: JSON.stringify({ filename: file.name, size: file.size }),
-    });
-    const opened = await start.json();
-    if (!start.ok) throw new Error(opened.detail || Object.values(opened.errors || {}).flat().join(" "));
-    const url = `${form.dataset.uploadUrl}${opened.upload}/`;
-    let offset = 0;
-    let failures = 0;
-    let state = opened;
-    while (offset < file.size) {
-      const end = Math.min(offset + opened.chunk_bytes, file.size);
-      try {
-        state = await sendChunk(url, file.slice(offset, end), offset, (loaded) => {
-          bar.value = (100 * (offset + loaded)) / file.size;
-          setText("upload-status", `Uploading ${file.name}: ${humanBytes(offset + loaded)} of ${humanBytes(file.size)}`);
-        });
-        offset = state.received;
-        failures = 0;
-      } catch (err) {
-        if (err.status && err.status !== 409 && err.status < 500) throw err;
-        failures += 1;
-        if (failures > 5) throw err;
-        // Ask the server how much it has, then resume from there.
-        await new Promise((r) => window.setTimeout(r, 1000 * failures));
-        const probe = await fetch(url, { credentials: "same-origin" });
-        if (probe.ok) offset = (await probe.json()).received;
-      }
-    }
-    return state;
-  }
-
-  fileInput.addEventListener("change", async () => {
-    const file = fileInput.files[0];
-    uploadField.value = "";
-    if (!file) return;
-    const max = Number(form.dataset.maxUpload);
-    if (file.size > max) {
-      setText("upload-status", `${file.name} is ${humanBytes(file.size)}, over the upload limit of ${humanBytes(max)}.`);
-      return;
-    }
-    bar.hidden = false;
-    bar.value = 0;
+async function upload(file) {
+  const opened = await sendJSON(form.dataset.uploadUrl, { body: { filename: file.name, size: file.size } });
+  const url = `${form.dataset.uploadUrl}${opened.upload}/`;
+  let offset = 0;
+  let failures = 0;
+  let state = opened;
+  while (offset < file.size) {
+    const end = Math.min(offset + opened.chunk_bytes, file.size);
     try {
-      const done = await upload(file);
-      uploadField.value = done.upload;
-      bar.value = 100;
-      setText("upload-status", `Uploaded ${done.filename} (${humanBytes(done.size)}).`);
-      const name = form.querySelector("[name=name]");
-      if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
-    } catch (err) {
-      setText("upload-status", `Upload refused: ${err.message}`);
-    }
-  });
-
-  async function loadPreview() {
-    const box = document.getElementById("preview");
-    const errors = document.getElementById("preview-errors");
-    box.hidden = true;
-    errors.hidden = true;
-    setText("preview-status", "Loading a preview…");
-    const body = new FormData(form);
-    try {
-      const response = await fetch(form.dataset.previewUrl, {
-        method: "POST", body, headers: { "X-CSRFToken": csrf }, credentials: "same-origin",
+      state = await sendChunk(url, file.slice(offset, end), offset, (loaded) => {
+        bar.value = (100 * (offset + loaded)) / file.size;
+        setText("upload-status", `Uploading ${file.name}: ${humanBytes(offset + loaded)} of ${humanBytes(file.size)}`);
       });
-      const data = await response.json();
-      if (!response.ok) {
-        errors.textContent = Object.entries(data.errors || {})
-          .map(([field, list]) => (field === "__all__" ? "" : `${field}: `) + list.join(" ")).join("\n");
-        errors.hidden = false;
-        setText("preview-status", "The preview could not be made:");
-        return;
-      }
-      document.getElementById("preview-original").src = data.original;
-      document.getElementById("preview-resized").src = data.resized;
-      setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
-      setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
-      setText("preview-status", "One of your images, before and after resizing.");
-      box.hidden = false;
+      offset = state.received;
+      failures = 0;
     } catch (err) {
-      errors.textContent = `The preview request failed: ${err}`;
-      errors.hidden = false;
+      if (err.status && err.status !== 409 && err.status < 500) throw err;
+      failures += 1;
+      if (failures > 5) throw err;
+      // Ask the server how much it has, then resume from there.
+      await new Promise((r) => window.setTimeout(r, 1000 * failures));
+      const held = await getJSON(url).catch(() => null);
+      if (held) offset = held.received;
     }
   }
+  return state;
+}
 
-  function fillSummary() {
-    const table = document.getElementById("summary");
-    const value = (name) => {
-      const el = form.querySelector(`[name=${name}]`);
-      if (!el) return "";
-      return el.tagName === "SELECT" ? el.options[el.selectedIndex].text : el.value;
-    };
+fileInput.addEventListener("change", async () => {
+  const file = fileInput.files[0];
+  uploadField.value = "";
+  if (!file) return;
+  const max = Number(form.dataset.maxUpload);
+  if (file.size > max) {
+    setText("upload-status", `${file.name} is ${humanBytes(file.size)}, over the upload limit of ${humanBytes(max)}.`);
+    return;
+  }
+  bar.hidden = false;
+  bar.value = 0;
+  try {
+    const done = await upload(file);
+    uploadField.value = done.upload;
+    bar.value = 100;
+    setText("upload-status", `Uploaded ${done.filename} (${humanBytes(done.size)}).`);
     const name = form.querySelector("[name=name]");
-    if (!name.value && sourcePath.value) name.value = sourcePath.value.replace(/\/+$/, "").split("/").pop();
-    const rows = [
-      ["Source", sourceChoice() === "upload" ? document.getElementById("upload-status").textContent : sourcePath.value],
-      ["Image size", `${value("image_width")} × ${value("image_height")}, ${value("channels")}`],
-      ["Resize mode", value("resize_mode")],
-      ["Validation / test", `${value("val_percent")}% / ${value("test_percent")}%`],
-      ["Images per class", `at least ${value("min_per_class")}${value("max_per_class") ? `, at most ${value("max_per_class")}` : ""}`],
-      ["Stored encoding", value("encoding")],
-      ["Shuffle (seed)", `${value("shuffle")} (${value("seed")})`],
-    ];
-    table.replaceChildren(...rows.map(([k, v]) => {
-      const tr = document.createElement("tr");
-      const th = document.createElement("th");
-      const td = document.createElement("td");
-      th.textContent = k;
-      td.textContent = v;
-      tr.append(th, td);
-      return tr;
-    }));
+    if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
+  } catch (err) {
+    setText("upload-status", `Upload refused: ${err.message}`);
   }
+});
 
-  // After a refused submit, open the step holding the first error.
-  if (sourcePath.value) form.querySelector("input[name=source_choice][value=server]").checked = true;
-  showSourceChoice();
-  const firstError = form.querySelector(".errorlist");
-  const errorStep = firstError ? steps.findIndex((s) => s.contains(firstError)) : -1;
-  show(errorStep >= 0 ? errorStep : (document.getElementById("form-errors") ? 0 : 0));
-})();
+async function loadPreview() {
+  const box = document.getElementById("preview");
+  const errors = document.getElementById("preview-errors");
+  box.hidden = true;
+  errors.hidden = true;
+  setText("preview-status", "Loading a preview…");
+  const body = new FormData(form);
+  try {
+    const data = await postForm(form.dataset.previewUrl, body);
+    document.getElementById("preview-original").src = data.original;
+    document.getElementById("preview-resized").src = data.resized;
+    setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
+    setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
+    setText("preview-status", "One of your images, before and after resizing.");
+    box.hidden = false;
+  } catch (err) {
+    if (err.body?.errors) {
+      // One line per field: the form's own messages.
+      errors.textContent = Object.entries(err.body.errors)
+        .map(([field, list]) => (field === "__all__" ? "" : `${field}: `) + list.join(" ")).join("\n");
+      setText("preview-status", "The preview could not be made:");
+    } else {
+      errors.textContent = `The preview request failed: ${err.message}`;
+    }
+    errors.hidden = false;
+  }
+}
+
+function fillSummary() {
+  const table = document.getElementById("summary");
+  const value = (name) => {
+    const el = form.querySelector(`[name=${name}]`);
+    if (!el) return "";
+    return el.tagName === "SELECT" ? el.options[el.selectedIndex].text : el.value;
+  };
+  const name = form.querySelector("[name=name]");
+  if (!name.value && sourcePath.value) name.value = sourcePath.value.replace(/\/+$/, "").split("/").pop();
+  const rows = [
+    ["Source", sourceChoice() === "upload" ? document.getElementById("upload-status").textContent : sourcePath.value],
+    ["Image size", `${value("image_width")} × ${value("image_height")}, ${value("channels")}`],
+    ["Resize mode", value("resize_mode")],
+    ["Validation / test", `${value("val_percent")}% / ${value("test_percent")}%`],
+    ["Images per class", `at least ${value("min_per_class")}${value("max_per_class") ? `, at most ${value("max_per_class")}` : ""}`],
+    ["Stored encoding", value("encoding")],
+    ["Shuffle (seed)", `${value("shuffle")} (${value("seed")})`],
+  ];
+  table.replaceChildren(...rows.map(([k, v]) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    const td = document.createElement("td");
+    th.textContent = k;
+    td.textContent = v;
+    tr.append(th, td);
+    return tr;
+  }));
+}
+
+// After a refused submit, open the step holding the first error.
+if (sourcePath.value) form.querySelector("input[name=source_choice][value=server]").checked = true;
+showSourceChoice();
+const firstError = form.querySelector(".errorlist");
+const errorStep = firstError ? steps.findIndex((s) => s.contains(firstError)) : -1;
+show(errorStep >= 0 ? errorStep : (document.getElementById("form-errors") ? 0 : 0));

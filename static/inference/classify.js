@@ -1,5 +1,6 @@
 // Classify one image: drop or pick it, see the top-k as a bar chart and the image as the net saw it.
-import { percent, postForm } from "./common.js";
+import { postForm } from "../workbench/http.js";
+import { percent } from "./common.js";
 
 const card = document.getElementById("classify-one");
 if (card) {

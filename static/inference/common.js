@@ -1,28 +1,4 @@
-// Small helpers shared by the inference pages.
-export function csrfToken() {
-  const input = document.querySelector("input[name=csrfmiddlewaretoken]");
-  return input ? input.value : "";
-}
-
-export async function postForm(url, formData) {
-  const response = await fetch(url, {
-    method: "POST", body: formData, credentials: "same-origin",
-    headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
-  });
-  let body = {};
-  try { body = await response.json(); } catch { body = { detail: `HTTP ${response.status}` }; }
-  if (!response.ok) throw new Error(errorText(body));
-  return body;
-}
-
-export function errorText(body) {
-  if (typeof body !== "object" || body === null) return String(body);
-  return Object.entries(body).map(([field, value]) => {
-    const text = Array.isArray(value) ? value.join(" ") : String(value);
-    return field === "detail" ? text : `${field}: ${text}`;
-  }).join("; ");
-}
-
+// Small helpers shared by the inference pages (talking to the server: ../workbench/http.js).
 export function percent(value, digits = 1) {
   return value === null || value === undefined ? "–" : `${(100 * value).toFixed(digits)}%`;
 }

@@ -1,5 +1,7 @@
 // The download page: a worker builds an export the first time it is asked for, so the page asks
 // for its state until it is ready (showing how long it has waited), then downloads the zip.
+import { requestJSON } from "../workbench/http.js";
+
 const form = document.getElementById("export-form");
 const status = document.getElementById("export-status");
 const button = document.getElementById("export-download");
@@ -11,22 +13,14 @@ function say(text, kind) {
 }
 
 async function fetchWhenReady(url, started) {
-  const response = await fetch(`${url}&status=1`, { headers: { Accept: "application/json" } });
-  if (response.redirected || !(response.headers.get("Content-Type") || "").includes("json")) {
-    throw new Error("The server did not answer with the export's state: is your session still open? Reload the page.");
-  }
-  const body = await response.json().catch(() => ({}));
-  if (response.status === 202) {
+  const { status: code, body } = await requestJSON(`${url}&status=1`);
+  if (code === 202) {
     const seconds = Math.round((performance.now() - started) / 1000);
     // Builds take seconds to a minute; much longer usually means no worker is taking them.
     const hint = seconds > 120 ? " This is taking long: the GPUs page shows whether a worker is online." : "";
     say(`${body.detail} Waiting ${seconds} s…${hint}`, "wait");
     await new Promise((resolve) => setTimeout(resolve, 1000 * (body.retry_after || 2)));
     return fetchWhenReady(url, started);
-  }
-  if (!response.ok) {
-    const messages = Object.values(body).flat().join(" ");
-    throw new Error(messages || `The server answered ${response.status}.`);
   }
   return body;
 }

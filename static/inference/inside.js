@@ -1,5 +1,5 @@
 // Look inside: the first convolution's filters and the activation maps of chosen layers.
-import { postForm } from "./common.js";
+import { postForm } from "../workbench/http.js";
 
 const card = document.getElementById("inside");
 if (card) {

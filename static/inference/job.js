@@ -1,4 +1,5 @@
 // A classify-many or test job: follows its progress, then shows the results.
+import { getJSON } from "../workbench/http.js";
 import { percent, sortable } from "./common.js";
 
 const card = document.getElementById("job");
@@ -15,9 +16,13 @@ function setState(job) {
 }
 
 async function poll() {
-  const response = await fetch(card.dataset.api, { headers: { Accept: "application/json" } });
-  if (!response.ok) { setTimeout(poll, 3000); return; }
-  const job = await response.json();
+  let job;
+  try {
+    job = await getJSON(card.dataset.api);
+  } catch {
+    setTimeout(poll, 3000); // the server may be restarting
+    return;
+  }
   setState(job);
   if (job.state === "queued" || job.state === "running") { setTimeout(poll, 1000); return; }
   if (job.state === "done") show(job.result);
@@ -97,8 +102,7 @@ function drawConfusion(r, normalised) {
 async function showClassify(result) {
   document.getElementById("classify-result").hidden = false;
   document.getElementById("skipped-note").textContent = skippedNote(result);
-  const response = await fetch(card.dataset.rows, { headers: { Accept: "application/json" } });
-  const all = (await response.json()).results.map((row) => ({
+  const all = (await getJSON(card.dataset.rows)).results.map((row) => ({
     path: row.path, label: row.top[0].label, probability: row.top[0].probability, top: row.top,
   }));
   const table = document.getElementById("rows");
@@ -125,4 +129,4 @@ async function showClassify(result) {
   sortable(table, () => current, render);
 }
 
-poll().catch(() => setTimeout(poll, 3000));
+poll();

@@ -1,6 +1,7 @@
 // The comparison page: one series of several runs overlaid on one chart, each trace named after
 // its run and key settings. Zooming fetches the range again per run at a finer resolution;
 // while any run is active the chart is refreshed every few seconds.
+import { getJSON } from "../workbench/http.js";
 import { AXIS_TITLES, ema, xRange } from "./charts.js";
 
 const page = JSON.parse(document.getElementById("compare-page").textContent);
@@ -22,18 +23,12 @@ function setState(text) {
   document.getElementById("compare-state").textContent = text;
 }
 
-async function getJson(url) {
-  const response = await fetch(url, { credentials: "same-origin" });
-  if (!response.ok) throw new Error(`${response.status} ${await response.text()}`);
-  return response.json();
-}
-
 async function load() {
   const url = new URL(page.series_url, window.location.href);
   page.runs.forEach((id) => url.searchParams.append("runs", id));
   url.searchParams.set("name", page.name);
   url.searchParams.set("x", page.x);
-  const data = await getJson(url);
+  const data = await getJSON(url);
   runs = data.runs;
   return runs;
 }
@@ -45,7 +40,7 @@ async function loadRange(run) {
   url.searchParams.set("x", page.x);
   url.searchParams.set("start", fromAxis(run, zoom.start));
   url.searchParams.set("end", fromAxis(run, zoom.end));
-  const data = await getJson(url);
+  const data = await getJSON(url);
   return data.series[page.name] || null;
 }
 

@@ -1,12 +1,12 @@
 // New run: dataset facts, network table (parameters and fit from the server), the custom network
 // editor with live shapes, the live learning-rate preview, the live devices table and whether the
 // run would start now or wait. Every check the page shows comes from the server's own code.
+import { getJSON, postForm, sendJSON } from "../workbench/http.js";
 
 const form = document.getElementById("run-form");
 const datasets = JSON.parse(document.getElementById("dataset-facts-data").textContent);
 const networkInfo = JSON.parse(document.getElementById("network-info").textContent);
 const chosenGpus = new Set(JSON.parse(document.getElementById("chosen-gpus").textContent) || []);
-const csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
 // Not form.dataset: a form's named controls shadow its properties, and one field is named "dataset".
 const urls = Object.fromEntries(["lr-preview", "layer-shapes", "networks", "placement", "gpus"].map(
   (name) => [name, form.getAttribute(`data-${name}`)]));
@@ -65,9 +65,8 @@ async function loadNetworks() {
   const d = dataset();
   if (!d) return;
   const crop = form.elements.crop_size.value;
-  const response = await fetch(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`);
-  if (!response.ok) return;
-  const body = await response.json();
+  const body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`).catch(() => null);
+  if (!body) return;
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
     if (!fit) continue;
@@ -190,19 +189,17 @@ $("layer-template").addEventListener("click", useTemplate);
 const refreshShapes = debounce(async () => {
   const d = dataset();
   if (network() !== "custom" || !d) return;
-  const response = await fetch(urls["layer-shapes"], {
-    method: "POST", headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
-    body: JSON.stringify({ dataset: d.id, layers, crop_size: form.elements.crop_size.value }),
-  });
-  const body = await response.json();
-  if (response.ok) {
+  try {
+    const body = await sendJSON(urls["layer-shapes"], {
+      body: { dataset: d.id, layers, crop_size: form.elements.crop_size.value },
+    });
     shapes = body.shapes; badLayer = null;
     $("layer-error").textContent = "";
     $("custom-params").textContent = `${formatCount(body.params)} parameters; input ${body.shapes[0].shape.join(" × ")}`;
-  } else {
-    badLayer = body.index ?? null;
+  } catch (error) {
+    badLayer = error.body?.index ?? null; // the server names the first layer that does not fit
     shapes = [];
-    $("layer-error").textContent = body.error;
+    $("layer-error").textContent = error.message;
     $("custom-params").textContent = "";
   }
   renderLayers();
@@ -228,14 +225,13 @@ function showSolverFields() {
 const refreshLr = debounce(async () => {
   const data = new FormData();
   for (const name of PREVIEW_FIELDS) data.append(name, form.elements[name].value);
-  const response = await fetch(urls["lr-preview"], { method: "POST", body: data, headers: { "X-CSRFToken": csrf } });
-  const body = await response.json();
-  for (const name of PREVIEW_FIELDS) if (name !== "dataset") setFieldError(name, (body.errors || {})[name]);
-  if (!response.ok) {
-    $("lr-error").textContent = Object.entries(body.errors || {}).map(([k, v]) => `${k}: ${v}`).join("; ");
-    return;
-  }
-  $("lr-error").textContent = "";
+  let body = null;
+  let failed = null;
+  try { body = await postForm(urls["lr-preview"], data); } catch (error) { failed = error; }
+  const errors = failed?.body?.errors || {};
+  for (const name of PREVIEW_FIELDS) if (name !== "dataset") setFieldError(name, errors[name]);
+  $("lr-error").textContent = failed ? failed.message : "";
+  if (failed) return;
   const useEpochs = true;
   Plotly.react("lr-chart", body.traces.map((t) => ({
     type: "scatter", mode: "lines", name: t.name, x: useEpochs ? t.epochs : t.steps, y: t.lr,
@@ -268,9 +264,8 @@ function mb(value) { return value >= 1024 ? `${(value / 1024).toFixed(1)} GiB` :
 
 async function refreshDevices() {
   try {
-    const response = await fetch(urls.gpus, { headers: { Accept: "application/json" } });
-    if (!response.ok) return;
-    const body = await response.json();
+    const body = await getJSON(urls.gpus).catch(() => null);
+    if (!body) return;
     for (const box of form.querySelectorAll("input[name=gpus]")) if (box.checked) chosenGpus.add(box.value); else chosenGpus.delete(box.value);
     const rows = [];
     for (const host of body.hosts) {
@@ -316,13 +311,14 @@ const refreshPlacement = debounce(async () => {
     model_parallel: form.elements.model_parallel.value || "1",
   });
   for (const value of chosenGpus) params.append("gpus", value);
-  const response = await fetch(`${urls.placement}?${params}`);
-  const body = await response.json();
+  let body = null;
+  let failed = null;
+  try { body = await getJSON(`${urls.placement}?${params}`); } catch (error) { failed = error; }
   const box = $("placement");
   setFieldError("gpus", "");
   setFieldError("model_parallel", "");
-  if (!response.ok) {
-    const errors = body.errors || {};
+  if (failed) {
+    const errors = failed.body?.errors || { "": failed.message };
     if (errors.gpus) setFieldError("gpus", errors.gpus);
     if (errors.model_parallel) setFieldError("model_parallel", errors.model_parallel);
     box.textContent = Object.values(errors).join(" ");

@@ -5,6 +5,7 @@
 import {
   CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountLazily,
 } from "./charts.js";
+import { getJSON, sendJSON } from "../workbench/http.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
 const FINISHED = ["done", "failed", "aborted"];
@@ -22,9 +23,8 @@ async function fetchRange(names, x, start, end) {
   url.searchParams.set("x", x);
   url.searchParams.set("start", start);
   url.searchParams.set("end", end);
-  const response = await fetch(url, { credentials: "same-origin" });
-  if (!response.ok) return null;
-  const data = await response.json();
+  const data = await getJSON(url).catch(() => null);
+  if (!data) return null; // the chart keeps what it shows
   return new Map(Object.entries(data.series).map(([name, s]) => [name, s.points]));
 }
 
@@ -126,8 +126,8 @@ let detailTimer = null;
 async function refreshDetail() {
   window.clearTimeout(detailTimer);
   try {
-    const response = await fetch(page.api_url, { credentials: "same-origin" });
-    if (response.ok) renderDetail(await response.json());
+    const detail = await getJSON(page.api_url).catch(() => null); // the next event or timer asks again
+    if (detail) renderDetail(detail);
   } finally {
     // The wait reason changes without events while queued: look again every few seconds.
     if (PENDING.includes(header.state)) detailTimer = window.setTimeout(refreshDetail, 5000);
@@ -137,17 +137,15 @@ async function refreshDetail() {
 async function act(action) {
   const error = $("run-action-error");
   error.hidden = true;
-  const token = document.querySelector("input[name=csrfmiddlewaretoken]").value;
-  const response = await fetch(page[`${action}_url`], {
-    method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": token, Accept: "application/json" },
-  });
-  const body = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    error.textContent = body.detail || `${action} failed (${response.status})`;
+  let detail;
+  try {
+    detail = await sendJSON(page[`${action}_url`]);
+  } catch (exc) {
+    error.textContent = exc.body ? exc.message : `${action} failed (${exc.message})`;
     error.hidden = false;
     return;
   }
-  renderDetail(body);
+  renderDetail(detail);
 }
 
 // ---------------------------------------------------------------- events

@@ -1,13 +1,9 @@
 // GPUs page: refreshes the worker table every few seconds and runs an on-demand probe task.
+import { getJSON, sendJSON } from "./http.js";
 
 const container = document.getElementById("workers");
 const probeButton = document.getElementById("probe");
 const probeResult = document.getElementById("probe-result");
-
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
 
 function cell(text) {
   const td = document.createElement("td");
@@ -61,9 +57,8 @@ function render(hosts) {
 
 async function refresh() {
   try {
-    const response = await fetch(container.dataset.api, { headers: { Accept: "application/json" } });
-    if (response.ok) render((await response.json()).hosts);
-  } catch (error) {
+    render((await getJSON(container.dataset.api)).hosts);
+  } catch {
     // The server may be restarting; the next refresh tries again.
   }
 }
@@ -72,10 +67,9 @@ async function probe() {
   probeButton.disabled = true;
   probeResult.textContent = "Queued…";
   try {
-    const response = await fetch(container.dataset.probeUrl, { method: "POST", headers: { "X-CSRFToken": csrfToken() } });
-    const { task_id: taskId } = await response.json();
+    const { task_id: taskId } = await sendJSON(container.dataset.probeUrl);
     for (let attempt = 0; attempt < 60; attempt += 1) {
-      const status = await (await fetch(`/api/tasks/${taskId}/`)).json();
+      const status = await getJSON(`/api/tasks/${taskId}/`);
       if (status.state === "SUCCESS") {
         probeResult.textContent = `Worker ${status.result.hostname} answered: ${status.result.devices.length} device(s).`;
         return;
@@ -87,6 +81,8 @@ async function probe() {
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
     probeResult.textContent = "No worker answered within 30 s.";
+  } catch (error) {
+    probeResult.textContent = `The probe could not run: ${error.message}`;
   } finally {
     probeButton.disabled = false;
   }
