@@ -186,6 +186,8 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         value = getattr(owner, name)
         if isinstance(value, os.PathLike):
             setattr(owner, name, os.fspath(value))
+    if cfg.pretrained is not None and (not isinstance(cfg.pretrained, str) or not cfg.pretrained):
+        raise ConfigError("pretrained: expected the path of a state_dict file, or null")
     cfg.devices = parse_devices(cfg.devices)
     _one_of("network", cfg.network, NETWORKS)
     _one_of("precision", cfg.precision, PRECISIONS)

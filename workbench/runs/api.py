@@ -49,7 +49,7 @@ def run_list(request):
         runs = runs.filter(dataset_id=request.query_params["dataset"])
     if request.query_params.get("owner") and request.user.is_staff:
         runs = runs.filter(owner__username=request.query_params["owner"])
-    return Response({"results": RunSerializer(runs[:500], many=True).data})
+    return Response({"results": RunSerializer(runs[:500], many=True, context={"request": request}).data})
 
 
 def _run_create(request):
@@ -74,7 +74,7 @@ def _run_create(request):
         )
     except RequestError as error:
         raise _bad_request(error) from None
-    return Response(RunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
+    return Response(RunDetailSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 @api_view(["GET", "PATCH", "DELETE"])
@@ -94,7 +94,7 @@ def run_detail(request, pk: int):
         Run.objects.filter(pk=run.pk).update(priority=serializer.validated_data["priority"])
         services.queue_scheduling()
         run.refresh_from_db()
-    return Response(RunDetailSerializer(run).data)
+    return Response(RunDetailSerializer(run, context={"request": request}).data)
 
 
 def _action(request, pk: int, action) -> Response:
@@ -103,7 +103,7 @@ def _action(request, pk: int, action) -> Response:
         run = action(run=run)
     except services.RunError as error:
         return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-    return Response(RunDetailSerializer(run).data)
+    return Response(RunDetailSerializer(run, context={"request": request}).data)
 
 
 @api_view(["POST"])
@@ -135,7 +135,7 @@ def queue(request):
                 "state": run.state,
                 "priority": run.priority,
                 "requested_devices": run.device_request_text(),
-                "wait_reason": run.wait_reason,
+                "wait_reason": run.wait_reason_for(request.user),
                 "estimated_start": run.estimated_start,
                 "queued_at": run.queued_at,
             }

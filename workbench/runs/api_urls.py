@@ -1,6 +1,6 @@
 from django.urls import path
 
-from workbench.runs import api
+from workbench.runs import api, pretrained_api
 
 urlpatterns = [
     path("runs/", api.run_list, name="api-runs"),
@@ -10,4 +10,6 @@ urlpatterns = [
     path("runs/<int:pk>/resume/", api.run_resume, name="api-run-resume"),
     path("queue/", api.queue, name="api-queue"),
     path("gpus/", api.gpus, name="api-gpus"),
+    path("pretrained/", pretrained_api.pretrained_list, name="api-pretrained"),
+    path("pretrained/<int:pk>/", pretrained_api.pretrained_detail, name="api-pretrained-detail"),
 ]

@@ -6,22 +6,21 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from pathlib import Path
 
 from django import forms
-from django.conf import settings
 
 from datasets.models import Dataset
 from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS
 from workbench.runs.models import Device, Run
+from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, reference_for_path
 from workbench.runs.validators import (
     RequestError,
+    check_pretrained,
     parse_device_request,
     validate_trainer_config,
 )
 
 MAX_SWEEP_RUNS = 32
-MAX_PRETRAINED_BYTES = 2 * 1024**3
 
 NETWORK_INFO = {
     "lenet": (
@@ -149,6 +148,8 @@ class RunForm(forms.Form):
     start_from = forms.ChoiceField(choices=START_CHOICES, initial="scratch", widget=forms.RadioSelect)
     previous_run = forms.ChoiceField(choices=(), required=False)
     pretrained_file = forms.FileField(required=False)
+    # Clone: the reference (upload:<id>, run:<id>) the cloned run started from, never a path; the
+    # field keeps its old name for the page's script.
     pretrained_path = forms.CharField(required=False, widget=forms.HiddenInput)
     custom_layers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}))
 
@@ -258,14 +259,7 @@ class RunForm(forms.Form):
         return upload
 
     def clean_pretrained_path(self):
-        value = self.cleaned_data["pretrained_path"].strip()
-        if not value:
-            return ""
-        root = (Path(settings.DATA_DIR) / "pretrained").resolve()
-        path = Path(value).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
-            raise forms.ValidationError("The cloned run's starting weights are no longer available.")
-        return str(path)
+        return self.cleaned_data["pretrained_path"].strip()
 
     def clean_gpus(self):
         chosen = self.cleaned_data["gpus"]
@@ -383,20 +377,31 @@ class RunForm(forms.Form):
         return data
 
     def _check_weights(self, data) -> None:
+        """Sets `pretrained_reference` (the upload's is made on submit) after the one rule of
+        validators.check_pretrained, which the API and the CLI go through as well."""
         start = data["start_from"]
+        self.pretrained_reference = None
         if start == "run":
             run = data.get("previous_run")
             if run is None:
                 self.add_error("previous_run", "Choose the run whose weights to start from.")
-            elif run.network != data["network"]:
-                self.add_error(
-                    "previous_run",
-                    f"Run #{run.pk} trained a {run.network}; choose network {run.network} to start from its weights.",
-                )
+                return
+            self._check_reference(f"run:{run.pk}", data, field="previous_run")
         elif start == "upload" and not data.get("pretrained_file"):
             self.add_error("pretrained_file", "Choose a .pt file holding a state_dict.")
-        elif start == "path" and not data.get("pretrained_path"):
-            self.add_error("start_from", "The cloned run did not start from saved weights; choose another option.")
+        elif start == "path":
+            if not data.get("pretrained_path"):
+                self.add_error("start_from", "The cloned run did not start from saved weights; choose another option.")
+                return
+            self._check_reference(data["pretrained_path"], data, field="start_from")
+
+    def _check_reference(self, reference: str, data, *, field: str) -> None:
+        try:
+            check_pretrained(reference, owner=self.user, network=data["network"])
+        except RequestError as error:
+            self.add_error(field, field_for_message(str(error))[1])
+            return
+        self.pretrained_reference = reference
 
     def _check_network(self, data, dataset: Dataset) -> None:
         from trainer.custom_net import CustomNetError
@@ -475,9 +480,10 @@ def initial_from_run(run: Run) -> dict:
             initial[key] = data[key]
     if config.get("custom_layers"):
         initial["custom_layers"] = json.dumps(config["custom_layers"])
-    if config.get("pretrained"):
+    reference = reference_for_path(config.get("pretrained"))
+    if reference:
         initial["start_from"] = "path"
-        initial["pretrained_path"] = config["pretrained"]
+        initial["pretrained_path"] = reference
     request = run.device_request or {}
     kind = request.get("kind", "auto")
     initial["device_mode"] = kind if kind in ("cpu", "count", "specific") else "auto"

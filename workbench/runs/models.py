@@ -114,7 +114,10 @@ class Run(models.Model):
     stop_request = models.CharField(max_length=8, choices=StopRequest.choices, blank=True, default="")
     trainer_pid = models.IntegerField(null=True, blank=True)
     # Why the run waits, in plain words, as the scheduler last saw it; and its estimated start.
+    # A run holding the devices it needs reads HOLDER_WORDS in the stored text, and is kept in
+    # `wait_holder`: whether a viewer may see its name is decided at read time (wait_reason_for).
     wait_reason = models.CharField(max_length=300, blank=True)
+    wait_holder = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     estimated_start = models.DateTimeField(null=True, blank=True)
     # Fraction of the planned training done, 0..1, and the trainer's estimate of the time left.
     progress = models.FloatField(default=0.0)
@@ -163,6 +166,10 @@ class Run(models.Model):
     def log_path(self) -> Path:
         return self.run_dir / "trainer.log"
 
+    def wait_reason_for(self, viewer) -> str:
+        """The wait reason as `viewer` may read it: a holder they may not see is "another user's run"."""
+        return wait_text_for(self.wait_reason, holder=self.wait_holder, viewer=viewer)
+
     def device_request_text(self) -> str:
         request = self.device_request or {}
         if request.get("kind") == "cpu":
@@ -172,6 +179,52 @@ class Run(models.Model):
             return f"GPU {indices} on {request.get('host')}"
         count = request.get("count", 1)
         return f"{count} GPU{'s' if count != 1 else ''}"
+
+
+# Stored in place of the holder in a wait reason; never names the holder, whoever reads it.
+HOLDER_WORDS = "another run"
+
+
+def wait_text_for(text: str, *, holder: Run | None, viewer) -> str:
+    """`text` with HOLDER_WORDS replaced for `viewer`: the holder's number and name for its owner
+    and staff, "another user's run" for everyone else (the same rule as the queue's own rows)."""
+    if holder is None or HOLDER_WORDS not in text:
+        return text
+    if viewer is not None and (viewer.is_staff or holder.owner_id == viewer.pk):
+        return text.replace(HOLDER_WORDS, f"run #{holder.pk} ({holder.name})")
+    return text.replace(HOLDER_WORDS, "another user's run")
+
+
+class PretrainedWeights(models.Model):
+    """A state_dict file a run may start from: uploaded by `owner`, or the weights of a run's
+    checkpoint copied out when a run was queued from it (`source_run`). The file lives under
+    DATA_DIR/pretrained/ and was checked once, on arrival, to hold a state_dict."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pretrained_weights")
+    name = models.CharField(max_length=200)
+    # Relative to DATA_DIR, so the data dir can move; only the server ever writes it.
+    path = models.CharField(max_length=500, unique=True)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    source_checkpoint = models.CharField(max_length=8, blank=True)  # "best" | "last" for a run's weights
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def file(self) -> Path:
+        return Path(settings.DATA_DIR) / self.path
+
+    @property
+    def reference(self) -> str:
+        """How a run config names these weights (docs/formats.md): run:<id>[:last] or upload:<id>."""
+        if self.source_run_id:
+            return f"run:{self.source_run_id}" + (":last" if self.source_checkpoint == "last" else "")
+        return f"upload:{self.pk}"
 
 
 class RunTransition(models.Model):

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.runs.inventory import lost_worker
-from workbench.runs.models import Device, Run, WorkerHost
+from workbench.runs.models import HOLDER_WORDS, Device, Run, WorkerHost
 from workbench.runs.services import run_finish, run_transition
 
 log = logging.getLogger(__name__)
@@ -85,46 +85,49 @@ def queue_order(runs: list[Run]) -> list[Run]:
 # ------------------------------------------------------------------------------- placement
 
 
-def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, str]:
-    """Where the run could start now, or why it cannot (in plain words)."""
+def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, str, Run | None]:
+    """Where the run could start now, or why it cannot (in plain words) and the run in the way.
+
+    The words never name that run (HOLDER_WORDS stands for it): who may read its name depends on
+    who looks, so Run.wait_reason_for renders it for each viewer.
+    """
     request = run.device_request or {"kind": "count", "count": 1}
     if not inventory.hosts:
-        return None, "no worker online"
+        return None, "no worker online", None
     kind = request.get("kind")
     if kind == "cpu":
         for host in inventory.hosts:
             cpus = [d for d in inventory.free[host.pk] if d.kind == Device.Kind.CPU]
             if cpus:
-                return Placement(host, cpus[:1]), ""
-        return None, "the CPU of every online worker is in use"
+                return Placement(host, cpus[:1]), "", None
+        return None, "the CPU of every online worker is in use", None
     if kind == "specific":
         host = next((h for h in inventory.hosts if h.hostname == request.get("host")), None)
         if host is None:
-            return None, f"worker {request.get('host')} is offline"
+            return None, f"worker {request.get('host')} is offline", None
         wanted = [int(i) for i in request.get("indices", [])]
         by_index = {d.index: d for d in inventory.free[host.pk] if d.kind == Device.Kind.GPU}
         held = {d.index: d for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU}
         for index in wanted:
             if index in held:
-                holder = held[index].run
-                return None, f"GPU {index} on {host.hostname} is in use by run #{holder.pk} ({holder.name})"
+                return None, f"GPU {index} on {host.hostname} is in use by {HOLDER_WORDS}", held[index].run
             if index not in by_index:
-                return None, f"{host.hostname} has no GPU {index}"
-        return Placement(host, [by_index[i] for i in wanted]), ""
+                return None, f"{host.hostname} has no GPU {index}", None
+        return Placement(host, [by_index[i] for i in wanted]), "", None
     count = int(request.get("count", 1))
     fitting = [(len(inventory.free_gpus(h)), h) for h in inventory.hosts if len(inventory.free_gpus(h)) >= count]
     if fitting:
         # Best fit: the host with the fewest free GPUs that suffice keeps big hosts whole for big runs.
         _, host = min(fitting, key=lambda pair: (pair[0], pair[1].hostname))
-        return Placement(host, inventory.free_gpus(host)[:count]), ""
+        return Placement(host, inventory.free_gpus(host)[:count]), "", None
     largest = max(inventory.gpu_count(h) for h in inventory.hosts)
     plural = "s" if count != 1 else ""
     if largest < count:
         if largest == 0:
-            return None, f"needs {count} GPU{plural}; no online worker has a GPU"
-        return None, f"needs {count} GPU{plural} on one host; the largest online host has {largest}"
+            return None, f"needs {count} GPU{plural}; no online worker has a GPU", None
+        return None, f"needs {count} GPU{plural} on one host; the largest online host has {largest}", None
     most_free = max(len(inventory.free_gpus(h)) for h in inventory.hosts)
-    return None, f"needs {count} GPU{plural} on one host, {most_free} free"
+    return None, f"needs {count} GPU{plural} on one host, {most_free} free", None
 
 
 def estimate_start(run: Run, inventory: Inventory) -> timezone.datetime | None:
@@ -179,6 +182,7 @@ def allocate(run: Run, placement: Placement) -> bool:
                 attempt=attempt,
                 started_at=timezone.now(),
                 wait_reason="",
+                wait_holder=None,
                 estimated_start=None,
             )
             if not started:
@@ -229,12 +233,21 @@ def interrupt(run: Run, why: str) -> bool:
     return run_finish(run=run, to_state=Run.State.INTERRUPTED, reason=reason)
 
 
-def _set_waiting(run: Run, state: str, reason: str, estimate) -> None:
-    if run.state == state and run.wait_reason == reason and run.estimated_start == estimate:
+def _set_waiting(run: Run, state: str, reason: str, estimate, holder: Run | None = None) -> None:
+    holder_id = holder.pk if holder is not None else None
+    if (
+        run.state == state
+        and run.wait_reason == reason
+        and run.wait_holder_id == holder_id
+        and run.estimated_start == estimate
+    ):
         return
     if run.state != state and run.state != Run.State.INTERRUPTED:
+        # The timeline keeps the neutral words: it is read by the run's owner, not the holder's.
         run_transition(run=run, to_state=state, from_states=[run.state], reason=reason)
-    Run.objects.filter(pk=run.pk, state__in=Run.PENDING_STATES).update(wait_reason=reason, estimated_start=estimate)
+    Run.objects.filter(pk=run.pk, state__in=Run.PENDING_STATES).update(
+        wait_reason=reason, wait_holder=holder, estimated_start=estimate
+    )
 
 
 def schedule() -> dict:
@@ -262,7 +275,7 @@ def schedule() -> dict:
             reason = f"behind {ahead} run{'s' if ahead != 1 else ''} of higher priority"
             _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory))
             continue
-        placement, reason = find_placement(run, inventory)
+        placement, reason, holder = find_placement(run, inventory)
         if placement is not None and allocate(run, placement):
             inventory.take(placement, run)
             started += 1
@@ -270,12 +283,12 @@ def schedule() -> dict:
         if placement is not None:
             inventory = Inventory.load()  # another pass took something: see the world again
             continue
-        _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory))
+        _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory), holder)
         waiting_priorities.append(run.priority)
     return {"reclaimed": reclaimed, "started": started, "pending": len(pending) - started}
 
 
 def queue_positions() -> list[Run]:
     """The waiting runs in the order they will be considered, for the queue page and API."""
-    pending = list(Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner"))
-    return queue_order(pending)
+    pending = Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner", "wait_holder")
+    return queue_order(list(pending))

@@ -2,6 +2,13 @@ from rest_framework import serializers
 
 from trainer.config import NETWORKS, OPTIMIZERS
 from workbench.runs.models import Device, Run, RunTransition
+from workbench.runs.pretrained import config_for_display
+
+
+def _viewer(serializer: serializers.Serializer):
+    """Who reads the answer (context["request"]); without one, text is rendered as for a stranger."""
+    request = serializer.context.get("request")
+    return getattr(request, "user", None)
 
 
 class DeviceSerializer(serializers.ModelSerializer):
@@ -23,6 +30,7 @@ class RunSerializer(serializers.ModelSerializer):
     dataset_name = serializers.CharField(source="dataset.name")
     devices = DeviceSerializer(many=True)
     requested_devices = serializers.CharField(source="device_request_text")
+    wait_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -32,13 +40,21 @@ class RunSerializer(serializers.ModelSerializer):
             "estimated_start", "attempt", "error", "notes", "sweep", "created_at", "started_at", "finished_at",
         ]  # fmt: skip
 
+    def get_wait_reason(self, run: Run) -> str:
+        return run.wait_reason_for(_viewer(self))
+
 
 class RunDetailSerializer(RunSerializer):
     transitions = TransitionSerializer(many=True)
     host = serializers.CharField(source="host.hostname", default=None)
+    config = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
         fields = [*RunSerializer.Meta.fields, "config", "host", "transitions", "last_seq"]
+
+    def get_config(self, run: Run) -> dict:
+        # `pretrained` reads as the reference it came from (upload:<id>, run:<id>), never a server path.
+        return config_for_display(run.config or {})
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -73,3 +89,16 @@ class RunCreateSerializer(serializers.Serializer):
 
 class PrioritySerializer(serializers.Serializer):
     priority = serializers.IntegerField(min_value=-100, max_value=100)
+
+
+class PretrainedWeightsSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    reference = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    size_bytes = serializers.IntegerField(read_only=True)
+    created = serializers.DateTimeField(read_only=True)
+
+
+class PretrainedUploadSerializer(serializers.Serializer):
+    file = serializers.FileField()
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)

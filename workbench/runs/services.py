@@ -208,7 +208,7 @@ def run_submit(
 ) -> Run:
     """Validates a run request (devices, trainer config) and queues it; RequestError names the field."""
     request = resolve_auto(parse_device_request(gpus), gpus_online=gpus_online())
-    config = validate_trainer_config(config, network=network, request=request)
+    config = validate_trainer_config(config, network=network, request=request, owner=owner)
     return run_create(
         owner=owner,
         dataset=dataset,

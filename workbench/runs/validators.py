@@ -12,6 +12,14 @@ class RequestError(ValueError):
     """Bad input; the message names the field and what is allowed."""
 
 
+# One answer for every pretrained source refused: a missing upload, someone else's run, a path,
+# a symlink all read the same, so the API cannot be used to learn what exists on the server.
+PRETRAINED_REFUSED = (
+    "config: pretrained: no such weights you can use; give upload:<id> (an upload of yours, "
+    "POST /api/pretrained/) or run:<id> / run:<id>:last (a run you can see)"
+)
+_REFERENCE = re.compile(r"upload:(?P<upload>[1-9]\d{0,17})|run:(?P<run>[1-9]\d{0,17})(?::(?P<which>best|last))?")
+
 _SPECIFIC = re.compile(r"^(?P<host>[^:\s]+):(?P<indices>\d+(?:,\d+)*)$")
 
 
@@ -70,11 +78,61 @@ def check_model_parallel(model_parallel: Any, request: dict) -> None:
         )
 
 
-def validate_trainer_config(config: dict, *, network: str, request: dict) -> dict:
+def check_pretrained(value: Any, *, owner, network: str):
+    """The rule for what a run may start from, without touching any file: an upload of `owner`'s
+    (staff: anyone's) or a run `owner` may see, by reference. Returns the PretrainedWeights row or
+    (run, "best"|"last"); anything else raises RequestError(PRETRAINED_REFUSED)."""
+    from workbench.runs.models import PretrainedWeights
+    from workbench.runs.pretrained import checkpoint_of, inside_store
+    from workbench.runs.selectors import runs_visible_to
+
+    match = _REFERENCE.fullmatch(value) if isinstance(value, str) and owner is not None else None
+    if match is None:
+        raise RequestError(PRETRAINED_REFUSED)
+    if match.group("upload"):
+        uploads = PretrainedWeights.objects.all()
+        uploads = uploads if owner.is_staff else uploads.filter(owner=owner)
+        weights = uploads.filter(pk=int(match.group("upload"))).first()
+        if weights is None or not inside_store(weights.file):
+            raise RequestError(PRETRAINED_REFUSED)
+        return weights
+    run = runs_visible_to(owner).filter(pk=int(match.group("run"))).first()
+    if run is None:
+        raise RequestError(PRETRAINED_REFUSED)
+    # From here on the run is the user's to see: naming what is wrong with it tells nothing new.
+    which = match.group("which") or "best"
+    if run.network != network:
+        raise RequestError(
+            f"config: pretrained: run #{run.pk} trained a {run.network}; "
+            f"choose network {run.network} to start from its weights"
+        )
+    if checkpoint_of(run, which) is None:
+        raise RequestError(f"config: pretrained: run #{run.pk} has no checkpoint yet")
+    return run, which
+
+
+def resolve_pretrained(value: Any, *, owner, network: str) -> str:
+    """check_pretrained, then the file the trainer is to read (a run's weights copied out)."""
+    from workbench.runs.pretrained import PretrainedError, weights_from_run
+
+    source = check_pretrained(value, owner=owner, network=network)
+    if isinstance(source, tuple):
+        run, which = source
+        try:
+            source = weights_from_run(owner=owner, run=run, which=which)
+        except PretrainedError as error:
+            raise RequestError(f"config: pretrained: {error}") from None
+    return str(source.file)
+
+
+def validate_trainer_config(config: dict, *, network: str, request: dict, owner=None) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
-    asks for; returns the config to store."""
+    asks for; returns the config to store, its `pretrained` reference resolved to the file for
+    `owner` (a config naming weights without an owner is refused)."""
     if not isinstance(config, dict):
         raise RequestError("config: expected an object")
+    config = {**config}
+    pretrained = config.pop("pretrained", None)
     for reserved in ("run_dir", "devices", "network"):
         if reserved in config:
             raise RequestError(f"config.{reserved}: set by the workbench, leave it out")
@@ -85,6 +143,7 @@ def validate_trainer_config(config: dict, *, network: str, request: dict) -> dic
     probe = {
         **config,
         "network": network,
+        "pretrained": None,  # resolved below by the server; the trainer checks the file at launch
         "run_dir": "/nonexistent/run",
         "devices": ["cpu"] * count,
         "data": {**(config.get("data") or {}), "dataset": "/nonexistent/dataset"},
@@ -97,4 +156,7 @@ def validate_trainer_config(config: dict, *, network: str, request: dict) -> dic
         raise RequestError(f"config: {error}") from None
     except TypeError as error:
         raise RequestError(f"config: {error}") from None
+    if pretrained not in (None, ""):
+        # Last, once the rest is valid: a run's weights are copied out only for a run that is queued.
+        config["pretrained"] = resolve_pretrained(pretrained, owner=owner, network=network)
     return config

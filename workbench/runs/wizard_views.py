@@ -8,9 +8,7 @@ import functools
 import json
 import re
 import uuid
-from pathlib import Path
 
-from django.conf import settings
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -21,7 +19,8 @@ from django.views.decorators.http import require_GET, require_POST
 from datasets.models import Dataset
 from workbench.runs import services
 from workbench.runs.forms import NETWORK_INFO, RunForm, field_for_message, initial_from_run, usable_datasets
-from workbench.runs.models import Run
+from workbench.runs.models import Run, wait_text_for
+from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.validators import (
     RequestError,
     check_model_parallel,
@@ -89,48 +88,18 @@ def run_new(request):
 
 
 def _weights(request, form: RunForm) -> str | None:
-    """The state_dict file to start from: a previous run's checkpoint weights or an upload,
-    stored under DATA_DIR/pretrained where every worker can read it."""
-    import torch
-
-    from trainer.checkpoint import CheckpointStore
-
+    """The reference of the weights to start from; an upload becomes one of the user's uploads
+    first (checked to hold a state_dict). run_submit resolves the reference to a file."""
     data = form.cleaned_data
-    folder = Path(settings.DATA_DIR) / "pretrained"
-    folder.mkdir(parents=True, exist_ok=True)
-    if data["start_from"] == "path":
-        return data["pretrained_path"]
-    if data["start_from"] == "run":
-        run = data["previous_run"]
-        store = CheckpointStore(run.run_dir)
-        source = store.best() or store.latest()
-        target = folder / f"run{run.pk}-{source.stem}-{int(source.stat().st_mtime)}.pt"
-        if not target.exists():
-            state = CheckpointStore.load(source)
-            tmp = target.with_suffix(".tmp")
-            torch.save(state["model"], tmp)
-            tmp.replace(target)
-        return str(target)
-    if data["start_from"] == "upload":
-        upload = data["pretrained_file"]
-        target = folder / f"upload-{uuid.uuid4().hex}.pt"
-        with target.open("wb") as fh:
-            for chunk in upload.chunks():
-                fh.write(chunk)
-        try:
-            state = torch.load(target, map_location="cpu", weights_only=True)
-        except Exception as error:  # any unpickling problem is the file's
-            target.unlink(missing_ok=True)
-            form.add_error("pretrained_file", f"{upload.name} is not a PyTorch state_dict file ({error}).")
-            return None
-        if isinstance(state, dict) and isinstance(state.get("model"), dict):
-            state = state["model"]
-        if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
-            target.unlink(missing_ok=True)
-            form.add_error("pretrained_file", f"{upload.name} does not hold a state_dict (names to tensors).")
-            return None
-        return str(target)
-    return None
+    if data["start_from"] != "upload":
+        return form.pretrained_reference
+    upload = data["pretrained_file"]
+    try:
+        weights = weights_upload(owner=request.user, name=upload.name, chunks=upload, size=upload.size)
+    except PretrainedError as error:
+        form.add_error("pretrained_file", f"{error}.")
+        return None
+    return weights.reference
 
 
 def _submit(request, form: RunForm) -> list[Run]:
@@ -376,8 +345,9 @@ def placement_preview(*, user, request: dict) -> dict:
                     f"behind runs of higher priority.",
                 }
             continue
-        placement, reason = find_placement(run, inventory)
+        placement, reason, holder = find_placement(run, inventory)
         if is_probe:
+            reason = wait_text_for(reason, holder=holder, viewer=user)
             if placement is not None:
                 where = ", ".join(device.label for device in placement.devices)
                 return {

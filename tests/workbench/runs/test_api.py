@@ -1,5 +1,6 @@
 """The runs REST API and the management commands (no worker: runs stay queued)."""
 
+import html
 import io
 
 import pytest
@@ -182,3 +183,38 @@ def test_it_links_the_dataset_page_to_its_runs_and_a_new_run(owner_client, datas
     body = owner_client.get(reverse("dataset-detail", args=[dataset.pk])).content.decode()
     assert f'href="{reverse("run-detail", args=[run_id])}"' in body
     assert f'href="{reverse("run-new")}?dataset={dataset.pk}"' in body
+
+
+def test_it_shows_another_users_run_in_every_wait_reason(client, owner, other_user, staff_user, dataset):
+    from workbench.runs.scheduler import schedule
+    from workbench.runs.services import run_create
+
+    (host,) = simulate_hosts(hosts=1, gpus_per_host=1)
+    specific = {"kind": "specific", "host": host.hostname, "indices": [0]}
+    holder = run_create(owner=owner, dataset=dataset, name="alice-secret-project-x", network="lenet", config={},
+                        device_request=specific)  # fmt: skip
+    bobs = Dataset.objects.create(owner=other_user, name="bobs", status=Dataset.Status.READY)
+    waiting = run_create(owner=other_user, dataset=bobs, name="bobs-run", network="lenet", config={},
+                         device_request=specific)  # fmt: skip
+    schedule()
+    hidden = f"GPU 0 on {host.hostname} is in use by another user's run"
+    shown = f"GPU 0 on {host.hostname} is in use by run #{holder.pk} (alice-secret-project-x)"
+
+    def seen_by(user) -> tuple[str, str | None, str | None, str]:
+        client.force_login(user)
+        queue = client.get(reverse("api-queue")).json()["queue"]
+        (row,) = [row for row in queue if row["state"] == "waiting"]
+        detail = client.get(reverse("api-run", args=[waiting.pk]))
+        listed = [r["wait_reason"] for r in client.get(reverse("api-runs")).json()["results"] if r["id"] == waiting.pk]
+        page = client.get(reverse("run-queue")).content.decode()
+        return row["wait_reason"], detail.json().get("wait_reason"), (listed or [None])[0], page
+
+    bob_queue, bob_detail, bob_list, bob_page = seen_by(other_user)
+    assert (bob_queue, bob_detail, bob_list) == (hidden, hidden, hidden)
+    assert html.escape(hidden) in bob_page and "alice-secret" not in bob_page
+    assert "alice-secret" not in client.get(reverse("api-run", args=[waiting.pk])).content.decode()
+    # The holder's owner and staff may see the holder: they read its number and name.
+    alice_queue, _, _, alice_page = seen_by(owner)
+    assert alice_queue == shown and html.escape(shown) in alice_page
+    staff_queue, staff_detail, staff_list, staff_page = seen_by(staff_user)
+    assert (staff_queue, staff_detail, staff_list) == (shown, shown, shown) and html.escape(shown) in staff_page

@@ -8,7 +8,7 @@ from django.utils import timezone
 from datasets.models import Dataset
 from workbench.runs.models import Device, Run, WorkerHost
 from workbench.runs.scheduler import queue_order, schedule
-from workbench.runs.services import run_abort, run_create
+from workbench.runs.services import run_abort, run_create, run_finish
 from workbench.runs.simulation import simulate_hosts
 
 
@@ -109,7 +109,29 @@ def test_it_places_specific_gpus_or_says_who_holds_them(owner, dataset):
     first.refresh_from_db()
     second.refresh_from_db()
     assert held(first) == [(host.hostname, 1), (host.hostname, 3)]
-    assert second.wait_reason == f"GPU 3 on {host.hostname} is in use by run #{first.pk} (r)"
+    # Stored without the holder's name; rendered for whoever reads it.
+    assert second.wait_reason == f"GPU 3 on {host.hostname} is in use by another run"
+    assert second.wait_reason_for(owner) == f"GPU 3 on {host.hostname} is in use by run #{first.pk} (r)"
+
+
+def test_it_stores_a_wait_reason_that_names_no_holder(owner, other_user, staff_user, dataset):
+    (host,) = simulate_hosts(hosts=1, gpus_per_host=1)
+    secret = submit(owner, dataset, {"kind": "specific", "host": host.hostname, "indices": [0]}, name="alice-secret")
+    waiting = submit(other_user, dataset, {"kind": "specific", "host": host.hostname, "indices": [0]}, name="bobs")
+    schedule()
+    waiting.refresh_from_db()
+    assert waiting.state == Run.State.WAITING and waiting.wait_holder_id == secret.pk
+    stored = [waiting.wait_reason, *waiting.transitions.values_list("reason", flat=True)]
+    stored += [str(event.data) for event in waiting.events.all()]
+    assert not any("alice-secret" in text or f"#{secret.pk}" in text for text in stored), stored
+    hidden = f"GPU 0 on {host.hostname} is in use by another user's run"
+    assert waiting.wait_reason_for(other_user) == hidden and waiting.wait_reason_for(None) == hidden
+    shown = f"GPU 0 on {host.hostname} is in use by run #{secret.pk} (alice-secret)"
+    assert waiting.wait_reason_for(owner) == shown and waiting.wait_reason_for(staff_user) == shown
+    run_finish(run=secret, to_state=Run.State.DONE)
+    schedule()
+    waiting.refresh_from_db()
+    assert waiting.state == Run.State.RUNNING and waiting.wait_reason == "" and waiting.wait_holder_id is None
 
 
 def test_it_interleaves_users_within_a_priority(owner, other_user, dataset):

@@ -130,7 +130,6 @@ BAD_FIELDS = [
     ("start_from", "upload", "Choose a .pt file holding a state_dict."),
     ("start_from", "path", "did not start from saved weights"),
     ("previous_run", "424242", "Select a valid choice"),
-    ("pretrained_path", "/etc/passwd", "no longer available"),
     ("name", "x" * 151, "at most 150 characters"),
 ]
 
@@ -235,6 +234,20 @@ def test_it_starts_from_a_previous_runs_weights(owner_client, owner, dataset):
     assert "trained a lenet; choose network lenet" in errors_of(response)["previous_run"]
 
 
+def test_it_clones_the_weights_a_run_started_from_by_reference(owner_client, owner, dataset):
+    previous = run_create(owner=owner, dataset=dataset, name="prev", network="lenet", config={}, device_request={})
+    fake_checkpoint(previous)
+    owner_client.post(reverse("run-new"), valid(dataset, start_from="run", previous_run=str(previous.pk)))
+    tuned = Run.objects.exclude(pk=previous.pk).get()
+    form = owner_client.get(reverse("run-new"), {"clone": tuned.pk}).context["form"]
+    assert (form["start_from"].value(), form["pretrained_path"].value()) == ("path", f"run:{previous.pk}")
+    response = owner_client.post(
+        reverse("run-new"), valid(dataset, start_from="path", pretrained_path=f"run:{previous.pk}")
+    )
+    assert response.status_code == 302
+    assert Run.objects.order_by("-pk").first().config["pretrained"] == tuned.config["pretrained"]
+
+
 def test_it_starts_from_an_uploaded_state_dict_and_refuses_other_files(owner_client, dataset, tmp_path):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -313,7 +326,8 @@ def test_it_says_whether_the_run_starts_now_or_waits_and_where(owner_client, own
     body = owner_client.get(url, {"device_mode": "cpu"}).json()
     assert body["start_now"] is True and body["message"] == "Starts now on sim0@simulated: CPU."
     body = owner_client.get(url, {"device_mode": "specific", "gpus": ["sim0@simulated:1"]}).json()
-    assert "GPU 1 on sim0@simulated is in use by run #" in body["message"]
+    # The holder is another user's: its name stays theirs.
+    assert "GPU 1 on sim0@simulated is in use by another user's run." in body["message"]
     assert owner_client.get(url, {"device_mode": "specific"}).json()["errors"] == {"gpus": "Tick at least one GPU."}
 
 

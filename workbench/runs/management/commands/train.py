@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from datasets.models import Dataset
 from trainer.config import NETWORKS, OPTIMIZERS
 from workbench.runs.models import Run
+from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
 from workbench.runs.validators import RequestError
 
@@ -30,6 +31,14 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="")
         parser.add_argument("--priority", type=int, default=0)
         parser.add_argument("--config", type=Path, help="a JSON file of further trainer settings (docs/formats.md)")
+        parser.add_argument(
+            "--pretrained", help="weights to start from: upload:<id>, run:<id> or run:<id>:last, as the owner may use"
+        )
+        parser.add_argument(
+            "--pretrained-file",
+            type=Path,
+            help="a state_dict file to start from, stored first as an upload of the owner (as POST /api/pretrained/)",
+        )
         parser.add_argument("--owner", help="username of the owner (default: the dataset's owner)")
         parser.add_argument("--wait", action="store_true", help="wait for the run to end, printing progress")
 
@@ -45,6 +54,8 @@ class Command(BaseCommand):
             if dataset.owner_id != owner.pk and not owner.is_staff:
                 raise CommandError(f"dataset {dataset.pk} does not belong to {owner.username}")
         config = self._config(options)
+        if options["pretrained_file"]:
+            config["pretrained"] = self._upload(owner, options["pretrained_file"])
         try:
             run = run_submit(
                 owner=owner,
@@ -77,7 +88,20 @@ class Command(BaseCommand):
             solver["optimizer"] = options["solver"]
         if solver:
             config["solver"] = solver
+        if options["pretrained"]:
+            config["pretrained"] = options["pretrained"]
         return config
+
+    def _upload(self, owner, path: Path) -> str:
+        try:
+            with path.open("rb") as handle:
+                weights = weights_upload(owner=owner, name=path.name, chunks=handle, size=path.stat().st_size)
+        except OSError as error:
+            raise CommandError(f"--pretrained-file {path}: {error.strerror}") from None
+        except PretrainedError as error:
+            raise CommandError(f"--pretrained-file: {error}") from None
+        self.stderr.write(f"stored {path.name} as {weights.reference}")
+        return weights.reference
 
     def _wait(self, run: Run) -> None:
         last_line = ""
@@ -88,7 +112,7 @@ class Command(BaseCommand):
                 eta = f", ETA {run.eta_seconds:.0f} s" if run.eta_seconds is not None else ""
                 line += f" {100 * run.progress:.0f}%{eta}"
             elif run.state in Run.PENDING_STATES and run.wait_reason:
-                line += f" ({run.wait_reason})"
+                line += f" ({run.wait_reason_for(run.owner)})"
             if line != last_line:
                 self.stdout.write(line)
                 last_line = line

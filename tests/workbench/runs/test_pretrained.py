@@ -1,0 +1,266 @@
+"""Weights to start from: uploads and runs by reference, one rule for form, API and CLI, and one
+answer for everything refused (a second user learns nothing about what exists)."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
+
+from datasets.models import Dataset
+from tests.workbench.runs.conftest import TINY_CONFIG
+from trainer.checkpoint import CheckpointStore
+from trainer.networks import InputSpec, build_model
+from workbench.runs.models import PretrainedWeights, Run
+from workbench.runs.pretrained import pretrained_root, weights_upload
+from workbench.runs.services import run_create
+from workbench.runs.validators import PRETRAINED_REFUSED
+
+REFUSED = PRETRAINED_REFUSED.removeprefix("config: ")
+SPEC = InputSpec(1, 8, 8, 3)  # what make_dataset_folder builds by default
+
+
+def lenet_bytes(seed: int = 0) -> bytes:
+    torch.manual_seed(seed)
+    buffer = io.BytesIO()
+    torch.save(build_model("lenet", SPEC).state_dict(), buffer)
+    return buffer.getvalue()
+
+
+def building_dataset(user, name: str = "bars") -> Dataset:
+    # Never started by a worker another test may have running: its runs stay queued.
+    return Dataset.objects.create(owner=user, name=name, status=Dataset.Status.BUILDING)
+
+
+def run_with_checkpoint(user, *, network: str = "lenet") -> Run:
+    run = run_create(owner=user, dataset=building_dataset(user, "alice-secret-data"), name="alice-secret-project-x",
+                     network=network, config={}, device_request={"kind": "cpu"})  # fmt: skip
+    store = CheckpointStore(run.run_dir)
+    store.save({"model": build_model("lenet", SPEC).state_dict(), "config": {}}, step=5, is_best=True)
+    store.save({"model": build_model("lenet", SPEC).state_dict(), "config": {}}, step=9)
+    return run
+
+
+def submit(client, dataset, pretrained, network: str = "lenet"):
+    body = {"dataset": dataset.pk, "network": network, "epochs": 1, "batch_size": 8, "gpus": "cpu",
+            "config": {"pretrained": pretrained}}  # fmt: skip
+    return client.post(reverse("api-runs"), body, content_type="application/json")
+
+
+@pytest.fixture
+def alice_run(owner):
+    return run_with_checkpoint(owner)
+
+
+@pytest.fixture
+def alice_upload(owner):
+    return weights_upload(owner=owner, name="alice.pt", chunks=io.BytesIO(lenet_bytes()))
+
+
+@pytest.fixture
+def bob_client(client, other_user):
+    client.force_login(other_user)
+    return client
+
+
+def stored_files(user) -> list[Path]:
+    folder = pretrained_root() / f"user{user.pk}"
+    return sorted(p for p in folder.glob("*") if not p.is_symlink()) if folder.is_dir() else []
+
+
+# ----------------------------------------------------------------------------- refused, all alike
+
+
+def hostile_values(alice_run: Run, alice_upload: PretrainedWeights, symlink: Path) -> list:
+    best = alice_run.run_dir / "checkpoints" / "best.pt"
+    data_dir = Path(settings.DATA_DIR)
+    return [
+        str(best),  # another user's checkpoint, by its absolute path
+        str(alice_upload.file),  # another user's upload, by its path
+        f"../runs/{alice_run.pk}/checkpoints/best.pt",
+        f"pretrained/../runs/{alice_run.pk}/checkpoints/best.pt",
+        str(pretrained_root() / ".." / "runs" / str(alice_run.pk) / "checkpoints" / "best.pt"),
+        str(symlink),  # a symlink to another user's checkpoint
+        "/etc/passwd",
+        str(data_dir / "secret_key"),
+        str(data_dir / "no-such-file.pt"),
+        f"upload:{alice_upload.pk}",  # another user's upload, by id
+        f"run:{alice_run.pk}",  # another user's run, by id
+        f"run:{alice_run.pk}:last",
+        "upload:999999",
+        "run:999999",
+        f"upload:{alice_upload.pk}\n",
+        "upload:0",
+        5,
+        ["/etc/passwd"],
+        {"path": "/etc/passwd"},
+    ]
+
+
+def test_it_refuses_every_source_but_references_of_ones_own_with_one_message(
+    bob_client, other_user, alice_run, alice_upload
+):
+    dataset = building_dataset(other_user)
+    before = stored_files(other_user)
+    symlink = pretrained_root() / f"user{other_user.pk}" / "link.pt"
+    symlink.parent.mkdir(parents=True, exist_ok=True)
+    symlink.unlink(missing_ok=True)
+    symlink.symlink_to(alice_run.run_dir / "checkpoints" / "best.pt")
+    bodies = []
+    for value in hostile_values(alice_run, alice_upload, symlink):
+        response = submit(bob_client, dataset, value)
+        assert response.status_code == 400, (value, response.content)
+        bodies.append(response.json())
+    assert all(body == {"config": [REFUSED]} for body in bodies), bodies
+    assert "alice" not in REFUSED and "/" not in REFUSED.partition("(")[0]
+    assert not Run.objects.filter(owner=other_user).exists()
+    # Nothing was loaded or copied for bob: no weights of his, no file but his own symlink.
+    assert not PretrainedWeights.objects.filter(owner=other_user).exists()
+    assert stored_files(other_user) == before
+
+
+def test_it_refuses_the_same_through_the_cli(other_user, alice_run, alice_upload):
+    dataset = building_dataset(other_user)
+    for value in (f"run:{alice_run.pk}", f"upload:{alice_upload.pk}", "/etc/passwd", str(alice_upload.file)):
+        with pytest.raises(CommandError) as caught:
+            call_command("train", dataset=dataset.pk, network="lenet", epochs=1, batch_size=8, gpus="cpu",
+                         pretrained=value, owner=other_user.username, stdout=io.StringIO())  # fmt: skip
+        assert str(caught.value) == PRETRAINED_REFUSED
+    assert not Run.objects.filter(owner=other_user).exists()
+
+
+def test_it_refuses_the_same_through_the_form_and_its_clone_field(bob_client, other_user, alice_run, alice_upload):
+    from tests.workbench.runs.test_wizard import errors_of, valid
+
+    dataset = Dataset.objects.create(owner=other_user, name="bobs", status=Dataset.Status.READY, image_width=8,
+                                     image_height=8, channels=1, labels=["a", "b", "c"],
+                                     splits={"train": {"count": 24}})  # fmt: skip
+    for value in (f"run:{alice_run.pk}", f"upload:{alice_upload.pk}", "/etc/passwd", str(alice_upload.file)):
+        response = bob_client.post(reverse("run-new"), valid(dataset, start_from="path", pretrained_path=value))
+        assert errors_of(response)["start_from"] == REFUSED.removeprefix("pretrained: ")
+    assert not Run.objects.filter(owner=other_user).exists()
+
+
+def test_it_refuses_an_upload_row_whose_file_was_swapped_for_a_symlink(owner_client, owner, alice_run, alice_upload):
+    alice_upload.file.unlink()
+    os.symlink("/etc/passwd", alice_upload.file)
+    response = submit(owner_client, building_dataset(owner, "other"), f"upload:{alice_upload.pk}")
+    assert response.json() == {"config": [REFUSED]}
+
+
+# ----------------------------------------------------------------------------- one's own, accepted
+
+
+def test_it_starts_from_ones_own_upload_and_shows_the_reference_not_the_path(owner_client, owner, alice_upload):
+    response = submit(owner_client, building_dataset(owner, "mine"), f"upload:{alice_upload.pk}")
+    assert response.status_code == 201, response.json()
+    assert response.json()["config"]["pretrained"] == f"upload:{alice_upload.pk}"
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.config["pretrained"] == str(alice_upload.file)  # what the trainer receives
+    detail = owner_client.get(reverse("api-run", args=[run.pk])).json()
+    assert detail["config"]["pretrained"] == f"upload:{alice_upload.pk}" and settings.DATA_DIR.name not in str(detail)
+
+
+def test_it_starts_from_ones_own_runs_best_or_last_checkpoint(owner_client, owner, alice_run):
+    dataset = building_dataset(owner, "mine")
+    best = CheckpointStore.load(alice_run.run_dir / "checkpoints" / "best.pt")["model"]
+    for reference in (f"run:{alice_run.pk}", f"run:{alice_run.pk}:last"):
+        response = submit(owner_client, dataset, reference)
+        assert response.status_code == 201, response.json()
+        assert response.json()["config"]["pretrained"] == reference
+        copied = torch.load(Run.objects.get(pk=response.json()["id"]).config["pretrained"], weights_only=True)
+        assert copied.keys() == best.keys()
+    assert submit(owner_client, dataset, f"run:{alice_run.pk}", network="resnet18").json() == {
+        "config": [f"pretrained: run #{alice_run.pk} trained a lenet; choose network lenet to start from its weights"]
+    }
+
+
+def test_it_lets_staff_start_from_a_run_they_can_see(client, staff_user, alice_run):
+    client.force_login(staff_user)
+    response = submit(client, building_dataset(staff_user), f"run:{alice_run.pk}")
+    assert response.status_code == 201, response.json()
+
+
+# ----------------------------------------------------------------------------- the upload endpoint
+
+
+class RunsCode:
+    """A pickle that would run code on load: weights_only refuses it."""
+
+    def __reduce__(self):
+        return (os.system, ("touch pwned-by-pickle",))
+
+
+def test_it_takes_uploads_of_state_dicts_only_and_lists_ones_own(owner_client, owner, other_user):
+    url = reverse("api-pretrained")
+    before = len(stored_files(owner))
+    good = SimpleUploadedFile("weights.pt", lenet_bytes())
+    response = owner_client.post(url, {"file": good})
+    assert response.status_code == 201, response.json()
+    assert response.json()["reference"] == f"upload:{response.json()['id']}"
+    weights = PretrainedWeights.objects.get()
+    assert weights.owner == owner and weights.file.is_relative_to(pretrained_root()) and weights.file.is_file()
+
+    evil = io.BytesIO()
+    torch.save({"w": RunsCode()}, evil)
+    cases = [("junk.pt", b"not a pickle", "junk.pt is not a PyTorch state_dict file"),
+             ("evil.pt", evil.getvalue(), "evil.pt is not a PyTorch state_dict file"),
+             ("list.pt", _saved([torch.zeros(1)]), "list.pt does not hold a state_dict")]  # fmt: skip
+    for name, content, message in cases:
+        response = owner_client.post(url, {"file": SimpleUploadedFile(name, content)})
+        assert response.status_code == 400 and message in response.json()["file"][0], response.json()
+    assert not Path("pwned-by-pickle").exists()
+    assert PretrainedWeights.objects.count() == 1 and len(stored_files(owner)) == before + 1
+
+    assert [row["id"] for row in owner_client.get(url).json()["results"]] == [weights.pk]
+    bob_client = Client()
+    bob_client.force_login(other_user)
+    assert bob_client.get(url).json()["results"] == []
+    assert bob_client.delete(reverse("api-pretrained-detail", args=[weights.pk])).status_code == 404
+
+
+def _saved(value) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def test_it_keeps_an_upload_a_pending_run_starts_from(owner_client, owner, alice_upload):
+    assert submit(owner_client, building_dataset(owner, "mine"), f"upload:{alice_upload.pk}").status_code == 201
+    response = owner_client.delete(reverse("api-pretrained-detail", args=[alice_upload.pk]))
+    assert response.status_code == 409 and alice_upload.file.is_file()
+
+
+# ----------------------------------------------------------------------------- real training
+
+
+@pytest.mark.slow
+def test_it_trains_from_an_uploaded_state_dict_and_then_from_that_run(
+    celery_worker, transactional_db, owner, client, make_dataset
+):
+    from tests.workbench.runs.test_worker_runs import wait_for_state
+
+    client.force_login(owner)
+    dataset = make_dataset(owner)
+    upload = client.post(reverse("api-pretrained"), {"file": SimpleUploadedFile("w.pt", lenet_bytes(seed=7))}).json()
+    runs = []
+    for reference in (upload["reference"], None):
+        reference = reference or f"run:{runs[0].pk}"
+        body = {"dataset": dataset.pk, "network": "lenet", "gpus": "cpu",
+                "config": {**TINY_CONFIG, "pretrained": reference}}  # fmt: skip
+        response = client.post(reverse("api-runs"), body, content_type="application/json")
+        assert response.status_code == 201, response.json()
+        run = wait_for_state(Run.objects.get(pk=response.json()["id"]), Run.State.DONE, Run.State.FAILED)
+        assert run.state == Run.State.DONE, run.error
+        lines = [event.data.get("line", "") for event in run.events.filter(kind="log")]
+        tensors = len(build_model("lenet", SPEC).state_dict())
+        assert any(f": loaded {tensors} tensors, skipped 0" in line for line in lines), lines
+        runs.append(run)

@@ -1,0 +1,163 @@
+"""Weights a run may start from: uploads kept under DATA_DIR/pretrained/, and copies of the
+weights of a run's checkpoint. Users name them by reference (`upload:<id>`, `run:<id>`,
+`run:<id>:last`), never by path; only the server turns a reference into a file (see
+validators.resolve_pretrained for the rule of who may use what).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import IO
+
+from django.conf import settings
+from django.db import IntegrityError
+
+from workbench.runs.models import PretrainedWeights, Run
+
+MAX_PRETRAINED_BYTES = 2 * 1024**3
+CHUNK = 1 << 20
+
+
+class PretrainedError(ValueError):
+    """An upload that is not a state_dict, or too large; the message names the file by its name."""
+
+
+def pretrained_root() -> Path:
+    return Path(settings.DATA_DIR) / "pretrained"
+
+
+def _owner_folder(owner) -> Path:
+    folder = pretrained_root() / f"user{owner.pk}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(settings.DATA_DIR).as_posix()
+
+
+def inside_store(path: Path) -> bool:
+    """Only regular files the server wrote under DATA_DIR/pretrained/ are ever given to a trainer."""
+    root = pretrained_root().resolve()
+    return not path.is_symlink() and path.resolve().is_relative_to(root) and path.is_file()
+
+
+def state_dict_tensor_count(path: Path) -> int:
+    """Tensors in the file's state_dict (one of our checkpoints counts by its model); raises
+    PretrainedError when it is anything else. `weights_only`: a pickle with code is refused."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # any unpickling problem is the file's; its details could quote the file
+        raise PretrainedError("is not a PyTorch state_dict file (torch.save of a model's state_dict())") from None
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        state = state["model"]
+    if (
+        not isinstance(state, dict)
+        or not state
+        or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items())
+    ):
+        raise PretrainedError("does not hold a state_dict (names to tensors)")
+    return len(state)
+
+
+def weights_upload(*, owner, name: str, chunks: IO[bytes] | object, size: int | None = None) -> PretrainedWeights:
+    """Stores an uploaded file as `owner`'s weights, once checked to hold a state_dict.
+
+    `chunks` is a Django UploadedFile (its .chunks()) or any binary file object. Written to a temp
+    file in the same folder and renamed, so a half-written upload is never usable.
+    """
+    label = os.path.basename(str(name or "weights.pt"))[:200] or "weights.pt"
+    if size is not None and size > MAX_PRETRAINED_BYTES:
+        raise PretrainedError(f"{label} is {size} bytes, over the {MAX_PRETRAINED_BYTES} byte limit")
+    folder = _owner_folder(owner)
+    target = folder / f"upload-{uuid.uuid4().hex}.pt"
+    tmp = target.with_suffix(".tmp")
+    written = 0
+    pieces = chunks.chunks() if hasattr(chunks, "chunks") else iter(lambda: chunks.read(CHUNK), b"")
+    try:
+        with tmp.open("wb") as handle:
+            for piece in pieces:
+                written += len(piece)
+                if written > MAX_PRETRAINED_BYTES:
+                    raise PretrainedError(f"{label} is over the {MAX_PRETRAINED_BYTES} byte limit")
+                handle.write(piece)
+        try:
+            state_dict_tensor_count(tmp)
+        except PretrainedError as error:
+            raise PretrainedError(f"{label} {error}") from None
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return PretrainedWeights.objects.create(owner=owner, name=label, path=_relative(target), size_bytes=written)
+
+
+def checkpoint_of(run: Run, which: str) -> Path | None:
+    """The run's best checkpoint (its latest when it has no best yet), or its latest for "last"."""
+    from trainer.checkpoint import CheckpointStore
+
+    store = CheckpointStore(run.run_dir)
+    return store.latest() if which == "last" else (store.best() or store.latest())
+
+
+def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
+    """The weights of `run`'s checkpoint copied out for `owner` (a checkpoint is rotated and the
+    run may be deleted; the copy stays). The same checkpoint file gives the same copy."""
+    import torch
+
+    from trainer.checkpoint import CheckpointStore
+
+    source = checkpoint_of(run, which)
+    if source is None:
+        raise PretrainedError(f"run #{run.pk} has no checkpoint yet")
+    source = source.resolve()
+    stamp = source.stat().st_mtime_ns
+    target = _owner_folder(owner) / f"run{run.pk}-{which}-{source.stem}-{stamp}.pt"
+    existing = PretrainedWeights.objects.filter(path=_relative(target)).first()
+    if existing is not None and target.is_file():
+        return existing
+    try:
+        state = CheckpointStore.load(source)
+    except Exception:
+        raise PretrainedError(f"run #{run.pk}'s checkpoint cannot be read") from None
+    tmp = target.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        torch.save(state["model"], tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:
+        return PretrainedWeights.objects.get_or_create(
+            path=_relative(target),
+            defaults={
+                "owner": owner,
+                "name": f"run #{run.pk} {which}"[:200],
+                "size_bytes": target.stat().st_size,
+                "source_run": run,
+                "source_checkpoint": which,
+            },
+        )[0]
+    except IntegrityError:  # two submissions copied the same checkpoint at once
+        return PretrainedWeights.objects.get(path=_relative(target))
+
+
+def reference_for_path(path: str | None) -> str | None:
+    """A stored config's `pretrained` file as the reference it was resolved from (what users see)."""
+    if not path:
+        return None
+    try:
+        relative = _relative(Path(path))
+    except ValueError:
+        return None
+    weights = PretrainedWeights.objects.filter(path=relative).first()
+    return weights.reference if weights else None
+
+
+def config_for_display(config: dict) -> dict:
+    """The run's config with its `pretrained` file shown as its reference, never a server path."""
+    if not config.get("pretrained"):
+        return config
+    return {**config, "pretrained": reference_for_path(config["pretrained"])}

@@ -1,0 +1,57 @@
+"""REST API of the weights a run may start from: list, upload (multipart `file`), delete.
+
+A run names them in `config.pretrained` as `upload:<id>` (see docs/formats.md).
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import status
+from rest_framework.decorators import api_view, parser_classes
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+
+from workbench.runs.models import PretrainedWeights, Run
+from workbench.runs.pretrained import PretrainedError, weights_upload
+from workbench.runs.serializers import PretrainedUploadSerializer, PretrainedWeightsSerializer
+
+
+def _weights_for(user):
+    """One's own uploads only: staff may use anyone's by id, but the list stays one's own."""
+    return PretrainedWeights.objects.filter(owner=user, source_run__isnull=True)
+
+
+@api_view(["GET", "POST"])
+@parser_classes([MultiPartParser, FormParser])
+def pretrained_list(request):
+    if request.method == "GET":
+        return Response({"results": PretrainedWeightsSerializer(_weights_for(request.user)[:500], many=True).data})
+    serializer = PretrainedUploadSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    upload = serializer.validated_data["file"]
+    try:
+        weights = weights_upload(
+            owner=request.user,
+            name=serializer.validated_data.get("name") or upload.name,
+            chunks=upload,
+            size=upload.size,
+        )
+    except PretrainedError as error:
+        raise ValidationError({"file": [str(error)]}) from None
+    return Response(PretrainedWeightsSerializer(weights).data, status=status.HTTP_201_CREATED)
+
+
+@api_view(["DELETE"])
+def pretrained_detail(request, pk: int):
+    """Deletes the upload, unless a run that may still (re)start reads it."""
+    weights = get_object_or_404(_weights_for(request.user), pk=pk)
+    users = Run.objects.filter(config__pretrained=str(weights.file)).exclude(state__in=Run.FINISHED_STATES)
+    if users.exists():
+        return Response(
+            {"detail": f"{weights.reference} is the start of a run that is not finished; delete it once that run ends"},
+            status=status.HTTP_409_CONFLICT,
+        )
+    weights.file.unlink(missing_ok=True)
+    weights.delete()
+    return Response(status=status.HTTP_204_NO_CONTENT)
