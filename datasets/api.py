@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import APIException
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from datasets.forms import DatasetForm
+from datasets.forms import DEFAULTS, DatasetForm
 from datasets.gallery import gallery_page
 from datasets.models import Dataset
 from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_rebuild
@@ -29,6 +31,8 @@ from datasets.uploads import (
     upload_status,
 )
 from datasets.views import _get_dataset_for_user, _visible
+from workbench.openapi import bad_request, error, form_schema
+from workbench.parsers import JSONObjectParser
 
 
 class UploadTooLarge(APIException):
@@ -103,8 +107,102 @@ def _form_errors(form) -> dict:
     return {field: [str(e) for e in errors] for field, errors in form.errors.items()}
 
 
+# What the API answers, for the OpenAPI schema (/api/schema/).
+_NUMBER_OR_NULL = {"type": "number", "nullable": True}
+DATASET_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": "string"},
+        "owner": {"type": "string"},
+        "kind": {"type": "string"},
+        "status": {"enum": list(Dataset.Status.values)},
+        "error": {"type": "string"},
+        "progress": {"type": "object"},
+        "options": {"type": "object"},
+        "labels": {"type": "array", "items": {"type": "string"}},
+        "splits": {"type": "object"},
+        "image_count": {"type": "integer"},
+        "skipped_count": {"type": "integer"},
+        "size_bytes": {"type": "integer"},
+        "created_at": {"type": "string", "format": "date-time"},
+        "started_at": {"type": "string", "format": "date-time", "nullable": True},
+        "finished_at": {"type": "string", "format": "date-time", "nullable": True},
+        "path": {"type": "string", "nullable": True},
+        "url": {"type": "string"},
+    },
+    "required": ["id", "name", "status", "url"],
+}
+DATASET_PAGE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "count": {"type": "integer"},
+        "next": {"type": "string", "nullable": True},
+        "previous": {"type": "string", "nullable": True},
+        "results": {"type": "array", "items": DATASET_SCHEMA},
+    },
+    "required": ["count", "results"],
+}
+DATASET_FIELDS = form_schema(DatasetForm, defaults=DEFAULTS)
+DATASET_MULTIPART = {
+    **DATASET_FIELDS,
+    "properties": {
+        **DATASET_FIELDS["properties"],
+        "archive": {"type": "string", "format": "binary", "description": "the archive itself (instead of `upload`)"},
+    },
+}
+UPLOAD_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "upload": {"type": "string", "description": "the token to name in `upload` when creating a dataset"},
+        "filename": {"type": "string"},
+        "size": {"type": "integer"},
+        "received": {"type": "integer"},
+        "complete": {"type": "boolean"},
+        "chunk_bytes": {"type": "integer"},
+    },
+    "required": ["upload", "size", "complete"],
+}
+UPLOAD_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}, "received": {"type": "integer"}},
+    "required": ["detail"],
+}
+GALLERY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "items": {"type": "array", "items": {"type": "object"}},
+        "page": {"type": "integer"},
+        "pages": {"type": "integer"},
+        "total": {"type": "integer"},
+    },
+    "required": ["items", "page", "pages", "total"],
+}
+IN_USE_SCHEMA = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}, "runs": {"type": "array", "items": {"type": "object"}}},
+    "required": ["detail"],
+}
+TOO_LARGE = error("Over the upload size limit (WORKBENCH_MAX_UPLOAD_BYTES).")
+
+
+@extend_schema(methods=["GET"], summary="Datasets you may see, newest first", responses={200: DATASET_PAGE_SCHEMA})
+@extend_schema(
+    methods=["POST"],
+    summary="Create a dataset from an upload (token or the archive itself) or a path on the server",
+    request={
+        "application/json": DATASET_FIELDS,
+        "multipart/form-data": DATASET_MULTIPART,
+        "application/x-www-form-urlencoded": DATASET_FIELDS,
+    },
+    responses={
+        201: DATASET_SCHEMA,
+        400: bad_request("Per-field messages under `errors`, or `detail` for a body that is not an object"),
+        413: TOO_LARGE,
+    },
+)
 @api_view(["GET", "POST"])
-@parser_classes([JSONParser, CappedMultiPartParser, FormParser])
+@parser_classes([JSONObjectParser, CappedMultiPartParser, FormParser])
 def dataset_collection(request):
     if request.method == "GET":
         datasets = _visible(Dataset.objects.select_related("owner"), request.user)
@@ -133,6 +231,15 @@ def dataset_collection(request):
     return Response(dataset_json(dataset, request), status=status.HTTP_201_CREATED)
 
 
+@extend_schema(methods=["GET"], summary="A dataset", responses={200: DATASET_SCHEMA})
+@extend_schema(
+    methods=["DELETE"],
+    summary="Delete a dataset and its files",
+    responses={
+        204: None,
+        409: OpenApiResponse(response=IN_USE_SCHEMA, description="Runs use it: the runs are listed"),
+    },
+)
 @api_view(["GET", "DELETE"])
 def dataset_item(request, pk: int):
     dataset = _get_dataset_for_user(request, pk)
@@ -146,6 +253,11 @@ def dataset_item(request, pk: int):
     return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(
+    summary="Cancel a pending or building dataset",
+    request=None,
+    responses={200: DATASET_SCHEMA, 409: error("The dataset is not pending or building.")},
+)
 @api_view(["POST"])
 def dataset_cancel_api(request, pk: int):
     dataset = _get_dataset_for_user(request, pk)
@@ -158,6 +270,11 @@ def dataset_cancel_api(request, pk: int):
     return Response(dataset_json(dataset, request))
 
 
+@extend_schema(
+    summary="Build a failed or cancelled dataset again",
+    request=None,
+    responses={202: DATASET_SCHEMA, 409: error("The dataset is not failed or cancelled.")},
+)
 @api_view(["POST"])
 def dataset_rebuild_api(request, pk: int):
     dataset = _get_dataset_for_user(request, pk)
@@ -172,6 +289,15 @@ def dataset_rebuild_api(request, pk: int):
     return Response(dataset_json(dataset, request), status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema(
+    summary="A page of a split's images, optionally of one class",
+    parameters=[
+        OpenApiParameter("split", str, enum=["train", "val", "test"], default="train"),
+        OpenApiParameter("label", int, description="the class index"),
+        OpenApiParameter("page", int, default=1),
+    ],
+    responses={200: GALLERY_SCHEMA, 400: error("A split, label or page that is not valid.")},
+)
 @api_view(["GET"])
 def dataset_gallery_api(request, pk: int):
     dataset = _get_dataset_for_user(request, pk)
@@ -188,8 +314,31 @@ def dataset_gallery_api(request, pk: int):
     return Response(gallery_page(dataset.path, split, label=label, page=page))
 
 
+@extend_schema(
+    summary="Upload an archive whole (multipart) or open a chunked upload (JSON)",
+    request={
+        "multipart/form-data": {
+            "type": "object",
+            "properties": {"archive": {"type": "string", "format": "binary"}},
+            "required": ["archive"],
+        },
+        "application/json": {
+            "type": "object",
+            "properties": {
+                "filename": {"type": "string"},
+                "size": {"type": "integer", "minimum": 1, "description": "the archive's size in bytes"},
+            },
+            "required": ["size"],
+        },
+    },
+    responses={
+        201: UPLOAD_SCHEMA,
+        400: bad_request("No archive or no size (under `errors`), or a body that is not an object"),
+        413: TOO_LARGE,
+    },
+)
 @api_view(["POST"])
-@parser_classes([CappedMultiPartParser, JSONParser])
+@parser_classes([CappedMultiPartParser, JSONObjectParser])
 def upload_create(request):
     """Upload an archive.
 
@@ -225,6 +374,22 @@ def upload_create(request):
     )
 
 
+@extend_schema(methods=["GET"], summary="How much of an upload arrived (to resume it)", responses={200: UPLOAD_SCHEMA})
+@extend_schema(
+    methods=["PUT"],
+    summary="Send the next chunk of a chunked upload (raw bytes)",
+    request={"application/octet-stream": OpenApiTypes.BINARY},
+    parameters=[
+        OpenApiParameter("Upload-Offset", int, OpenApiParameter.HEADER, required=True, description="where it starts")
+    ],
+    responses={
+        200: UPLOAD_SCHEMA,
+        400: OpenApiResponse(response=UPLOAD_ERROR_SCHEMA, description="A missing or wrong offset"),
+        409: OpenApiResponse(response=UPLOAD_ERROR_SCHEMA, description="Wrong offset or already complete"),
+        413: OpenApiResponse(response=UPLOAD_ERROR_SCHEMA, description="A chunk too big or past the size"),
+    },
+)
+@extend_schema(methods=["DELETE"], summary="Drop an upload", responses={204: None})
 @api_view(["GET", "PUT", "DELETE"])
 def upload_chunk(request, token: str):
     """GET: how much arrived (to resume); PUT: the next chunk (raw body, header Upload-Offset)."""

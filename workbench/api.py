@@ -6,17 +6,31 @@ import uuid
 
 from celery.result import AsyncResult
 from django.db import transaction
-from rest_framework import status
+from django.http import JsonResponse
+from django.views.defaults import page_not_found
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import api_view
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from workbench import throttle
 from workbench.health import workers
+from workbench.openapi import error
+from workbench.parsers import JSONObjectParser
 from workbench.tasks import probe_devices
 
 
+@extend_schema(
+    summary="Who am I",
+    responses=inline_serializer(
+        "Me",
+        {"id": serializers.IntegerField(), "username": serializers.CharField(), "is_staff": serializers.BooleanField()},
+    ),
+)
 @api_view(["GET"])
 def me(request):
     user = request.user
@@ -30,6 +44,17 @@ class ThrottledObtainAuthToken(ObtainAuthToken):
     early lock check here only turns a locked account into a 429 instead of a generic 400.
     """
 
+    # ObtainAuthToken names DRF's plain JSONParser; use the project's, like every other view.
+    parser_classes = (JSONObjectParser, FormParser, MultiPartParser)
+
+    @extend_schema(
+        summary="Trade a username and password for the API token",
+        request=AuthTokenSerializer,
+        responses={
+            200: inline_serializer("TokenResponse", {"token": serializers.CharField()}),
+            429: error("Too many failed sign-in attempts for this account or address: wait and try again."),
+        },
+    )
     def post(self, request, *args, **kwargs):
         username = str(request.data.get("username", ""))
         if throttle.login_locked(username=username, ip=throttle.client_ip(request)):
@@ -41,11 +66,20 @@ class ThrottledObtainAuthToken(ObtainAuthToken):
         return Response({"token": token.key})
 
 
+@extend_schema(
+    summary="Workers and their devices",
+    responses=inline_serializer("Workers", {"workers": serializers.ListField(child=serializers.DictField())}),
+)
 @api_view(["GET"])
 def worker_list(request):
     return Response({"workers": workers()})
 
 
+@extend_schema(
+    summary="Queue a probe of a worker's devices",
+    request=None,
+    responses={202: inline_serializer("ProbeQueued", {"task_id": serializers.UUIDField()})},
+)
 @api_view(["POST"])
 def probe(request):
     """Queue a probe of the devices on a worker; poll /api/tasks/<id>/ for its answer."""
@@ -54,6 +88,18 @@ def probe(request):
     return Response({"task_id": task_id}, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema(
+    summary="A probe's state and, when done, its answer",
+    responses=inline_serializer(
+        "ProbeResult",
+        {
+            "task_id": serializers.UUIDField(),
+            "state": serializers.CharField(),
+            "result": serializers.JSONField(required=False),
+            "error": serializers.CharField(required=False),
+        },
+    ),
+)
 @api_view(["GET"])
 def probe_result(request, task_id: uuid.UUID):
     result = AsyncResult(str(task_id))
@@ -63,3 +109,10 @@ def probe_result(request, task_id: uuid.UUID):
     elif result.failed():
         body["error"] = str(result.result)
     return Response(body)
+
+
+def not_found(request, exception=None):
+    """handler404: a URL under /api/ that matches no route answers JSON like every API error."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+    return page_not_found(request, exception)

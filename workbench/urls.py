@@ -8,6 +8,7 @@ from workbench.forms import ThrottledAdminAuthenticationForm
 # The throttle itself is in the authentication backend; this form only gives the admin login
 # the same "too many attempts" message as the login page.
 admin.site.login_form = ThrottledAdminAuthenticationForm
+handler404 = "workbench.api.not_found"
 
 api_patterns = [
     path("me/", api.me, name="api-me"),

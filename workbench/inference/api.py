@@ -12,12 +12,14 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from workbench import openapi
 from workbench.inference import engine, exports, services
 from workbench.inference.models import InferenceJob
+from workbench.parsers import JSONObjectParser
 from workbench.runs.api import _get_run_for_user
 
 # One image is decoded in the request; anything bigger belongs in a classify-many job.
@@ -203,16 +205,18 @@ def _start_job(request, pk: int, kind: str) -> Response:
     return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
 
 
-JOB_REQUEST = {
-    "multipart/form-data": inline_serializer(
-        "JobRequest",
-        {
-            "source": serializers.ChoiceField(InferenceJob.Source.values, required=False),
-            "checkpoint": serializers.CharField(required=False, default="best"),
-            "archive": serializers.FileField(required=False, help_text="zip or tar of images"),
-            "images": serializers.ListField(child=serializers.FileField(), required=False),
-        },
-    ),
+JOB_MULTIPART = inline_serializer(
+    "JobRequest",
+    {
+        "source": serializers.ChoiceField(InferenceJob.Source.values, required=False),
+        "checkpoint": serializers.CharField(required=False, default="best"),
+        "archive": serializers.FileField(required=False, help_text="zip or tar of images"),
+        "images": serializers.ListField(child=serializers.FileField(), required=False),
+    },
+)
+# A test job on a split needs no files, so it also takes JSON; classify-many always has files.
+TEST_REQUEST = {
+    "multipart/form-data": JOB_MULTIPART,
     "application/json": inline_serializer(
         "JobJsonRequest",
         {
@@ -221,17 +225,18 @@ JOB_REQUEST = {
         },
     ),
 }
+CLASSIFY_MANY_REQUEST = {"multipart/form-data": JOB_MULTIPART}
 
 
 @extend_schema(
     methods=["POST"],
     summary="Start a test job (validation/test split or an uploaded labelled set)",
-    request=JOB_REQUEST,
+    request=TEST_REQUEST,
     responses={202: OpenApiTypes.OBJECT},
 )
 @extend_schema(methods=["GET"], summary="This run's test jobs", responses=OpenApiTypes.OBJECT)
 @api_view(["GET", "POST"])
-@parser_classes([MultiPartParser, FormParser, JSONParser])
+@parser_classes([MultiPartParser, FormParser, JSONObjectParser])
 def test(request, pk: int):
     if request.method == "POST":
         return _start_job(request, pk, InferenceJob.Kind.TEST)
@@ -243,7 +248,7 @@ def test(request, pk: int):
 @extend_schema(
     methods=["POST"],
     summary="Start a classify-many job (an archive or several images)",
-    request=JOB_REQUEST,
+    request=CLASSIFY_MANY_REQUEST,
     responses={202: OpenApiTypes.OBJECT},
 )
 @extend_schema(methods=["GET"], summary="This run's classify-many jobs", responses=OpenApiTypes.OBJECT)
@@ -264,7 +269,11 @@ def _get_job_for_user(request, pk: int) -> InferenceJob:
 @extend_schema(
     methods=["GET"], summary="A job: state, progress and (when done) its result", responses=OpenApiTypes.OBJECT
 )
-@extend_schema(methods=["DELETE"], summary="Delete a finished job and its files", responses={204: None})
+@extend_schema(
+    methods=["DELETE"],
+    summary="Delete a finished job and its files",
+    responses={204: None, 409: openapi.error("The job is still queued or running.")},
+)
 @api_view(["GET", "DELETE"])
 def job_detail(request, pk: int):
     job = _get_job_for_user(request, pk)
@@ -311,6 +320,15 @@ class IgnoreFormatNegotiation(DefaultContentNegotiation):
 
 
 EXPORT_RETRY_SECONDS = 2
+EXPORT_STATE = inline_serializer(
+    "ExportState",
+    {
+        "state": serializers.CharField(help_text="building | ready"),
+        "detail": serializers.CharField(),
+        "retry_after": serializers.IntegerField(required=False),
+        "size": serializers.IntegerField(required=False),
+    },
+)
 
 
 class Download(APIView):
@@ -327,7 +345,10 @@ class Download(APIView):
         ],
         responses={
             (200, "application/zip"): OpenApiTypes.BINARY,
-            202: OpenApiResponse(description="Being built by a worker: ask again after Retry-After seconds"),
+            (200, "application/json"): EXPORT_STATE,
+            202: OpenApiResponse(
+                response=EXPORT_STATE, description="Being built by a worker: ask again after Retry-After seconds"
+            ),
         },
     )
     def get(self, request, pk: int):

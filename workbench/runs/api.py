@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from datasets.models import Dataset
+from workbench import openapi
 from workbench.runs import services
 from workbench.runs.inventory import hosts_for_display
 from workbench.runs.models import Run
@@ -37,6 +39,23 @@ def _bad_request(error: Exception) -> ValidationError:
     return ValidationError({field: [message or str(error)]} if message else {"detail": str(error)})
 
 
+@extend_schema(
+    methods=["GET"],
+    summary="Runs you may see (at most 500), newest first",
+    parameters=[
+        OpenApiParameter("state", str),
+        OpenApiParameter("network", str),
+        OpenApiParameter("dataset", int),
+        OpenApiParameter("owner", str, description="a username (staff only)"),
+    ],
+    responses=inline_serializer("RunList", {"results": RunSerializer(many=True)}),
+)
+@extend_schema(
+    methods=["POST"],
+    summary="Submit a run; it queues for its devices",
+    request=RunCreateSerializer,
+    responses={201: RunDetailSerializer, 403: openapi.error("Only staff can set a priority.")},
+)
 @api_view(["GET", "POST"])
 def run_list(request):
     if request.method == "POST":
@@ -46,7 +65,9 @@ def run_list(request):
         if request.query_params.get(field):
             runs = runs.filter(**{field: request.query_params[field]})
     if request.query_params.get("dataset"):
-        runs = runs.filter(dataset_id=request.query_params["dataset"])
+        if not request.query_params["dataset"].isdecimal():
+            raise ValidationError({"dataset": ["give a dataset id (a whole number)"]})
+        runs = runs.filter(dataset_id=int(request.query_params["dataset"]))
     if request.query_params.get("owner") and request.user.is_staff:
         runs = runs.filter(owner__username=request.query_params["owner"])
     return Response({"results": RunSerializer(runs[:500], many=True, context={"request": request}).data})
@@ -77,6 +98,18 @@ def _run_create(request):
     return Response(RunDetailSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(methods=["GET"], summary="A run", responses=RunDetailSerializer)
+@extend_schema(
+    methods=["PATCH"],
+    summary="Change a run's priority (staff only)",
+    request=PrioritySerializer,
+    responses=RunDetailSerializer,
+)
+@extend_schema(
+    methods=["DELETE"],
+    summary="Delete a finished run and its files",
+    responses={204: None, 409: openapi.error("The run is still active.")},
+)
 @api_view(["GET", "PATCH", "DELETE"])
 def run_detail(request, pk: int):
     run = _get_run_for_user(request, pk)
@@ -106,21 +139,40 @@ def _action(request, pk: int, action) -> Response:
     return Response(RunDetailSerializer(run, context={"request": request}).data)
 
 
+@extend_schema(
+    summary="Abort a run",
+    request=None,
+    responses={200: RunDetailSerializer, 409: openapi.error("Not possible in the run's state.")},
+)
 @api_view(["POST"])
 def run_abort(request, pk: int):
     return _action(request, pk, services.run_abort)
 
 
+@extend_schema(
+    summary="Pause a run (stops with a checkpoint)",
+    request=None,
+    responses={200: RunDetailSerializer, 409: openapi.error("Not possible in the run's state.")},
+)
 @api_view(["POST"])
 def run_pause(request, pk: int):
     return _action(request, pk, services.run_pause)
 
 
+@extend_schema(
+    summary="Resume a paused or stopped run",
+    request=None,
+    responses={200: RunDetailSerializer, 409: openapi.error("Not possible in the run's state.")},
+)
 @api_view(["POST"])
 def run_resume(request, pk: int):
     return _action(request, pk, services.run_resume)
 
 
+@extend_schema(
+    summary="The queue of runs waiting for devices; other users' runs are anonymous",
+    responses=inline_serializer("Queue", {"queue": serializers.ListField(child=serializers.DictField())}),
+)
 @api_view(["GET"])
 def queue(request):
     rows = []
@@ -143,6 +195,10 @@ def queue(request):
     return Response({"queue": rows})
 
 
+@extend_schema(
+    summary="Hosts and their devices, with who uses them",
+    responses=inline_serializer("Hosts", {"hosts": serializers.ListField(child=serializers.DictField())}),
+)
 @api_view(["GET"])
 def gpus(request):
     return Response({"hosts": hosts_for_display(request.user)})

@@ -46,7 +46,7 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunDetailSerializer(RunSerializer):
     transitions = TransitionSerializer(many=True)
-    host = serializers.CharField(source="host.hostname", default=None)
+    host = serializers.CharField(source="host.hostname", default=None, allow_null=True)
     config = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
