@@ -120,3 +120,19 @@ def test_it_answers_bodies_that_are_not_json_objects_with_a_message(
     elif response.status_code >= 400:
         message = json.loads(response.content)
         assert message.get("detail") or message.get("errors"), f"{method.upper()} {url}: no message in {message}"
+
+
+# Found by the schema fuzzer (tests/workbench/test_api_fuzz.py), kept here as quick cases.
+@pytest.mark.django_db
+def test_it_answers_an_unknown_api_url_with_json(owner_client):
+    response = owner_client.get("/api/datasets/-5/")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Not found."}
+    assert owner_client.get("/no-such-page/")["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_run_filter_by_a_dataset_that_is_not_a_number(owner_client):
+    response = owner_client.get("/api/runs/", {"dataset": "abc"})
+    assert response.status_code == 400
+    assert response.json() == {"dataset": ["give a dataset id (a whole number)"]}
