@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from datasets.forms import DEFAULTS, DatasetForm
 from datasets.gallery import gallery_page
 from datasets.models import Dataset
+from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
 from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_rebuild
 from datasets.uploads import (
     CHUNK_BYTES,
@@ -30,7 +31,6 @@ from datasets.uploads import (
     upload_start,
     upload_status,
 )
-from datasets.views import _get_dataset_for_user, _visible
 from workbench.openapi import bad_request, error, form_schema
 from workbench.parsers import JSONObjectParser
 
@@ -205,7 +205,7 @@ TOO_LARGE = error("Over the upload size limit (WORKBENCH_MAX_UPLOAD_BYTES).")
 @parser_classes([JSONObjectParser, CappedMultiPartParser, FormParser])
 def dataset_collection(request):
     if request.method == "GET":
-        datasets = _visible(Dataset.objects.select_related("owner"), request.user)
+        datasets = datasets_visible_to(request.user)
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(datasets, request)
         return paginator.get_paginated_response([dataset_json(d, request) for d in page])
@@ -242,13 +242,13 @@ def dataset_collection(request):
 )
 @api_view(["GET", "DELETE"])
 def dataset_item(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     if request.method == "GET":
         return Response(dataset_json(dataset, request))
     try:
         dataset_delete(dataset=dataset)
     except DatasetInUse as exc:
-        runs = [{"id": r.pk, "name": r.name, "state": r.state} for r in exc.runs]
+        runs = dataset_runs_for(dataset, request.user)
         return Response({"detail": str(exc), "runs": runs}, status=status.HTTP_409_CONFLICT)
     return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -260,7 +260,7 @@ def dataset_item(request, pk: int):
 )
 @api_view(["POST"])
 def dataset_cancel_api(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     if not dataset_cancel(dataset=dataset):
         return Response(
             {"detail": f"Only a pending or building dataset can be cancelled; this one is {dataset.status}."},
@@ -277,7 +277,7 @@ def dataset_cancel_api(request, pk: int):
 )
 @api_view(["POST"])
 def dataset_rebuild_api(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     with transaction.atomic():
         rebuilt = dataset_rebuild(dataset=dataset)
     if not rebuilt:
@@ -300,7 +300,7 @@ def dataset_rebuild_api(request, pk: int):
 )
 @api_view(["GET"])
 def dataset_gallery_api(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     split = request.query_params.get("split", "train")
     if split not in ("train", "val", "test"):
         return Response({"detail": "split must be train, val or test"}, status=status.HTTP_400_BAD_REQUEST)

@@ -13,10 +13,22 @@ from datasets.models import Dataset
 
 
 def datasets_visible_to(user) -> QuerySet[Dataset]:
-    datasets = Dataset.objects.select_related("owner")
-    return datasets if user.is_staff else datasets.filter(owner=user)
+    return Dataset.objects.select_related("owner").visible_to(user)
 
 
 def dataset_for(user, pk: int) -> Dataset:
     """The dataset, or Http404 for both a missing one and someone else's."""
     return get_object_or_404(datasets_visible_to(user), pk=pk)
+
+
+def dataset_runs_for(dataset: Dataset, user, *, limit: int | None = None) -> list[dict]:
+    """The runs that use `dataset`, newest first, as `user` may see them: a run of someone else
+    (a staff member's run on this dataset, say) shows as "another user's run", with no id."""
+    runs = dataset.runs.select_related("owner").order_by("-created_at")
+    rows = []
+    for run in runs[:limit] if limit else runs:
+        if run.is_visible_to(user):
+            rows.append({"id": run.pk, "name": run.name, "state": run.state})
+        else:
+            rows.append({"id": None, "name": "another user's run", "state": run.state})
+    return rows

@@ -48,8 +48,9 @@ class DatasetInUse(Exception):
 
     def __init__(self, runs):
         self.runs = list(runs)
-        names = ", ".join(f"#{r.pk} {r.name}" for r in self.runs)
-        super().__init__(f"Runs use this dataset, delete them first: {names}")
+        # No names here: the runs may be other users' (datasets.selectors.dataset_runs_for).
+        count = len(self.runs)
+        super().__init__(f"{count} run{'s' if count != 1 else ''} use this dataset; delete them first")
 
 
 def datasets_root() -> Path:

@@ -4,13 +4,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
 from django.http import FileResponse, Http404, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
 from datasets.preview import resize_preview
+from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
 from datasets.services import (
     DatasetInUse,
     dataset_cancel,
@@ -25,21 +26,9 @@ from datasets.validators import allowed_roots_text
 SKIPPED_ON_PAGE = 500
 
 
-def _visible(queryset, user):
-    return queryset if user.is_staff else queryset.filter(owner=user)
-
-
-def _get_dataset_for_user(request, pk: int) -> Dataset:
-    """The dataset, or 404 for both a missing one and someone else's (staff see all)."""
-    dataset = get_object_or_404(Dataset.objects.select_related("owner"), pk=pk)
-    if dataset.owner_id != request.user.pk and not request.user.is_staff:
-        raise Http404("No such dataset")
-    return dataset
-
-
 @require_GET
 def dataset_list(request):
-    datasets = _visible(Dataset.objects.select_related("owner"), request.user)
+    datasets = datasets_visible_to(request.user)
     return render(request, "datasets/dataset_list.html", {"datasets": datasets[:200]})
 
 
@@ -100,7 +89,7 @@ def dataset_preview(request):
 
 @require_GET
 def dataset_detail(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     rows = dataset.class_counts()
     chart = {
         "labels": [r["name"] for r in rows],
@@ -114,7 +103,7 @@ def dataset_detail(request, pk: int):
         "split_names": [s for s in ("train", "val", "test") if s in (dataset.splits or {})],
         "skipped": skipped,
         "skipped_more": max(dataset.skipped_count - len(skipped), 0),
-        "runs": dataset.runs.order_by("-created_at")[:100],
+        "runs": dataset_runs_for(dataset, request.user, limit=100),
         "has_mean": (dataset.path / "mean.png").is_file() and dataset.status == Dataset.Status.READY,
     }
     return render(request, "datasets/dataset_detail.html", context)
@@ -122,7 +111,7 @@ def dataset_detail(request, pk: int):
 
 @require_GET
 def dataset_mean(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     path = dataset.path / "mean.png"
     if dataset.status != Dataset.Status.READY or not path.is_file():
         raise Http404("No mean image")
@@ -131,7 +120,7 @@ def dataset_mean(request, pk: int):
 
 @require_GET
 def dataset_skipped_download(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     items = dataset_skipped(dataset=dataset)
     response = JsonResponse(items, safe=False, json_dumps_params={"indent": 1, "ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="dataset-{dataset.pk}-skipped.json"'
@@ -140,7 +129,7 @@ def dataset_skipped_download(request, pk: int):
 
 @require_POST
 def dataset_cancel_view(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     if dataset_cancel(dataset=dataset):
         messages.success(request, "The build was cancelled; nothing half-built is kept.")
     else:
@@ -150,7 +139,7 @@ def dataset_cancel_view(request, pk: int):
 
 @require_POST
 def dataset_rebuild_view(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
+    dataset = dataset_for(request.user, pk)
     with transaction.atomic():
         rebuilt = dataset_rebuild(dataset=dataset)
     if rebuilt:
@@ -162,13 +151,13 @@ def dataset_rebuild_view(request, pk: int):
 
 @require_http_methods(["GET", "POST"])
 def dataset_delete_view(request, pk: int):
-    dataset = _get_dataset_for_user(request, pk)
-    runs = list(dataset.runs.order_by("-created_at"))
+    dataset = dataset_for(request.user, pk)
+    runs = dataset_runs_for(dataset, request.user)
     if request.method == "POST" and not runs:
         try:
             dataset_delete(dataset=dataset)
-        except DatasetInUse as exc:
-            runs = exc.runs
+        except DatasetInUse:
+            runs = dataset_runs_for(dataset, request.user)
         else:
             messages.success(request, f"Dataset “{dataset.name}” was deleted.")
             return redirect("dataset-list")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from datasets import services
 from datasets.models import Dataset
@@ -167,3 +168,29 @@ def test_it_says_on_the_page_why_a_build_started_again(owner_client, owner):
     dataset = Dataset.objects.create(owner=owner, name="again", status="building", error=note, build_attempts=2)
     html = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert 'id="build-note"' in html and "stopped sending heartbeats" in html
+
+
+@pytest.mark.django_db
+def test_it_never_names_another_users_run_on_a_dataset(owner, staff_user, client):
+    # A staff member may train on alice's dataset; alice must not learn that run's name.
+    from workbench.runs.services import run_create
+
+    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.READY)
+    run_create(
+        owner=staff_user, dataset=dataset, name="carol-secret-project", network="lenet", config={},
+        device_request={"kind": "cpu"},
+    )  # fmt: skip
+    client.force_login(owner)
+    pages = [
+        client.get(reverse("dataset-detail", args=[dataset.pk])),
+        client.post(reverse("dataset-delete", args=[dataset.pk])),
+        client.delete(reverse("api-dataset-detail", args=[dataset.pk])),
+    ]
+    assert [page.status_code for page in pages] == [200, 409, 409]
+    for page in pages:
+        assert "carol-secret-project" not in page.content.decode() and "another user" in page.content.decode()
+    assert pages[2].json()["runs"] == [{"id": None, "name": "another user's run", "state": "queued"}]
+    assert Dataset.objects.filter(pk=dataset.pk).exists()
+
+    client.force_login(staff_user)  # the run's own owner sees it by name
+    assert "carol-secret-project" in client.get(reverse("dataset-detail", args=[dataset.pk])).content.decode()

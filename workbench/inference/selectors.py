@@ -9,8 +9,7 @@ from workbench.inference.models import InferenceJob
 
 
 def jobs_visible_to(user) -> QuerySet[InferenceJob]:
-    jobs = InferenceJob.objects.select_related("run", "owner")
-    return jobs if user.is_staff else jobs.filter(owner=user)
+    return InferenceJob.objects.select_related("run", "owner").visible_to(user)
 
 
 def job_for(user, pk: int) -> InferenceJob:

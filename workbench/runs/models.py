@@ -71,6 +71,12 @@ class Device(models.Model):
         return "CPU" if self.kind == self.Kind.CPU else f"GPU {self.index}"
 
 
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user) -> models.QuerySet:
+        """Who may see a run: its owner, and staff (selectors.py reads through this)."""
+        return self if user.is_staff else self.filter(owner=user)
+
+
 class Run(models.Model):
     """A training run: a dataset, a network, a solver and the devices it trains on."""
 
@@ -135,12 +141,18 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["state", "priority", "queued_at"])]
 
     def __str__(self) -> str:
         return self.name
+
+    def is_visible_to(self, user) -> bool:
+        """The rule of RunQuerySet.visible_to, for one row already loaded."""
+        return user.is_staff or self.owner_id == user.pk
 
     @property
     def group_name(self) -> str:
@@ -190,7 +202,7 @@ def wait_text_for(text: str, *, holder: Run | None, viewer) -> str:
     and staff, "another user's run" for everyone else (the same rule as the queue's own rows)."""
     if holder is None or HOLDER_WORDS not in text:
         return text
-    if viewer is not None and (viewer.is_staff or holder.owner_id == viewer.pk):
+    if viewer is not None and holder.is_visible_to(viewer):
         return text.replace(HOLDER_WORDS, f"run #{holder.pk} ({holder.name})")
     return text.replace(HOLDER_WORDS, "another user's run")
 

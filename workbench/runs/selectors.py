@@ -13,8 +13,7 @@ from workbench.runs.models import Run
 
 
 def runs_visible_to(user) -> QuerySet[Run]:
-    runs = Run.objects.select_related("owner", "dataset", "host")
-    return runs if user.is_staff else runs.filter(owner=user)
+    return Run.objects.select_related("owner", "dataset", "host").visible_to(user)
 
 
 def run_for(user, pk: int) -> Run:
