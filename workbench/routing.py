@@ -2,8 +2,9 @@
 
 from django.urls import path
 
+from datasets.consumers import DatasetConsumer
 from workbench.consumers import DashboardConsumer
-from workbench.runs.consumers import DatasetConsumer, RunConsumer
+from workbench.runs.consumers import RunConsumer
 
 websocket_urlpatterns = [
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
