@@ -77,7 +77,13 @@ async function loadGallery() {
   url.searchParams.set("page", page);
   if (label !== "") url.searchParams.set("label", label);
   setText("gallery-page", "Loading…");
-  const data = await getJSON(url);
+  let data;
+  try {
+    data = await getJSON(url);
+  } catch (error) {
+    setText("gallery-page", `The gallery could not be read: ${error.message}`);
+    return;
+  }
   pages = Math.max(data.pages, 1);
   page = data.page;
   const labelNames = Array.from(document.getElementById("gallery-label").options).slice(1).map((o) => o.text);

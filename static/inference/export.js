@@ -25,17 +25,20 @@ async function fetchWhenReady(url, started) {
   return body;
 }
 
-form.addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const url = `${form.action}?${new URLSearchParams(new FormData(form))}`;
-  button.disabled = true;
-  try {
-    const ready = await fetchWhenReady(url, performance.now());
-    say(`${ready.detail} Downloading…`, "now");
-    window.location.href = url;
-  } catch (error) {
-    say(error.message, "error");
-  } finally {
-    button.disabled = false;
-  }
-});
+// No form while the run has no checkpoint.
+if (form) {
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const url = `${form.action}?${new URLSearchParams(new FormData(form))}`;
+    button.disabled = true;
+    try {
+      const ready = await fetchWhenReady(url, performance.now());
+      say(`${ready.detail} Downloading…`, "now");
+      window.location.href = url;
+    } catch (error) {
+      say(error.message, "error");
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
