@@ -42,7 +42,7 @@ def run_workload(*, runs: int, submitters: int, database_url: str | None, seed: 
     from django.core.management import call_command
 
     from datasets.models import Dataset
-    from workbench.runs import loadgen
+    from tests.support import loadgen
     from workbench.runs.models import Run, RunTransition
     from workbench.runs.simulation import simulate_hosts
 

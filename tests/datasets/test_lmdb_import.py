@@ -10,9 +10,9 @@ import pytest
 
 from datasets import services
 from datasets.models import Dataset
+from tests.support.trainer_data import write_dataset_folder
 from trainer.dataset_folder import load_dataset_folder
 from trainer.datum import DatumLMDB, encode_datum, write_datum_lmdb
-from trainer.testing import write_dataset_folder
 
 
 def _images(n, h=6, w=5, c=3, seed=0):

@@ -68,7 +68,7 @@ def test_it_shows_the_refusal_of_an_oversized_upload(live_server_url, page, owne
 def test_it_imports_a_digits_job_folder_from_a_server_path(live_server_url, celery_worker, page, owner, import_root):
     import numpy as np
 
-    from trainer.testing import write_dataset_folder
+    from tests.support.trainer_data import write_dataset_folder
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 255, (10, 8, 8, 3), dtype=np.uint8)

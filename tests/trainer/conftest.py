@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.trainer_data import make_dataset_folder, make_digits_folder
 from trainer.config import TrainConfig, config_from_dict
-from trainer.testing import make_dataset_folder, make_digits_folder
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
+from tests.support.trainer_data import make_dataset_folder
 from trainer.dataset_folder import DatasetFolderError, load_dataset_folder
 from trainer.datum import (
     BlobProto,
@@ -23,7 +24,6 @@ from trainer.datum import (
     write_datum_lmdb,
     write_mean_blobproto,
 )
-from trainer.testing import make_dataset_folder
 
 
 def _rgb(h: int = 5, w: int = 7, seed: int = 0) -> np.ndarray:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
+from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.engine import EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
 from trainer.events import ListReporter
 from trainer.run import train
-from trainer.testing import make_dataset_folder
 
 from .conftest import make_config
 

@@ -9,12 +9,12 @@ import pytest
 import torch
 import torchvision
 
+from tests.support.trainer_data import make_dataset_folder
 from trainer.config import NETWORKS
 from trainer.custom_net import CustomNetError, build_custom, layer_shapes
 from trainer.engine import StopFlag, build_run, evaluate, train_one_epoch
 from trainer.events import Events
 from trainer.networks import InputSpec, build_model, load_pretrained
-from trainer.testing import make_dataset_folder
 
 from .conftest import make_config
 

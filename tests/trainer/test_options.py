@@ -155,7 +155,7 @@ def test_it_finds_the_largest_batch_below_an_out_of_memory_error():
 
 
 def test_it_trains_without_a_validation_split(tmp_path):
-    from trainer.testing import make_dataset_folder
+    from tests.support.trainer_data import make_dataset_folder
 
     dataset = make_dataset_folder(tmp_path / "ds", train=16, val=0)
     reporter = ListReporter()

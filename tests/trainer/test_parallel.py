@@ -8,6 +8,7 @@ import pytest
 import torch
 from torchvision.models.vision_transformer import Encoder
 
+from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.config import NETWORKS, ConfigError, config_from_dict
 from trainer.engine import EXIT_DONE
@@ -15,7 +16,6 @@ from trainer.events import ListReporter
 from trainer.networks import InputSpec, build_model
 from trainer.parallel import Block, SplitError, balance, split_model
 from trainer.run import train
-from trainer.testing import make_dataset_folder
 
 from .conftest import make_config
 from .test_networks import CUSTOM, SIZES

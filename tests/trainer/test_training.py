@@ -251,7 +251,7 @@ def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
 
 
 def test_it_trains_from_a_bare_digits_job_folder(tmp_path):
-    from trainer.testing import make_dataset_folder
+    from tests.support.trainer_data import make_dataset_folder
 
     folder = make_dataset_folder(
         tmp_path / "digits_job", channels=3, encoding="jpg", train=16, val=4, digits_layout=True

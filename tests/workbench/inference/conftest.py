@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from datasets.models import Dataset
+from tests.support.trainer_data import make_digits_folder
 from trainer.config import config_from_dict
 from trainer.run import train
-from trainer.testing import make_digits_folder
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
 

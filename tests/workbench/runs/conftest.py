@@ -1,7 +1,7 @@
 import pytest
 
 from datasets.models import Dataset
-from trainer.testing import make_dataset_folder
+from tests.support.trainer_data import make_dataset_folder
 
 
 @pytest.fixture

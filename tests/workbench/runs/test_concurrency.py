@@ -11,8 +11,8 @@ import time
 import pytest
 
 from datasets.models import Dataset
+from tests.support import loadgen
 from tests.workbench.test_production_config import POSTGRES_ADMIN_URL, postgres_url  # noqa: F401
-from workbench.runs import loadgen
 from workbench.runs.models import Run
 
 pytestmark = [pytest.mark.slow]

@@ -10,11 +10,11 @@ import torch
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.config import SolverConfig
 from trainer.networks import InputSpec, build_model
 from trainer.solver import lr_curve
-from trainer.testing import make_dataset_folder
 from workbench.runs.models import Device, Run
 from workbench.runs.services import run_create
 from workbench.runs.simulation import simulate_hosts

@@ -1,4 +1,4 @@
-"""Small dataset folders for tests (importable by any app's tests; no pytest dependency)."""
+"""Small dataset folders (LMDB splits, labels, mean) for tests and benchmarks; no pytest dependency."""
 
 from __future__ import annotations
 
