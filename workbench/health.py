@@ -14,6 +14,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from workbench.runs.inventory import consuming_hosts
 from workbench.runs.models import WorkerHost
 
 CHECK_TIMEOUT_SECONDS = 2.0
@@ -70,15 +71,37 @@ def _channel_layer(alias: str = "default") -> str:
 
 
 def workers() -> list[dict]:
+    """Each worker host: online (its heartbeat is fresh) and consuming (it takes tasks)."""
+    hosts = list(WorkerHost.objects.all())
+    try:
+        consuming = consuming_hosts([host.hostname for host in hosts])
+    except Exception:  # the cache is on the broker's Redis; when it is down nothing is consumed
+        consuming = set()
     return [
         {
             "hostname": host.hostname,
             "online": host.is_online,
+            "consuming": host.is_online and host.hostname in consuming,
             "seconds_since_heartbeat": round(host.seconds_since_seen, 1),
             "devices": host.devices,
         }
-        for host in WorkerHost.objects.all()
+        for host in hosts
     ]
+
+
+def _workers_check(worker_list: list[dict]) -> dict:
+    online = [worker for worker in worker_list if worker["online"]]
+    consuming = [worker for worker in online if worker["consuming"]]
+    if not online:
+        detail = "no worker has sent a heartbeat recently"
+    elif not consuming:
+        # Alive but deaf: a worker that cannot reach the broker takes no task.
+        detail = f"{len(online)} online, none consuming tasks from the broker"
+    else:
+        detail = f"{len(consuming)} online and consuming"
+        if len(consuming) < len(online):
+            detail += f"; {len(online) - len(consuming)} online but not consuming"
+    return {"ok": bool(consuming) and len(consuming) == len(online), "detail": detail, "ms": 0.0}
 
 
 def health_report() -> dict:
@@ -89,12 +112,7 @@ def health_report() -> dict:
         "live_channel_layer": _timed(lambda: _channel_layer(settings.LIVE_CHANNEL_LAYER)),
     }
     worker_list = workers() if checks["database"]["ok"] else []
-    online = [worker for worker in worker_list if worker["online"]]
-    checks["workers"] = {
-        "ok": bool(online),
-        "detail": f"{len(online)} online" if online else "no worker has sent a heartbeat recently",
-        "ms": 0.0,
-    }
+    checks["workers"] = _workers_check(worker_list)
     return {
         "status": "ok" if all(check["ok"] for check in checks.values()) else "degraded",
         "checks": checks,

@@ -212,11 +212,14 @@ def celery_worker_argv(*, nodename: str, concurrency: int, extra: tuple[str, ...
     """The command of one workbench worker.
 
     Threads, not prefork: tasks mostly wait on the trainer and build processes they start, and
-    forking a process that holds CUDA or torch state is unsafe.
+    forking a process that holds CUDA or torch state is unsafe. No gossip and no mingle: workers
+    know of each other through their heartbeats in the database, and both steps cost broker
+    traffic (every worker hears every worker) and time at each reconnect to the broker.
     """
     return python_argv(
         "-m", "celery", "--app", "workbench", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
+        "--without-gossip", "--without-mingle",
         "--hostname", nodename, "--loglevel", "INFO", *extra,
     )  # fmt: skip
 

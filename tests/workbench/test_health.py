@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from workbench.runs.inventory import consumer_beat
 from workbench.runs.models import WorkerHost
 
 
@@ -24,10 +25,30 @@ def test_it_reports_degraded_without_workers(client):
 @pytest.mark.django_db
 def test_it_reports_ok_with_a_fresh_heartbeat_and_lists_devices(client):
     WorkerHost.objects.create(hostname="w@gpu1", devices=[{"kind": "gpu", "index": 0, "name": "H200"}])
+    consumer_beat(hostname="w@gpu1", consuming=True)
     report = client.get(reverse("healthz")).json()
     assert report["status"] == "ok"
     assert report["workers"][0]["hostname"] == "w@gpu1"
+    assert report["workers"][0]["consuming"] is True
     assert report["workers"][0]["devices"][0]["name"] == "H200"
+
+
+@pytest.mark.django_db
+def test_it_reports_a_worker_that_beats_but_does_not_consume_as_degraded(client):
+    # Alive (fresh heartbeat) but deaf (its consumer lost the broker): not "ok".
+    WorkerHost.objects.create(hostname="w@deaf")
+    consumer_beat(hostname="w@deaf", consuming=False)
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 503
+    report = response.json()
+    assert report["workers"][0]["online"] is True and report["workers"][0]["consuming"] is False
+    assert report["checks"]["workers"] == {
+        "ok": False,
+        "detail": "1 online, none consuming tasks from the broker",
+        "ms": 0.0,
+    }
+    consumer_beat(hostname="w@deaf", consuming=True)
+    assert client.get(reverse("healthz")).json()["checks"]["workers"]["detail"] == "1 online and consuming"
 
 
 @pytest.mark.django_db

@@ -2,20 +2,51 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
 from workbench.devices import cpu_device, nvml_gpus
 from workbench.runs.models import Device, WorkerHost
 
+log = logging.getLogger(__name__)
+
 SIMULATED_GPU_MEMORY_MB = 16384
 
 
 def host_queue_name(hostname: str) -> str:
     return f"host.{hostname}"
+
+
+def _consumer_key(hostname: str) -> str:
+    return f"workbench:consuming:{hostname}"
+
+
+def consumer_beat(*, hostname: str, consuming: bool) -> None:
+    """Records, for WORKER_TIMEOUT_SECONDS, that this host's worker consumes from the broker.
+
+    Kept in the cache (Redis, beside the broker) rather than on the host row: it is a fact about
+    the broker connection, true only while it is renewed. A worker that stops consuming stops
+    renewing it (or deletes it), and the fact expires on its own if the worker hangs.
+    """
+    try:
+        if consuming:
+            cache.set(_consumer_key(hostname), True, timeout=settings.WORKER_TIMEOUT_SECONDS)
+        else:
+            cache.delete(_consumer_key(hostname))
+    except Exception:
+        # The cache lives on the broker's Redis: when it is down, the broker check says so.
+        log.warning("could not record whether %s consumes", hostname, exc_info=True)
+
+
+def consuming_hosts(hostnames: list[str]) -> set[str]:
+    """Which of these hosts' workers consumed from the broker recently (see consumer_beat)."""
+    found = cache.get_many([_consumer_key(hostname) for hostname in hostnames])
+    return {hostname for hostname in hostnames if found.get(_consumer_key(hostname))}
 
 
 def lost_worker(host: WorkerHost | None, boot_id: uuid.UUID | None) -> str:

@@ -112,7 +112,13 @@ def test_it_pauses_and_resumes_from_the_checkpoint(celery_worker, transactional_
     assert states == ["queued", "running", "paused", "queued", "running", "done"]
 
 
-def test_it_resumes_a_run_after_its_worker_is_killed(celery_worker, transactional_db, owner, make_dataset):
+def trainer_events(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_it_resumes_a_run_after_its_worker_is_killed_storing_what_the_trainer_wrote_once(
+    celery_worker, transactional_db, owner, make_dataset
+):
     crash_worker = start_worker("crash-worker", WORKBENCH_SIMULATED_GPUS="1")
     try:
         dataset = make_dataset(owner, train=48)
@@ -125,9 +131,12 @@ def test_it_resumes_a_run_after_its_worker_is_killed(celery_worker, transactiona
 
         crash_worker.kill()
 
-        # The trainer learns of its worker's death (SIGTERM from the kernel) and exits.
+        # The trainer learns of its worker's death (SIGTERM from the kernel), writes its last
+        # events (metrics, "stopped by SIGTERM at step N") that nobody reads now, and exits.
         gone, alive = psutil.wait_procs(processes, timeout=60)
         assert not alive
+        first_attempt = trainer_events(run.run_dir / "events-1.jsonl")
+        assert first_attempt[-1]["type"] == "status" and "stopped by SIGTERM" in first_attempt[-1]["message"]
         # The other worker's scheduler notices the silent host and interrupts the run.
         wait_for_state(run, Run.State.INTERRUPTED, timeout=60)
         assert "stopped sending heartbeats" in run.transitions.last().reason
@@ -141,6 +150,11 @@ def test_it_resumes_a_run_after_its_worker_is_killed(celery_worker, transactiona
         assert steps == sorted(set(steps)), "metric steps must be strictly increasing, without duplicates"
         seqs = list(run.events.values_list("seq", flat=True))
         assert seqs == list(range(1, len(seqs) + 1))
+        # Everything the first attempt's trainer wrote is stored exactly once, its end included.
+        for event in first_attempt:
+            stored = run.events.filter(kind=event["type"], time=event["time"]).count()
+            assert stored == 1, f"{event} stored {stored} times"
+        assert first_attempt[-1]["message"] in [e.data.get("message") for e in run.events.filter(kind="status")]
     finally:
         crash_worker.stop()
 
@@ -162,3 +176,32 @@ def test_it_starts_nothing_on_a_duplicate_delivery(celery_worker, transactional_
     assert sorted(p.name for p in run.run_dir.glob("launch-*.json")) == ["launch-1.json"]
     run_abort(run=run)
     wait_for_state(run, Run.State.ABORTED, timeout=90)
+
+
+def test_it_stops_the_trainer_of_a_worker_that_is_stopping_so_the_run_resumes(
+    celery_worker, transactional_db, owner, make_dataset
+):
+    # A worker on its way out (here a remote shutdown; in issue 11 an unrecoverable consumer
+    # error) waits for its running tasks before it exits: a days-long run must not keep it
+    # alive and deaf. Its trainer stops with a checkpoint and the run is interrupted, to resume.
+    from workbench.celery import app
+
+    stopping_worker = start_worker("stopping-worker", WORKBENCH_SIMULATED_GPUS="1")
+    try:
+        dataset = make_dataset(owner, train=48)
+        gpus = f"{stopping_worker.nodename}:0"
+        run = run_submit(owner=owner, dataset=dataset, name="stays", network="lenet", config=LONG_CONFIG, gpus=gpus)
+        wait_for_state(run, Run.State.RUNNING)
+        wait_for(lambda: metric_steps(run), "the first metrics")
+        processes = trainer_tree(run)
+
+        app.control.shutdown(destination=[stopping_worker.nodename])
+
+        wait_for_state(run, Run.State.INTERRUPTED, timeout=90)
+        assert "its worker stopped" in run.transitions.last().reason
+        assert checkpoints(run), "the trainer should have saved a checkpoint"
+        gone, alive = psutil.wait_procs(processes, timeout=30)
+        assert not alive
+        wait_for(lambda: stopping_worker.process.poll() is not None, "the worker process to exit", 60)
+    finally:
+        stopping_worker.stop()
