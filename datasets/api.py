@@ -31,8 +31,8 @@ from datasets.uploads import (
     upload_start,
     upload_status,
 )
-from workbench.openapi import bad_request, error, form_schema
-from workbench.parsers import JSONObjectParser
+from workbench.core.openapi import bad_request, error, form_schema
+from workbench.core.parsers import JSONObjectParser
 
 
 class UploadTooLarge(APIException):

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from workbench.core.groups import dataset_group_name
+
 
 class DatasetQuerySet(models.QuerySet):
     def visible_to(self, user) -> models.QuerySet:
@@ -110,13 +112,8 @@ class Dataset(models.Model):
         return Path(settings.DATA_DIR) / "datasets" / str(self.pk)
 
     @property
-    def group_name(self) -> str:
-        return f"user-{self.owner_id}"
-
-    @property
     def progress_group_name(self) -> str:
-        """The channel group of this build's own progress socket (/ws/datasets/<id>/)."""
-        return f"dataset-{self.pk}"
+        return dataset_group_name(self.pk)
 
     def progress_payload(self) -> dict:
         """The payload of a `dataset.progress` message."""

@@ -10,8 +10,6 @@ import time
 import uuid
 from pathlib import Path
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, ProtectedError
@@ -24,6 +22,7 @@ from datasets.models import Dataset
 from datasets.names import os_error_text, readable, without_paths
 from datasets.sources import SourceError, SplitOptions, plan_folder, plan_text_lists, unwrap_single_folder
 from datasets.uploads import upload_delete
+from workbench.core.groups import group_publish, user_group_name
 
 log = logging.getLogger(__name__)
 
@@ -79,28 +78,15 @@ def dataset_queue(*, dataset: Dataset) -> None:
 
 def publish(dataset: Dataset) -> None:
     """Tell the owner's dashboard and the dataset's page; a missing channel layer must never break a build."""
-    try:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        async_to_sync(layer.group_send)(
-            dataset.group_name,
-            {
-                "type": "dashboard.update",
-                "payload": {
-                    "kind": "dataset",
-                    "id": dataset.pk,
-                    "status": dataset.status,
-                    "percent": round(dataset.progress_percent, 1),
-                },
-            },
-        )
-        # The dataset page's own socket gets counts, speed and ETA.
-        async_to_sync(layer.group_send)(
-            dataset.progress_group_name, {"type": "dataset.progress", "payload": dataset.progress_payload()}
-        )
-    except Exception:  # noqa: BLE001
-        log.warning("dataset %s: could not publish progress", dataset.pk, exc_info=True)
+    summary = {
+        "kind": "dataset",
+        "id": dataset.pk,
+        "status": dataset.status,
+        "percent": round(dataset.progress_percent, 1),
+    }
+    group_publish(user_group_name(dataset.owner_id), {"type": "dashboard.update", "payload": summary})
+    # The dataset page's own socket gets counts, speed and ETA.
+    group_publish(dataset.progress_group_name, {"type": "dataset.progress", "payload": dataset.progress_payload()})
 
 
 def dataset_cancel(*, dataset: Dataset) -> bool:

@@ -18,9 +18,9 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from workbench import throttle
+from workbench.core.openapi import error
+from workbench.core.parsers import JSONObjectParser
 from workbench.health import workers
-from workbench.openapi import error
-from workbench.parsers import JSONObjectParser
 from workbench.tasks import probe_devices
 
 

@@ -1,8 +1,6 @@
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-
-def user_group_name(user_id: int) -> str:
-    return f"user-{user_id}"
+from workbench.core.groups import user_group_name
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):

@@ -215,9 +215,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # A JSON body must be an object (workbench/parsers.py): `5`, `null` or a list get a 400.
+    # A JSON body must be an object (workbench/core/parsers.py): `5`, `null` or a list get a 400.
     "DEFAULT_PARSER_CLASSES": [
-        "workbench.parsers.JSONObjectParser",
+        "workbench.core.parsers.JSONObjectParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

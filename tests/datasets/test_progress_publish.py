@@ -5,6 +5,7 @@ from channels.layers import get_channel_layer
 
 from datasets.models import Dataset
 from datasets.services import publish
+from workbench.core.groups import user_group_name
 
 
 def test_it_publishes_build_progress_to_the_dataset_page_and_the_dashboard(owner):
@@ -17,7 +18,7 @@ def test_it_publishes_build_progress_to_the_dataset_page_and_the_dashboard(owner
     async def subscribe():
         page, dashboard = await layer.new_channel(), await layer.new_channel()
         await layer.group_add(dataset.progress_group_name, page)
-        await layer.group_add(dataset.group_name, dashboard)
+        await layer.group_add(user_group_name(dataset.owner_id), dashboard)
         return page, dashboard
 
     async def receive(channel):

@@ -10,7 +10,7 @@ from django.test import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from workbench.consumers import user_group_name
+from workbench.core.groups import user_group_name
 
 pytestmark = [pytest.mark.slow]
 

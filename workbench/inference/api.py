@@ -16,10 +16,10 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from workbench import openapi
+from workbench.core import openapi
+from workbench.core.parsers import JSONObjectParser
 from workbench.inference import engine, exports, services
 from workbench.inference.models import InferenceJob
-from workbench.parsers import JSONObjectParser
 from workbench.runs.api import _get_run_for_user
 
 # One image is decoded in the request; anything bigger belongs in a classify-many job.

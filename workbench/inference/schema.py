@@ -21,7 +21,7 @@ from drf_spectacular.types import OpenApiTypes
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import AllowAny
 
-from workbench.openapi import COMPONENTS, SHARED_ERRORS
+from workbench.core.openapi import COMPONENTS, SHARED_ERRORS
 
 
 def error_ref(registry, name: str = "Error") -> dict:

@@ -10,7 +10,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from datasets.models import Dataset
-from workbench import openapi
+from workbench.core import openapi
 from workbench.runs import services
 from workbench.runs.inventory import hosts_for_display
 from workbench.runs.models import Run

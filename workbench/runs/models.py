@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from workbench.core.groups import run_group_name
+
 
 class WorkerHost(models.Model):
     """A machine running a Celery worker, as last announced by its heartbeat."""
@@ -156,7 +158,7 @@ class Run(models.Model):
 
     @property
     def group_name(self) -> str:
-        return f"run-{self.pk}"
+        return run_group_name(self.pk)
 
     @property
     def is_active(self) -> bool:

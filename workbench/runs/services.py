@@ -12,15 +12,13 @@ import shutil
 import time
 from collections.abc import Iterable
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from datasets.models import Dataset
-from workbench.consumers import user_group_name
+from workbench.core.groups import group_publish, run_group_name, user_group_name
 from workbench.runs.models import Device, Run, RunEvent, RunTransition
 from workbench.runs.validators import (
     RequestError,
@@ -77,27 +75,16 @@ def run_events_append(*, run_id: int, events: list[dict]) -> list[RunEvent]:
     return rows
 
 
-def _group_send(group: str, message: dict, *, alias: str = "default") -> None:
-    layer = get_channel_layer(alias)
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(group, message)
-    except Exception:
-        # Live delivery is best effort: the events are stored and clients replay what they missed.
-        log.warning("could not publish to %s", group, exc_info=True)
-
-
 def publish_run_events(*, run_id: int, rows: Iterable[RunEvent]) -> None:
     # Encoded once here rather than once per viewer: with hundreds of sockets on one run, the
     # consumers' JSON encoding was the largest part of the fan-out's CPU in bench_live_stream.
     text = json.dumps({"type": "events", "events": [event_payload(row) for row in rows]})
-    _group_send(f"run-{run_id}", {"type": "run.events", "text": text}, alias=settings.LIVE_CHANNEL_LAYER)
+    group_publish(run_group_name(run_id), {"type": "run.events", "text": text}, alias=settings.LIVE_CHANNEL_LAYER)
 
 
 def publish_dashboard(run: Run) -> None:
     payload = {"kind": "run", "id": run.pk, "status": run.state, "percent": round(100 * run.progress, 1)}
-    _group_send(user_group_name(run.owner_id), {"type": "dashboard.update", "payload": payload})
+    group_publish(user_group_name(run.owner_id), {"type": "dashboard.update", "payload": payload})
 
 
 # ------------------------------------------------------------------------------- transitions
