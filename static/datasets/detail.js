@@ -1,4 +1,4 @@
-// The dataset page: live build progress (polls the JSON API every second), the class
+// The dataset page: live build progress (over its websocket), the class
 // histogram (Plotly), and the paged gallery read from the LMDBs.
 import { getJSON } from "../workbench/http.js";
 
@@ -18,36 +18,47 @@ function setText(id, text) {
   if (el) el.textContent = text;
 }
 
-async function poll() {
-  try {
-    const data = await getJSON(root.dataset.apiUrl);
-    if (!ACTIVE.includes(data.status)) {
-      window.location.reload(); // the finished page shows counts, chart, gallery
-      return;
-    }
-    const p = data.progress;
-    const bar = document.getElementById("progress-bar");
-    if (bar) {
-      bar.style.width = `${p.percent}%`;
-      bar.parentElement.setAttribute("aria-valuenow", Math.round(p.percent));
-    }
-    setText("progress-done", p.done);
-    setText("progress-total", p.total);
-    setText("progress-rate", p.images_per_second.toFixed(1));
-    // Before the first image, the worker is still extracting the archive or listing files.
-    setText("progress-eta", p.total ? formatEta(p.eta_seconds) : "– (extracting and listing files)");
-    const status = document.querySelector("#dataset-status .status");
-    if (status) {
-      status.textContent = data.status;
-      status.className = `status status-${data.status}`;
-    }
-  } catch (err) {
-    setText("progress-eta", "(connection lost, retrying)");
+function showProgress(data) {
+  if (!ACTIVE.includes(data.status)) {
+    window.location.reload(); // the finished page shows counts, chart, gallery
+    return;
   }
-  window.setTimeout(poll, 1000);
+  const percent = data.total ? (100 * data.done) / data.total : 0;
+  const bar = document.getElementById("progress-bar");
+  if (bar) {
+    bar.style.width = `${percent}%`;
+    bar.parentElement.setAttribute("aria-valuenow", Math.round(percent));
+  }
+  setText("progress-done", data.done);
+  setText("progress-total", data.total);
+  setText("progress-rate", (data.images_per_second || 0).toFixed(1));
+  // Before the first image, the worker is still extracting the archive or listing files.
+  setText("progress-eta", data.total ? formatEta(data.eta_seconds) : "– (extracting and listing files)");
+  const status = document.querySelector("#dataset-status .status");
+  if (status) {
+    status.textContent = data.status;
+    status.className = `status status-${data.status}`;
+  }
 }
 
-if (ACTIVE.includes(root.dataset.status)) window.setTimeout(poll, 1000);
+// The build's own socket (/ws/datasets/<id>/): the row's state on connect, then every progress
+// message the build publishes. A reconnect starts with the current state again, so nothing the
+// page shows is stale after the server restarts.
+function follow(delayMs) {
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${window.location.host}${root.dataset.socketPath}`);
+  socket.addEventListener("open", () => { delayMs = 1000; });
+  socket.addEventListener("message", (message) => {
+    const event = JSON.parse(message.data);
+    if (event.type === "progress") showProgress(event);
+  });
+  socket.addEventListener("close", () => {
+    setText("progress-eta", "(connection lost, reconnecting)");
+    window.setTimeout(() => follow(Math.min(delayMs * 2, 30000)), delayMs);
+  });
+}
+
+if (ACTIVE.includes(root.dataset.status)) follow(1000);
 
 function drawHistogram() {
   const holder = document.getElementById("histogram");

@@ -4,11 +4,13 @@ watch the real worker build it, then see counts, histogram, mean and gallery."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 
 from tests.conftest import log_in
 from tests.datasets.conftest import make_class_folders, zip_folder
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +42,7 @@ def test_it_imports_an_uploaded_zip_through_the_wizard(live_server_url, celery_w
     page.click("#create-dataset")
 
     page.wait_for_url(re.compile(r"/datasets/\d+/$"))
-    # The page polls the API while building and reloads when the build is done.
+    # The page follows the build over its websocket and reloads when the build is done.
     page.wait_for_selector("#class-table", timeout=60_000)
     assert page.inner_text("#split-counts") == "train 5 · val 5"
     rows = page.inner_text("#class-table tbody")
@@ -139,3 +141,33 @@ def test_it_imports_a_text_list_from_server_paths(live_server_url, celery_worker
     assert page.inner_text("#split-counts") == "train 6"
     assert "Text list" in page.inner_text(".facts")
     assert "train.txt line 7\tlabel 'line' is not an integer" in page.inner_text("#skipped-table")
+
+
+def test_it_follows_a_build_over_its_websocket_without_polling(live_server_url, page, owner):
+    # No worker: the test plays the build, publishing progress as the build task does.
+    from datasets.models import Dataset
+    from datasets.services import publish
+
+    dataset = Dataset.objects.create(owner=owner, name="growing", status=Dataset.Status.BUILDING)
+    api_calls = []
+    page.on("request", lambda request: "/api/datasets/" in request.url and api_calls.append(request.url))
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/datasets/{dataset.pk}/")
+
+    def progress_shown(done: int) -> None:
+        # Published again until the page shows it: the socket may still be connecting.
+        def shown() -> bool:
+            # From another thread: Playwright's loop owns this one, and async_to_sync refuses it.
+            publisher = threading.Thread(target=publish, args=(dataset,))
+            publisher.start()
+            publisher.join()
+            return page.inner_text("#progress-done") == str(done)
+
+        wait_until(shown, what=f"the page to show {done} images done", timeout=30, interval=0.5)
+
+    Dataset.objects.filter(pk=dataset.pk).update(progress_done=37, progress_total=100, images_per_second=12.5)
+    dataset.refresh_from_db()
+    progress_shown(37)
+    assert page.inner_text("#progress-total") == "100" and page.inner_text("#progress-rate") == "12.5"
+    assert page.get_attribute("#progress-bar", "style") == "width: 37%;"
+    assert api_calls == []  # the page never polled the REST API
