@@ -37,7 +37,21 @@ BEST_METRICS = ("top1", "val_loss")
 
 
 class ConfigError(ValueError):
-    """A config value is invalid; the message names the field."""
+    """A config value is invalid. `field` names it (dotted: "solver.base_lr") so that callers
+    across the process boundary (the workbench's validators) need not parse the text; str() reads
+    "field: message" as before, for the trainer's own command line and logs."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+    def __reduce__(self):  # keeps `field` when pickled (DDP spawn, multiprocessing)
+        return (_config_error, (self.message, self.field))
+
+
+def _config_error(message: str, field: str | None) -> ConfigError:
+    return ConfigError(message, field=field)
 
 
 @dataclass
@@ -130,16 +144,16 @@ class TrainConfig:
 
 def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+        raise ConfigError(f"{value!r} is not one of {', '.join(allowed)}", field=name)
 
 
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected an object, got {type(raw).__name__}")
+        raise ConfigError(f"expected an object, got {type(raw).__name__}", field=prefix.rstrip(".") or "config")
     known = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise ConfigError(f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
+        raise ConfigError(f"unknown field (known: {', '.join(sorted(known))})", field=f"{prefix}{unknown[0]}")
     kwargs = {}
     for name, value in raw.items():
         sub = {"data": DataConfig, "solver": SolverConfig}.get(name) if cls is TrainConfig else None
@@ -157,11 +171,11 @@ def parse_devices(value: Any) -> list[str | int]:
             return ["cpu"] * count if match.group(1) == "cpu" else list(range(count))
         value = [part.strip() for part in text.split(",") if part.strip()]
     if not isinstance(value, list) or not value:
-        raise ConfigError('devices: expected a non-empty list such as ["cpu"], [0, 1] or "cpu x 2"')
+        raise ConfigError('expected a non-empty list such as ["cpu"], [0, 1] or "cpu x 2"', field="devices")
     devices: list[str | int] = []
     for item in value:
         if isinstance(item, bool):
-            raise ConfigError(f"devices: {item!r} is not a device")
+            raise ConfigError(f"{item!r} is not a device", field="devices")
         if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
             devices.append(int(item))
         elif isinstance(item, str) and item.startswith("cuda:") and item[5:].isdigit():
@@ -169,13 +183,13 @@ def parse_devices(value: Any) -> list[str | int]:
         elif item == "cpu":
             devices.append("cpu")
         else:
-            raise ConfigError(f"devices: {item!r} is not 'cpu' or a CUDA index")
+            raise ConfigError(f"{item!r} is not 'cpu' or a CUDA index", field="devices")
     kinds = {"cpu" if d == "cpu" else "cuda" for d in devices}
     if len(kinds) > 1:
-        raise ConfigError("devices: mixes CPU and CUDA devices; use one kind per run")
+        raise ConfigError("mixes CPU and CUDA devices; use one kind per run", field="devices")
     cuda = [d for d in devices if d != "cpu"]
     if len(set(cuda)) != len(cuda):
-        raise ConfigError(f"devices: a CUDA device appears twice in {devices}")
+        raise ConfigError(f"a CUDA device appears twice in {devices}", field="devices")
     return devices
 
 
@@ -187,7 +201,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         if isinstance(value, os.PathLike):
             setattr(owner, name, os.fspath(value))
     if cfg.pretrained is not None and (not isinstance(cfg.pretrained, str) or not cfg.pretrained):
-        raise ConfigError("pretrained: expected the path of a state_dict file, or null")
+        raise ConfigError("expected the path of a state_dict file, or null", field="pretrained")
     cfg.devices = parse_devices(cfg.devices)
     _one_of("network", cfg.network, NETWORKS)
     _one_of("precision", cfg.precision, PRECISIONS)
@@ -206,7 +220,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
             or (value == 0 and not allow_zero)
         ):
             kind = "integer" if integer else "number"
-            raise ConfigError(f"{name}: {value!r} must be a {'non-negative' if allow_zero else 'positive'} {kind}")
+            raise ConfigError(f"{value!r} must be a {'non-negative' if allow_zero else 'positive'} {kind}", field=name)
 
     positive("epochs", cfg.epochs)
     positive("seed", cfg.seed, integer=True, allow_zero=True)
@@ -234,57 +248,61 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         value = getattr(cfg.solver, name)
         scale = 1.0 if name == "onecycle_pct_start" else 100.0
         if not isinstance(value, int | float) or not 0 <= value <= scale:
-            raise ConfigError(f"solver.{name}: {value!r} must be between 0 and {scale:g}")
+            raise ConfigError(f"{value!r} must be between 0 and {scale:g}", field=f"solver.{name}")
     if not isinstance(cfg.solver.step_values, list) or any(
         not isinstance(v, int | float) or not 0 <= v <= 100 for v in cfg.solver.step_values
     ):
-        raise ConfigError("solver.step_values: must be a list of percents between 0 and 100")
+        raise ConfigError("must be a list of percents between 0 and 100", field="solver.step_values")
     cfg.solver.step_values = sorted(float(v) for v in cfg.solver.step_values)
     betas = tuple(cfg.solver.betas)
     if len(betas) != 2 or not all(isinstance(b, int | float) and 0 <= b < 1 for b in betas):
-        raise ConfigError(f"solver.betas: {list(betas)} must be two numbers in [0, 1)")
+        raise ConfigError(f"{list(betas)} must be two numbers in [0, 1)", field="solver.betas")
     cfg.solver.betas = (float(betas[0]), float(betas[1]))
 
     positive("model_parallel", cfg.model_parallel, integer=True)
     if len(cfg.devices) % cfg.model_parallel:
         raise ConfigError(
-            f"model_parallel: {len(cfg.devices)} devices cannot form groups of {cfg.model_parallel} "
-            f"(devices {cfg.devices}); use a count of devices that {cfg.model_parallel} divides"
+            f"{len(cfg.devices)} devices cannot form groups of {cfg.model_parallel} "
+            f"(devices {cfg.devices}); use a count of devices that {cfg.model_parallel} divides",
+            field="model_parallel",
         )
     if cfg.model_parallel > 1 and cfg.compile:
-        raise ConfigError("compile: not available with model_parallel > 1 (the stages move tensors between devices)")
+        raise ConfigError(
+            "not available with model_parallel > 1 (the stages move tensors between devices)", field="compile"
+        )
     world = cfg.world_size
     if cfg.batch_size % world:
         raise ConfigError(
-            f"batch_size: {cfg.batch_size} is not divisible by the {world} processes (devices {cfg.devices})"
+            f"{cfg.batch_size} is not divisible by the {world} processes (devices {cfg.devices})", field="batch_size"
         )
     if cfg.per_process_batch % cfg.grad_accum:
         raise ConfigError(
-            f"grad_accum: per-process batch {cfg.per_process_batch} is not divisible by grad_accum {cfg.grad_accum}"
+            f"per-process batch {cfg.per_process_batch} is not divisible by grad_accum {cfg.grad_accum}",
+            field="grad_accum",
         )
     on_cpu = cfg.devices[0] == "cpu"
     if cfg.precision == "fp16" and on_cpu:
-        raise ConfigError("precision: 'fp16' needs CUDA devices; on the CPU use 'bf16' or 'fp32'")
+        raise ConfigError("'fp16' needs CUDA devices; on the CPU use 'bf16' or 'fp32'", field="precision")
     if cfg.network == "custom" and not cfg.custom_layers:
-        raise ConfigError("custom_layers: network 'custom' needs a non-empty list of layers")
+        raise ConfigError("network 'custom' needs a non-empty list of layers", field="custom_layers")
     if cfg.network != "custom" and cfg.custom_layers:
-        raise ConfigError(f"custom_layers: only used with network 'custom', not {cfg.network!r}")
+        raise ConfigError(f"only used with network 'custom', not {cfg.network!r}", field="custom_layers")
     if not isinstance(cfg.compile, bool) or not isinstance(cfg.channels_last, bool):
-        raise ConfigError("compile/channels_last: must be true or false")
+        raise ConfigError("must be true or false", field="compile/channels_last")
     if not cfg.run_dir:
-        raise ConfigError("run_dir: required (the folder for checkpoints and events)")
+        raise ConfigError("required (the folder for checkpoints and events)", field="run_dir")
     if check_paths:
         if not cfg.data.dataset or not Path(cfg.data.dataset).is_dir():
-            raise ConfigError(f"data.dataset: folder {cfg.data.dataset!r} not found")
+            raise ConfigError(f"folder {cfg.data.dataset!r} not found", field="data.dataset")
         if cfg.pretrained and not Path(cfg.pretrained).is_file():
-            raise ConfigError(f"pretrained: file {cfg.pretrained!r} not found")
+            raise ConfigError(f"file {cfg.pretrained!r} not found", field="pretrained")
         if not on_cpu:
             import torch
 
             count = torch.cuda.device_count()
             missing = [d for d in cfg.devices if d >= count]
             if missing:
-                raise ConfigError(f"devices: CUDA device(s) {missing} not present (this machine has {count})")
+                raise ConfigError(f"CUDA device(s) {missing} not present (this machine has {count})", field="devices")
     return cfg
 
 

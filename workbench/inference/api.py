@@ -21,14 +21,10 @@ from workbench.core.parsers import JSONObjectParser
 from workbench.inference import engine, exports, services
 from workbench.inference.models import InferenceJob
 from workbench.runs.api import _get_run_for_user
+from workbench.runs.validators import drf_error
 
 # One image is decoded in the request; anything bigger belongs in a classify-many job.
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
-
-
-def _bad_request(error: Exception) -> ValidationError:
-    field, _, message = str(error).partition(": ")
-    return ValidationError({field: [message]} if message and " " not in field else {"detail": [str(error)]})
 
 
 def jobs_for(user):
@@ -62,7 +58,7 @@ def _checkpoint_classifier(run, which: str):
     try:
         path = services.checkpoint_path(run=run, which=which)
     except services.InferenceError as error:
-        raise _bad_request(error) from None
+        raise drf_error(error) from None
     return path, engine.load_classifier(path)
 
 
@@ -169,7 +165,7 @@ def inside(request, pk: int):
     try:
         body = engine.look_inside(classifier, image, layers)
     except engine.InferenceInputError as error:
-        raise _bad_request(error) from None
+        raise drf_error(services.input_error(error)) from None
     body.update(
         run=run.pk,
         checkpoint=path.name,
@@ -201,7 +197,7 @@ def _start_job(request, pk: int, kind: str) -> Response:
             files=request.FILES.getlist("images"),
         )
     except services.InferenceError as error:
-        raise _bad_request(error) from None
+        raise drf_error(error) from None
     return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
 
 
@@ -358,9 +354,9 @@ class Download(APIView):
         try:
             export = exports.export_request(run=run, fmt=fmt, checkpoint=checkpoint)
         except services.InferenceError as error:
-            raise _bad_request(error) from None
+            raise drf_error(error) from None
         if export.state == "failed":
-            raise _bad_request(services.InferenceError(export.error))
+            raise drf_error(services.InferenceError(export.field, export.error))
         if export.state == "building":
             detail = f"The {fmt} export of checkpoint {checkpoint} is being built; ask again in a few seconds."
             body = {"state": "building", "detail": detail, "retry_after": EXPORT_RETRY_SECONDS}

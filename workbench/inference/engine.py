@@ -35,7 +35,14 @@ Progress = Callable[[int, int], None]
 
 
 class InferenceInputError(ValueError):
-    """The input cannot be used (no images, an unknown label...); the message says which and why."""
+    """The input cannot be used (no images, an unknown label...); the message says which and why,
+    `field` names the request field when it is about one (this module runs without Django, so
+    the web side turns it into a RequestError: workbench.inference.services.input_error)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
 
 
 # ----------------------------------------------------------------------------- loading
@@ -407,7 +414,7 @@ def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[
     modules = dict(model.named_modules())
     unknown = [name for name in layer_names if name not in modules or not name]
     if unknown:
-        raise InferenceInputError(f"layers: {unknown[0]!r} is not a layer of this network")
+        raise InferenceInputError(f"{unknown[0]!r} is not a layer of this network", field="layers")
     captured: dict[str, torch.Tensor] = {}
     hooks = [
         modules[name].register_forward_hook(

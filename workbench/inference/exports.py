@@ -49,7 +49,8 @@ _export_locks_guard = threading.Lock()
 class ExportState:
     state: str  # ready | building | failed
     path: Path  # the zip; exists when ready
-    error: str = ""
+    error: str = ""  # when failed: what went wrong with `field` (InferenceError's pair)
+    field: str | None = "format"
 
 
 def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportState:
@@ -62,17 +63,15 @@ def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportSta
     state = _read_state(state_path)
     if state.get("state") == "failed":
         state_path.unlink(missing_ok=True)
-        return ExportState("failed", target, state.get("error") or f"format: the {fmt} export failed")
+        error = state.get("error") or f"the {fmt} export failed"
+        return ExportState("failed", target, error, state.get("field", "format"))
     why = _lost(state, state_path)
     if why is None:
         return ExportState("building", target)
     lost = int(state.get("lost", 0)) + (state.get("state") == "taken")
     if lost >= EXPORT_MAX_LOST:
         state_path.unlink(missing_ok=True)
-        error = (
-            f"format: the {fmt} export was interrupted {lost} times ({why}); "
-            "it may need more memory than the worker has"
-        )
+        error = f"the {fmt} export was interrupted {lost} times ({why}); it may need more memory than the worker has"
         return ExportState("failed", target, error)
     _write_state(state_path, {"state": "queued", "checkpoint": checkpoint, "lost": lost, "at": time.time()})
     transaction.on_commit(lambda: _queue(run.pk, fmt, checkpoint))
@@ -140,8 +139,8 @@ def export_build(*, run_id: int, fmt: str, checkpoint: str, worker: str = "", bo
         # Whatever it was, the asker must hear it (not wait, nor queue the same failure forever).
         if not isinstance(error, InferenceError):
             log.exception("run %s: the %s export of %s failed", run_id, fmt, checkpoint)
-            error = InferenceError(f"format: the {fmt} export failed: {type(error).__name__}: {error}")
-        _write_state(state_path, {"state": "failed", "error": str(error)})
+            error = InferenceError("format", f"the {fmt} export failed: {type(error).__name__}: {error}")
+        _write_state(state_path, {"state": "failed", "field": error.field, "error": error.message})
         return "failed"
     state_path.unlink(missing_ok=True)  # after the zip is in place: a reader sees one or the other
     return "ready"
@@ -194,7 +193,7 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
     same = int(np.sum(got == want))
     if same != count:
         raise InferenceError(
-            f"format: the {fmt} model disagrees with PyTorch on {count - same} of {count} {split} images"
+            "format", f"the {fmt} model disagrees with PyTorch on {count - same} of {count} {split} images"
         )
     return {"split": split, "images": count, "same_top1": same}
 
@@ -203,7 +202,7 @@ def _export_paths(*, run: Run, fmt: str, checkpoint: str) -> tuple[Path, Path]:
     """The checkpoint file and the zip its export is cached in (named after the file and its
     modification time, so a rewritten checkpoint gets a new export)."""
     if fmt not in EXPORT_FORMATS:
-        raise InferenceError(f"format: {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
+        raise InferenceError("format", f"{fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
     source = checkpoint_path(run=run, which=checkpoint)
     tag = f"{source.resolve().stem}-{int(source.stat().st_mtime_ns)}"
     return source, run.run_dir / "exports" / f"run{run.pk}-{tag}-{fmt}.zip"
@@ -229,7 +228,7 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
             try:
                 report = export_run(source, folder, formats)
             except (RuntimeError, ValueError) as error:
-                raise InferenceError(f"format: the {fmt} export failed: {error}") from None
+                raise InferenceError("format", f"the {fmt} export failed: {error}") from None
             check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
             (folder / "export.json").write_text(
                 json.dumps(

@@ -22,16 +22,23 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainer.checkpoint import CheckpointStore
+from workbench.inference import engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
+from workbench.runs.validators import RequestError
 
 log = logging.getLogger(__name__)
 
 _STEP_FILE = re.compile(r"^step_(\d{8,})\.pt$")
 
 
-class InferenceError(ValueError):
-    """A request that cannot be served; the message starts with the field it is about."""
+class InferenceError(RequestError):
+    """A request that cannot be served: (field, message) as every RequestError."""
+
+
+def input_error(error: engine.InferenceInputError) -> InferenceError:
+    """The engine's refusal of an input (it runs without Django) as a request error."""
+    return InferenceError(error.field, error.message)
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -78,11 +85,11 @@ def checkpoint_path(*, run: Run, which: str = "best") -> Path:
         path = store.dir / (which if which.endswith(".pt") else f"step_{int(which):08d}.pt")
         if not path.is_file():
             kept = ", ".join(str(step) for step, _ in store.snapshots()) or "none"
-            raise InferenceError(f"checkpoint: run {run.pk} has no checkpoint at step {which} (kept: {kept})")
+            raise InferenceError("checkpoint", f"run {run.pk} has no checkpoint at step {which} (kept: {kept})")
     else:
-        raise InferenceError(f"checkpoint: {which!r} is not best, last or a step number")
+        raise InferenceError("checkpoint", f"{which!r} is not best, last or a step number")
     if path is None:
-        raise InferenceError(f"checkpoint: run {run.pk} has no checkpoint yet ({run.state})")
+        raise InferenceError("checkpoint", f"run {run.pk} has no checkpoint yet ({run.state})")
     return path
 
 
@@ -114,23 +121,23 @@ def job_create(
     """A queued job. The upload is either one archive (zip / tar, extracted by the task) or some
     image files; a test may instead use the dataset's `val` or `test` split."""
     if kind not in InferenceJob.Kind.values:
-        raise InferenceError(f"kind: {kind!r} is not one of {', '.join(InferenceJob.Kind.values)}")
+        raise InferenceError("kind", f"{kind!r} is not one of {', '.join(InferenceJob.Kind.values)}")
     checkpoint_path(run=run, which=checkpoint)  # names the problem now, not in the worker
     files = list(files or [])
     if kind == InferenceJob.Kind.CLASSIFY:
         source = InferenceJob.Source.UPLOAD
     if source not in InferenceJob.Source.values:
-        raise InferenceError(f"source: {source!r} is not one of {', '.join(InferenceJob.Source.values)}")
+        raise InferenceError("source", f"{source!r} is not one of {', '.join(InferenceJob.Source.values)}")
     if source == InferenceJob.Source.UPLOAD:
         if archive is None and not files:
-            raise InferenceError("images: upload an archive (zip, tar) or one or more images")
+            raise InferenceError("images", "upload an archive (zip, tar) or one or more images")
         if archive is not None and files:
-            raise InferenceError("images: upload either an archive or images, not both")
+            raise InferenceError("images", "upload either an archive or images, not both")
     else:
         splits = run.dataset.splits or {}
         if not splits.get(source, {}).get("count"):
             have = ", ".join(name for name, split in splits.items() if split.get("count")) or "none"
-            raise InferenceError(f"source: dataset {run.dataset.name!r} has no {source} split (it has {have})")
+            raise InferenceError("source", f"dataset {run.dataset.name!r} has no {source} split (it has {have})")
     name = (
         archive.name
         if archive is not None
@@ -183,7 +190,7 @@ def _prepare_input(job: InferenceJob) -> dict:
 
         info = load_dataset_folder(job.run.dataset.path)
         if job.source not in info.splits:
-            raise InferenceError(f"source: dataset {job.run.dataset.name!r} has no {job.source} split")
+            raise InferenceError("source", f"dataset {job.run.dataset.name!r} has no {job.source} split")
         spec["split_db"] = str(info.splits[job.source].db)
         return spec
     archive = job.folder / "upload.archive"
@@ -198,7 +205,7 @@ def _prepare_input(job: InferenceJob) -> dict:
         try:
             extract_archive(archive, job.folder / "input", caps)
         except ArchiveError as error:
-            raise InferenceError(f"images: {error}") from None
+            raise InferenceError("images", str(error)) from None
         archive.unlink()
     spec["input"] = str(job.folder / "input")
     return spec

@@ -15,6 +15,7 @@ from workbench.inference.models import InferenceJob
 from workbench.inference.selectors import jobs_visible_to
 from workbench.runs.models import Run
 from workbench.runs.selectors import run_for
+from workbench.runs.validators import add_form_errors
 
 
 def _job_page(request, run: Run, kind: str, template: str):
@@ -35,8 +36,7 @@ def _job_page(request, run: Run, kind: str, template: str):
                 files=data.get("images") or [],
             )
         except services.InferenceError as error:
-            field, _, message = str(error).partition(": ")
-            form.add_error(field if field in form.fields else None, message or str(error))
+            add_form_errors(form, error)
         else:
             return redirect("inference-job", run.pk, job.pk)
     jobs = jobs_visible_to(request.user).filter(run=run, kind=kind)[:20]

@@ -20,8 +20,9 @@ from workbench.runs.serializers import (
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
+    SweepCreateSerializer,
 )
-from workbench.runs.validators import RequestError
+from workbench.runs.validators import RequestError, drf_error
 
 
 def _runs_for(user):
@@ -32,11 +33,6 @@ def _runs_for(user):
 def _get_run_for_user(request, pk: int) -> Run:
     """The run, or 404 for both "missing" and "not yours"."""
     return get_object_or_404(_runs_for(request.user), pk=pk)
-
-
-def _bad_request(error: Exception) -> ValidationError:
-    field, _, message = str(error).partition(": ")
-    return ValidationError({field: [message or str(error)]} if message else {"detail": str(error)})
 
 
 @extend_schema(
@@ -73,16 +69,22 @@ def run_list(request):
     return Response({"results": RunSerializer(runs[:500], many=True, context={"request": request}).data})
 
 
-def _run_create(request):
-    serializer = RunCreateSerializer(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    data = serializer.validated_data
+def _submission_dataset(request, data: dict) -> Dataset:
+    """The dataset a submission names, if the user may train on it; only staff set priorities."""
     datasets = Dataset.objects.all() if request.user.is_staff else Dataset.objects.filter(owner=request.user)
     dataset = datasets.filter(pk=data["dataset"]).first()
     if dataset is None:
         raise ValidationError({"dataset": [f"no dataset {data['dataset']} of yours"]})
     if data["priority"] and not request.user.is_staff:
         raise PermissionDenied("only staff can set a priority")
+    return dataset
+
+
+def _run_create(request):
+    serializer = RunCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    dataset = _submission_dataset(request, data)
     try:
         run = services.run_submit(
             owner=request.user,
@@ -94,8 +96,36 @@ def _run_create(request):
             priority=data["priority"],
         )
     except RequestError as error:
-        raise _bad_request(error) from None
+        raise drf_error(error) from None
     return Response(RunDetailSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(
+    summary="Submit a sweep: one run per combination of the values in `sweep`, all of them or none",
+    request=SweepCreateSerializer,
+    responses={
+        201: inline_serializer("Sweep", {"sweep": serializers.CharField(), "results": RunDetailSerializer(many=True)}),
+        403: openapi.error("Only staff can set a priority."),
+    },
+)
+@api_view(["POST"])
+def sweep_create(request):
+    serializer = SweepCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    dataset = _submission_dataset(request, data)
+    fields = {key: data[key] for key in ("name", "network", "gpus", "priority")}
+    try:
+        runs = services.sweep_create(
+            owner=request.user,
+            dataset=dataset,
+            base_request={**fields, "config": serializer.trainer_config()},
+            grid=data["sweep"],
+        )
+    except RequestError as error:
+        raise drf_error(error) from None
+    body = {"sweep": runs[0].sweep, "results": RunDetailSerializer(runs, many=True, context={"request": request}).data}
+    return Response(body, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(methods=["GET"], summary="A run", responses=RunDetailSerializer)

@@ -3,7 +3,6 @@ then the whole request checked by the trainer's own rules (the same validation t
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 
@@ -12,15 +11,14 @@ from django import forms
 from datasets.models import Dataset
 from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS
 from workbench.runs.models import Device, Run
-from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, reference_for_path
+from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of, reference_for_path
 from workbench.runs.validators import (
     RequestError,
+    add_form_errors,
     check_pretrained,
     parse_device_request,
-    validate_trainer_config,
+    sweep_validate,
 )
-
-MAX_SWEEP_RUNS = 32
 
 NETWORK_INFO = {
     "lenet": (
@@ -59,8 +57,11 @@ DEVICE_CHOICES = [
     ("cpu", "The CPU"),
 ]
 
-# Trainer field (as named in its messages) -> form field.
+# A request path (RequestError.field, without "config.") -> the form field that sets it.
 FIELD_OF = {
+    "sweep": "base_lr",
+    "sweep.lr": "base_lr",
+    "sweep.batch_size": "batch_size",
     "solver.optimizer": "optimizer",
     "solver.base_lr": "base_lr",
     "solver.momentum": "momentum",
@@ -82,14 +83,6 @@ FIELD_OF = {
     "devices": "device_mode",
     "gpus": "device_mode",
 }
-
-
-def field_for_message(message: str) -> tuple[str | None, str]:
-    """'config: solver.base_lr: -1 must be ...' -> ('base_lr', '-1 must be ...')."""
-    text = message.removeprefix("config: ")
-    name, _, rest = text.partition(": ")
-    name = FIELD_OF.get(name, name)
-    return (name, rest) if rest else (None, text)
 
 
 def _number_list(raw: str, *, kind: type, label: str, low: float, high: float | None = None) -> list:
@@ -121,11 +114,7 @@ def usable_datasets(user):
 def runs_with_weights(user):
     runs = Run.objects.select_related("dataset").order_by("-created_at")
     runs = runs if user.is_staff else runs.filter(owner=user)
-    return [
-        run
-        for run in runs[:300]
-        if (run.run_dir / "checkpoints" / "best.pt").exists() or any((run.run_dir / "checkpoints").glob("step_*.pt"))
-    ]
+    return [run for run in runs[:300] if checkpoint_of(run, "best") is not None]
 
 
 class DatasetChoiceField(forms.ModelChoiceField):
@@ -281,11 +270,11 @@ class RunForm(forms.Form):
             return f"{host}:{','.join(sorted((c.rsplit(':', 1)[1] for c in chosen), key=int))}"
         return mode or "auto"
 
-    def solver_config(self, base_lr: float) -> dict:
+    def solver_config(self) -> dict:
+        """The solver without its learning rate, which comes from the sweep grid (run_request)."""
         d = self.cleaned_data
         solver = {
             "optimizer": d["optimizer"],
-            "base_lr": base_lr,
             "momentum": d["momentum"],
             "weight_decay": d["weight_decay"],
             "lr_policy": d["lr_policy"],
@@ -331,8 +320,20 @@ class RunForm(forms.Form):
             config["model_parallel"] = d["model_parallel"]
         return config
 
-    def combinations(self) -> list[tuple[float, int]]:
-        return list(itertools.product(self.cleaned_data["base_lr"], self.cleaned_data["batch_size"]))
+    def run_request(self, *, pretrained: str | None = None) -> tuple[dict, dict]:
+        """The run fields and the sweep grid, in the shape POST /api/sweeps/ takes them."""
+        d = self.cleaned_data
+        config = {**self.base_config(), "solver": self.solver_config()}
+        if pretrained:
+            config["pretrained"] = pretrained
+        fields = {
+            "name": d["name"],
+            "network": d["network"],
+            "config": config,
+            "gpus": self.gpus_request(),
+            "priority": d.get("priority") or 0,
+        }
+        return fields, {"lr": d["base_lr"], "batch_size": d["batch_size"]}
 
     def clean(self):
         data = super().clean()
@@ -343,37 +344,29 @@ class RunForm(forms.Form):
         self._check_network(data, dataset)
         if self.errors:
             return data
-        combos = self.combinations()
-        if len(combos) > MAX_SWEEP_RUNS:
-            self.add_error("base_lr", f"The sweep makes {len(combos)} runs; at most {MAX_SWEEP_RUNS} at once.")
-            return data
         if data["device_mode"] == "specific" and not data.get("gpus"):
             self.add_error("gpus", "Tick at least one GPU, or choose another device option.")
             return data
         if data["device_mode"] == "cpu" and data["precision"] == "fp16":
             self.add_error("precision", "fp16 needs GPUs; on the CPU use bf16 or fp32.")
             return data
-        try:
-            request = parse_device_request(self.gpus_request())
-        except RequestError as error:
-            self.add_error("device_mode", str(error).partition(": ")[2])
-            return data
         train_count = int((dataset.splits or {}).get("train", {}).get("count", 0))
-        self.submissions = []
-        for lr, batch in combos:
-            if train_count and batch > train_count:
-                self.add_error(
-                    "batch_size", f"{batch} is larger than the {train_count} training images of {dataset.name}."
-                )
-                return data
-            config = {**self.base_config(), "batch_size": batch, "solver": self.solver_config(lr)}
-            try:
-                validate_trainer_config(config, network=data["network"], request=request)
-            except RequestError as error:
-                field, message = field_for_message(str(error))
-                self.add_error(field if field in self.fields else None, message)
-                return data
-            self.submissions.append({"lr": lr, "batch_size": batch, "config": config})
+        too_big = [batch for batch in data["batch_size"] if train_count and batch > train_count]
+        if too_big:
+            self.add_error(
+                "batch_size", f"{too_big[0]} is larger than the {train_count} training images of {dataset.name}."
+            )
+            return data
+        # The rules of validators (the API's and the CLI's too), before anything is stored; the
+        # weights are checked above and resolved on submit.
+        fields, grid = self.run_request()
+        try:
+            request = parse_device_request(fields["gpus"])
+            self.combinations = sweep_validate(
+                config=fields["config"], grid=grid, network=fields["network"], request=request
+            )
+        except RequestError as error:
+            add_form_errors(self, error, field_of=FIELD_OF)
         return data
 
     def _check_weights(self, data) -> None:
@@ -399,7 +392,7 @@ class RunForm(forms.Form):
         try:
             check_pretrained(reference, owner=self.user, network=data["network"])
         except RequestError as error:
-            self.add_error(field, field_for_message(str(error))[1])
+            add_form_errors(self, error, field_of={"pretrained": field})
             return
         self.pretrained_reference = reference
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,7 +25,7 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.runs.inventory import lost_worker
-from workbench.runs.models import HOLDER_WORDS, Device, Run, WorkerHost
+from workbench.runs.models import HOLDER_WORDS, Device, Run, WorkerHost, wait_text_for
 from workbench.runs.services import run_finish, run_transition
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ class Inventory:
 
     def gpu_count(self, host: WorkerHost) -> int:
         return sum(1 for d in self.free[host.pk] + self.held[host.pk] if d.kind == Device.Kind.GPU)
+
+    def reload(self) -> None:
+        """See the world again (another pass took something this one meant to use)."""
+        fresh = Inventory.load()
+        self.hosts, self.free, self.held = fresh.hosts, fresh.free, fresh.held
 
     def take(self, placement: Placement, run: Run) -> None:
         for device in placement.devices:
@@ -250,42 +256,104 @@ def _set_waiting(run: Run, state: str, reason: str, estimate, holder: Run | None
     )
 
 
+@dataclass
+class Step:
+    """What a pass decides for one run of the queue."""
+
+    run: Run
+    position: int  # in the queue, from 1
+    # "dataset" (not ready), "behind" (runs of higher priority wait), "wait" (no placement now),
+    # "start", or "lost" (another pass claimed a device or the run first)
+    outcome: str
+    placement: Placement | None = None
+    reason: str = ""  # for "wait": why, with HOLDER_WORDS for `holder`
+    holder: Run | None = None
+    ahead: int = 0  # for "behind": how many
+
+
+def plan(inventory: Inventory, queue: list[Run], *, claim: Callable[[Run, Placement], bool] | None = None):
+    """The placement loop of a pass over `queue` (in queue order), one Step per run, `inventory`
+    updated as runs start. `claim` makes a start real (schedule: allocate), False when another
+    pass was first; without it the pass is a dry run in memory (the new-run form's preview).
+    A run that cannot start blocks only lower priorities (backfill)."""
+    waiting: list[int] = []
+    for position, run in enumerate(queue, start=1):
+        if run.dataset.status != Dataset.Status.READY:
+            yield Step(run, position, "dataset")
+            continue
+        ahead = sum(1 for priority in waiting if priority > run.priority)
+        if ahead:
+            yield Step(run, position, "behind", ahead=ahead)
+            continue
+        placement, reason, holder = find_placement(run, inventory)
+        if placement is None:
+            waiting.append(run.priority)
+            yield Step(run, position, "wait", reason=reason, holder=holder)
+        elif claim is None or claim(run, placement):
+            inventory.take(placement, run)
+            yield Step(run, position, "start", placement=placement)
+        else:
+            inventory.reload()
+            yield Step(run, position, "lost", placement=placement)
+
+
+def _dataset_not_ready(run: Run) -> None:
+    dataset = run.dataset
+    if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
+        run_finish(
+            run=run,
+            to_state=Run.State.FAILED,
+            reason=f"dataset {dataset.name!r} {dataset.status}: {dataset.error or 'no details'}".strip(),
+            from_states=Run.PENDING_STATES,
+        )
+    else:
+        _set_waiting(run, Run.State.QUEUED, "dataset still building", None)
+
+
 def schedule() -> dict:
     """One scheduling pass; returns counts for logs and tests."""
     reclaimed = reclaim_lost_runs()
     pending = list(Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner"))
     inventory = Inventory.load()
     started = 0
-    waiting_priorities: list[int] = []
-    for run in queue_order(pending):
-        dataset = run.dataset
-        if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
-            run_finish(
-                run=run,
-                to_state=Run.State.FAILED,
-                reason=f"dataset {dataset.name!r} {dataset.status}: {dataset.error or 'no details'}".strip(),
-                from_states=Run.PENDING_STATES,
-            )
-            continue
-        if dataset.status != Dataset.Status.READY:
-            _set_waiting(run, Run.State.QUEUED, "dataset still building", None)
-            continue
-        ahead = sum(1 for priority in waiting_priorities if priority > run.priority)
-        if ahead:
-            reason = f"behind {ahead} run{'s' if ahead != 1 else ''} of higher priority"
+    for step in plan(inventory, queue_order(pending), claim=allocate):
+        run = step.run
+        if step.outcome == "dataset":
+            _dataset_not_ready(run)
+        elif step.outcome == "behind":
+            reason = f"behind {step.ahead} run{'s' if step.ahead != 1 else ''} of higher priority"
             _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory))
-            continue
-        placement, reason, holder = find_placement(run, inventory)
-        if placement is not None and allocate(run, placement):
-            inventory.take(placement, run)
-            started += 1
-            continue
-        if placement is not None:
-            inventory = Inventory.load()  # another pass took something: see the world again
-            continue
-        _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory), holder)
-        waiting_priorities.append(run.priority)
+        elif step.outcome == "wait":
+            _set_waiting(run, Run.State.WAITING, step.reason, estimate_start(run, inventory), step.holder)
+        started += step.outcome == "start"
     return {"reclaimed": reclaimed, "started": started, "pending": len(pending) - started}
+
+
+def placement_preview(*, user, request: dict) -> dict:
+    """Would a run asking for `request` (resolved: not "auto") start now, or wait, and at which
+    queue position? The scheduler's own pass, dry, over the queue with this run added."""
+    probe = Run(
+        owner=user,
+        name="(this run)",
+        device_request=request,
+        priority=0,
+        state=Run.State.QUEUED,
+        queued_at=timezone.now(),
+        dataset=Dataset(status=Dataset.Status.READY),
+    )
+    probe.pk = -1
+    order = queue_order([*queue_positions(), probe])
+    step = next(step for step in plan(Inventory.load(), order) if step.run is probe)
+    if step.outcome == "start":
+        where = ", ".join(device.label for device in step.placement.devices)
+        message = f"Starts now on {step.placement.host.hostname}: {where}."
+        return {"start_now": True, "position": None, "queue_length": len(order) - 1, "message": message}
+    if step.outcome == "behind":
+        why = "behind runs of higher priority"
+    else:
+        why = wait_text_for(step.reason, holder=step.holder, viewer=user)
+    message = f"Waits in the queue at position {step.position} of {len(order)}: {why}."
+    return {"start_now": False, "position": step.position, "queue_length": len(order), "message": message}
 
 
 def queue_positions() -> list[Run]:

@@ -87,6 +87,14 @@ class RunCreateSerializer(serializers.Serializer):
         return config
 
 
+class SweepCreateSerializer(RunCreateSerializer):
+    """A run's fields plus the values to sweep; one run per combination (POST /api/sweeps/)."""
+
+    sweep = serializers.DictField(
+        help_text='lists of values for lr and batch_size, e.g. {"lr": [0.1, 0.01], "batch_size": [32, 64]}'
+    )
+
+
 class PrioritySerializer(serializers.Serializer):
     priority = serializers.IntegerField(min_value=-100, max_value=100)
 

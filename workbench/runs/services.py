@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import time
+import uuid
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -21,9 +22,11 @@ from datasets.models import Dataset
 from workbench.core.groups import group_publish, run_group_name, user_group_name
 from workbench.runs.models import Device, Run, RunEvent, RunTransition
 from workbench.runs.validators import (
+    SWEEP_FIELDS,
     RequestError,
     parse_device_request,
     resolve_auto,
+    sweep_validate,
     validate_trainer_config,
 )
 
@@ -150,10 +153,11 @@ def run_create(
     config: dict,
     device_request: dict,
     priority: int = 0,
+    sweep: str = "",
 ) -> Run:
-    """A new run in the queue; its config has been validated by the caller (forms, serializers)."""
+    """A new run in the queue; its config has been validated by the caller (run_submit, sweep_create)."""
     if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
-        raise RequestError(f"dataset: {dataset.name!r} is {dataset.status}; build it again or choose another")
+        raise RequestError("dataset", f"{dataset.name!r} is {dataset.status}; build it again or choose another")
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner,
@@ -163,6 +167,7 @@ def run_create(
             config=config,
             device_request=device_request,
             priority=priority,
+            sweep=sweep,
         )
         RunTransition.objects.create(run=run, from_state="", to_state=Run.State.QUEUED, reason="submitted")
         # A folder under a brand-new id can only be left over from a deleted database.
@@ -205,6 +210,39 @@ def run_submit(
         device_request=request,
         priority=priority,
     )
+
+
+def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> list[Run]:
+    """One run per combination of `grid` ({"lr": [...], "batch_size": [...]}) over the run fields
+    of `base_request` (name, network, config, gpus, priority), sharing one sweep name. Every
+    combination is validated before any run exists, then all are created in one transaction: all
+    or nothing, and the scheduler hears of them only once they are all there."""
+    network = base_request.get("network", "")
+    request = resolve_auto(parse_device_request(base_request.get("gpus", "auto")), gpus_online=gpus_online())
+    checked = sweep_validate(
+        config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner
+    )
+    base = base_request.get("name") or f"{network} on {dataset.name}"
+    sweep = f"{base[:50]} · {uuid.uuid4().hex[:6]}"
+    varied = [key for key in SWEEP_FIELDS if len({repr(combination.get(key)) for combination, _ in checked}) > 1]
+    with transaction.atomic():
+        return [
+            run_create(
+                owner=owner,
+                dataset=dataset,
+                name=" ".join([base, *(_SWEEP_LABELS[key](combination[key]) for key in varied)])[:200],
+                network=network,
+                config=config,
+                device_request=request,
+                priority=base_request.get("priority") or 0,
+                sweep=sweep,
+            )
+            for combination, config in checked
+        ]
+
+
+# How a run of a sweep shows the values it was given, in its name.
+_SWEEP_LABELS = {"lr": lambda lr: f"lr={lr:g}", "batch_size": lambda batch: f"bs={batch}"}
 
 
 def _request_stop(*, run: Run, kind: str, to_state: str, verb: str) -> Run:

@@ -1,21 +1,58 @@
-"""Checks on what users ask for: device requests and trainer configs, with messages that name the field."""
+"""Checks on what users ask for: device requests and trainer configs. Every refusal is a
+RequestError of (field, message) pairs; the three ways out (form errors, DRF 400 bodies,
+management-command errors) are the small adapters at the end of this module."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from django import forms
+from django.core.management.base import CommandError
+from rest_framework.exceptions import ValidationError
 
 from trainer.config import ConfigError, config_from_dict
 
 
 class RequestError(ValueError):
-    """Bad input; the message names the field and what is allowed."""
+    """Bad input as (field, message) pairs. `field` is the dotted path of what was sent
+    ("gpus", "config.solver.base_lr"), None for the request as a whole; `message` says what is
+    wrong and what is allowed, without repeating the field."""
+
+    def __init__(self, field: str | None, message: str, *more: tuple[str | None, str]) -> None:
+        self.errors: list[tuple[str | None, str]] = [(field, message), *more]
+        super().__init__("; ".join(f"{key}: {text}" if key else text for key, text in self.by_request_field()))
+
+    def __reduce__(self):  # keeps the pairs when pickled (a Celery result, a test worker)
+        return (self.__class__, (*self.errors[0], *self.errors[1:]))
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str | None, str]]) -> RequestError:
+        first, *more = pairs
+        return cls(*first, *more)
+
+    @property
+    def field(self) -> str | None:
+        return self.errors[0][0]
+
+    @property
+    def message(self) -> str:
+        return self.errors[0][1]
+
+    def by_request_field(self) -> Iterator[tuple[str | None, str]]:
+        """(top-level field, message led by the rest of the path): what an API client sent under
+        that key. ("config.solver.base_lr", "-1 must...") -> ("config", "solver.base_lr: -1 must...")."""
+        for field, message in self.errors:
+            top, _, rest = (field or "").partition(".")
+            yield top or None, f"{rest}: {message}" if rest else message
 
 
 # One answer for every pretrained source refused: a missing upload, someone else's run, a path,
 # a symlink all read the same, so the API cannot be used to learn what exists on the server.
 PRETRAINED_REFUSED = (
-    "config: pretrained: no such weights you can use; give upload:<id> (an upload of yours, "
+    "no such weights you can use; give upload:<id> (an upload of yours, "
     "POST /api/pretrained/) or run:<id> / run:<id>:last (a run you can see)"
 )
 _REFERENCE = re.compile(r"upload:(?P<upload>[1-9]\d{0,17})|run:(?P<run>[1-9]\d{0,17})(?::(?P<which>best|last))?")
@@ -33,15 +70,15 @@ def parse_device_request(text: str | int | None) -> dict:
     if value.isdigit():
         count = int(value)
         if not 1 <= count <= 64:
-            raise RequestError(f"gpus: {count} is not between 1 and 64")
+            raise RequestError("gpus", f"{count} is not between 1 and 64")
         return {"kind": "count", "count": count}
     match = _SPECIFIC.match(value)
     if match:
         indices = [int(i) for i in match.group("indices").split(",")]
         if len(set(indices)) != len(indices):
-            raise RequestError(f"gpus: {value!r} names a GPU twice")
+            raise RequestError("gpus", f"{value!r} names a GPU twice")
         return {"kind": "specific", "host": match.group("host"), "indices": indices}
-    raise RequestError(f"gpus: {value!r} is not one of auto, cpu, a count such as 2, or HOST:0,1")
+    raise RequestError("gpus", f"{value!r} is not one of auto, cpu, a count such as 2, or HOST:0,1")
 
 
 def resolve_auto(request: dict, *, gpus_online: bool) -> dict:
@@ -67,47 +104,47 @@ def check_model_parallel(model_parallel: Any, request: dict) -> None:
         return
     if request.get("kind") not in ("count", "specific"):
         raise RequestError(
-            "config: model_parallel: splitting the network needs several GPUs; "
-            "ask for a number of GPUs or for specific GPUs"
+            "config.model_parallel",
+            "splitting the network needs several GPUs; ask for a number of GPUs or for specific GPUs",
         )
     count = device_count(request)
     if count % model_parallel:
         raise RequestError(
-            f"config: model_parallel: {count} GPU(s) cannot form groups of {model_parallel}; "
-            f"ask for a multiple of {model_parallel} GPUs"
+            "config.model_parallel",
+            f"{count} GPU(s) cannot form groups of {model_parallel}; ask for a multiple of {model_parallel} GPUs",
         )
 
 
 def check_pretrained(value: Any, *, owner, network: str):
     """The rule for what a run may start from, without touching any file: an upload of `owner`'s
     (staff: anyone's) or a run `owner` may see, by reference. Returns the PretrainedWeights row or
-    (run, "best"|"last"); anything else raises RequestError(PRETRAINED_REFUSED)."""
+    (run, "best"|"last"); anything else raises RequestError on config.pretrained, PRETRAINED_REFUSED."""
     from workbench.runs.models import PretrainedWeights
     from workbench.runs.pretrained import checkpoint_of, inside_store
     from workbench.runs.selectors import runs_visible_to
 
     match = _REFERENCE.fullmatch(value) if isinstance(value, str) and owner is not None else None
     if match is None:
-        raise RequestError(PRETRAINED_REFUSED)
+        raise RequestError("config.pretrained", PRETRAINED_REFUSED)
     if match.group("upload"):
         uploads = PretrainedWeights.objects.all()
         uploads = uploads if owner.is_staff else uploads.filter(owner=owner)
         weights = uploads.filter(pk=int(match.group("upload"))).first()
         if weights is None or not inside_store(weights.file):
-            raise RequestError(PRETRAINED_REFUSED)
+            raise RequestError("config.pretrained", PRETRAINED_REFUSED)
         return weights
     run = runs_visible_to(owner).filter(pk=int(match.group("run"))).first()
     if run is None:
-        raise RequestError(PRETRAINED_REFUSED)
+        raise RequestError("config.pretrained", PRETRAINED_REFUSED)
     # From here on the run is the user's to see: naming what is wrong with it tells nothing new.
     which = match.group("which") or "best"
     if run.network != network:
         raise RequestError(
-            f"config: pretrained: run #{run.pk} trained a {run.network}; "
-            f"choose network {run.network} to start from its weights"
+            "config.pretrained",
+            f"run #{run.pk} trained a {run.network}; choose network {run.network} to start from its weights",
         )
     if checkpoint_of(run, which) is None:
-        raise RequestError(f"config: pretrained: run #{run.pk} has no checkpoint yet")
+        raise RequestError("config.pretrained", f"run #{run.pk} has no checkpoint yet")
     return run, which
 
 
@@ -121,7 +158,7 @@ def resolve_pretrained(value: Any, *, owner, network: str) -> str:
         try:
             source = weights_from_run(owner=owner, run=run, which=which)
         except PretrainedError as error:
-            raise RequestError(f"config: pretrained: {error}") from None
+            raise RequestError("config.pretrained", str(error)) from None
     return str(source.file)
 
 
@@ -130,14 +167,14 @@ def validate_trainer_config(config: dict, *, network: str, request: dict, owner=
     asks for; returns the config to store, its `pretrained` reference resolved to the file for
     `owner` (a config naming weights without an owner is refused)."""
     if not isinstance(config, dict):
-        raise RequestError("config: expected an object")
+        raise RequestError("config", "expected an object")
     config = {**config}
     pretrained = config.pop("pretrained", None)
     for reserved in ("run_dir", "devices", "network"):
         if reserved in config:
-            raise RequestError(f"config.{reserved}: set by the workbench, leave it out")
+            raise RequestError(f"config.{reserved}", "set by the workbench, leave it out")
     if "dataset" in (config.get("data") or {}):
-        raise RequestError("config.data.dataset: set by the workbench from the chosen dataset")
+        raise RequestError("config.data.dataset", "set by the workbench from the chosen dataset")
     check_model_parallel(config.get("model_parallel"), request)
     count = device_count(request) if request.get("kind") != "auto" else 1
     probe = {
@@ -153,10 +190,107 @@ def validate_trainer_config(config: dict, *, network: str, request: dict, owner=
     try:
         config_from_dict(probe, check_paths=False)
     except ConfigError as error:
-        raise RequestError(f"config: {error}") from None
+        raise RequestError(f"config.{error.field}" if error.field else "config", error.message) from None
     except TypeError as error:
-        raise RequestError(f"config: {error}") from None
+        raise RequestError("config", str(error)) from None
     if pretrained not in (None, ""):
         # Last, once the rest is valid: a run's weights are copied out only for a run that is queued.
         config["pretrained"] = resolve_pretrained(pretrained, owner=owner, network=network)
     return config
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+MAX_SWEEP_RUNS = 32
+# What a sweep may vary, as the new-run form offers it: its key -> the path in the trainer config.
+SWEEP_FIELDS = {"lr": ("solver", "base_lr"), "batch_size": ("batch_size",)}
+
+
+def sweep_combinations(grid: Any) -> list[dict[str, Any]]:
+    """{"lr": [0.1, 0.01], "batch_size": [32]} -> [{"lr": 0.1, "batch_size": 32}, {"lr": 0.01, ...}]
+    (learning rate first, as the form lists them); the values are checked per combination by
+    sweep_validate, with the trainer's rules."""
+    if not isinstance(grid, dict) or not grid:
+        raise RequestError("sweep", f"expected an object of lists of values, keys among {', '.join(SWEEP_FIELDS)}")
+    unknown = sorted(set(grid) - set(SWEEP_FIELDS), key=str)
+    if unknown:
+        raise RequestError(f"sweep.{unknown[0]}", f"cannot be swept (these can: {', '.join(SWEEP_FIELDS)})")
+    axes = []
+    for key in (key for key in SWEEP_FIELDS if key in grid):
+        values = grid[key]
+        if not isinstance(values, list) or not values:
+            raise RequestError(f"sweep.{key}", "expected a non-empty list of values")
+        twice = next((value for index, value in enumerate(values) if value in values[:index]), None)
+        if twice is not None:
+            raise RequestError(f"sweep.{key}", f"{twice!r} is listed twice")
+        axes.append([(key, value) for value in values])
+    combinations = [dict(combination) for combination in itertools.product(*axes)]
+    if len(combinations) > MAX_SWEEP_RUNS:
+        raise RequestError("sweep", f"The sweep makes {len(combinations)} runs; at most {MAX_SWEEP_RUNS} at once.")
+    return combinations
+
+
+def sweep_config(config: dict, combination: dict[str, Any]) -> dict:
+    """`config` with the combination's values put at their paths (config is left as it was)."""
+    config = {**config}
+    for key, value in combination.items():
+        *parents, leaf = SWEEP_FIELDS[key]
+        node = config
+        for parent in parents:
+            node[parent] = node = {**(node.get(parent) or {})}
+        node[leaf] = value
+    return config
+
+
+def sweep_validate(*, config: dict, grid: Any, network: str, request: dict, owner=None) -> list[tuple[dict, dict]]:
+    """Every combination of `grid` applied to `config` and validated as one run would be, before
+    any is created: [(combination, config to store)]; an error on a swept value names sweep.<key>."""
+    if not isinstance(config, dict):
+        raise RequestError("config", "expected an object")
+    combinations = sweep_combinations(grid)
+    for key in combinations[0]:
+        *parents, leaf = SWEEP_FIELDS[key]
+        node = config
+        for parent in parents:
+            node = node.get(parent) if isinstance(node.get(parent), dict) else {}
+        if leaf in node:
+            path = ".".join(SWEEP_FIELDS[key])
+            raise RequestError(f"config.{path}", f"given by the sweep (sweep.{key}); leave it out here")
+    checked = []
+    for combination in combinations:
+        try:
+            stored = validate_trainer_config(
+                sweep_config(config, combination), network=network, request=request, owner=owner
+            )
+        except RequestError as error:
+            swept = {"config." + ".".join(SWEEP_FIELDS[key]): key for key in combination}
+            pairs = [(f"sweep.{swept[field]}" if field in swept else field, text) for field, text in error.errors]
+            raise RequestError.of(pairs) from None
+        checked.append((combination, stored))
+    return checked
+
+
+# ----------------------------------------------------------------------------- the adapters
+
+
+def add_form_errors(form: forms.Form, error: RequestError, *, field_of: Mapping[str, str] | None = None) -> None:
+    """Each pair as an error of the form's field: `field_of` maps request paths (without the
+    leading "config.") to form fields; a path the form has no field for is an error of the form."""
+    for field, message in error.errors:
+        path = (field or "").removeprefix("config.")
+        name = (field_of or {}).get(path, path)
+        form.add_error(name if name in form.fields else None, message)
+
+
+def drf_error(error: RequestError) -> ValidationError:
+    """A 400 body {field: [message, ...]} keyed by the top-level fields the client sent; an error
+    of the whole request goes under "detail"."""
+    body: dict[str, list[str]] = {}
+    for field, message in error.by_request_field():
+        body.setdefault(field or "detail", []).append(message)
+    return ValidationError(body)
+
+
+def command_error(error: RequestError) -> CommandError:
+    """`manage.py` commands print "field: message", the same words as the API."""
+    return CommandError(str(error))

@@ -7,26 +7,26 @@ from __future__ import annotations
 import functools
 import json
 import re
-import uuid
 
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
-from workbench.runs import services
-from workbench.runs.forms import NETWORK_INFO, RunForm, field_for_message, initial_from_run, usable_datasets
-from workbench.runs.models import Run, wait_text_for
+from workbench.runs import scheduler, services
+from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, initial_from_run, usable_datasets
+from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.validators import (
     RequestError,
+    add_form_errors,
     check_model_parallel,
     device_count,
     parse_device_request,
     resolve_auto,
+    sweep_config,
 )
 
 PREVIEW_POINTS = 200
@@ -103,47 +103,21 @@ def _weights(request, form: RunForm) -> str | None:
 
 
 def _submit(request, form: RunForm) -> list[Run]:
-    data = form.cleaned_data
+    """One run (services.run_submit) or a sweep of runs (services.sweep_create, as POST /api/sweeps/)."""
     pretrained = _weights(request, form)
     if form.errors:
         return []
-    combos = form.submissions
-    base = data["name"] or f"{data['network']} on {data['dataset'].name}"
-    sweep = ""
-    if len(combos) > 1:
-        sweep = f"{base[:50]} · {uuid.uuid4().hex[:6]}"
-    lrs = {c["lr"] for c in combos}
-    batches = {c["batch_size"] for c in combos}
-    runs = []
-    for combo in combos:
-        config = combo["config"]
-        if pretrained:
-            config["pretrained"] = pretrained
-        name = base
-        if sweep:
-            parts = ([f"lr={combo['lr']:g}"] if len(lrs) > 1 else []) + (
-                [f"bs={combo['batch_size']}"] if len(batches) > 1 else []
-            )
-            name = f"{base} {' '.join(parts)}"
-        try:
-            run = services.run_submit(
-                owner=request.user,
-                dataset=data["dataset"],
-                name=name[:200],
-                network=data["network"],
-                config=config,
-                gpus=form.gpus_request(),
-                priority=data.get("priority") or 0,
-            )
-        except RequestError as error:
-            field, message = field_for_message(str(error))
-            form.add_error(field if field in form.fields else None, message)
-            return runs
-        if sweep:
-            Run.objects.filter(pk=run.pk).update(sweep=sweep)
-            run.sweep = sweep
-        runs.append(run)
-    return runs
+    fields, grid = form.run_request(pretrained=pretrained)
+    dataset = form.cleaned_data["dataset"]
+    try:
+        if len(form.combinations) > 1:
+            return services.sweep_create(owner=request.user, dataset=dataset, base_request=fields, grid=grid)
+        ((combination, _),) = form.combinations
+        config = sweep_config(fields.pop("config"), combination)
+        return [services.run_submit(owner=request.user, dataset=dataset, config=config, **fields)]
+    except RequestError as error:
+        add_form_errors(form, error, field_of=FIELD_OF)
+        return []
 
 
 # ----------------------------------------------------------------------------- live previews
@@ -313,62 +287,6 @@ def network_fit(request):
     return JsonResponse({"networks": result, "input": [dataset.channels, height, width]})
 
 
-def placement_preview(*, user, request: dict) -> dict:
-    """Would a run with this device request start now, or wait, and at which queue position?
-    Replays a scheduling pass in memory (the scheduler's own placement and queue order)."""
-    from workbench.runs.scheduler import Inventory, find_placement, queue_order, queue_positions
-
-    request = resolve_auto(request, gpus_online=services.gpus_online())
-    inventory = Inventory.load()
-    probe = Run(
-        owner=user,
-        name="(this run)",
-        device_request=request,
-        priority=0,
-        state=Run.State.QUEUED,
-        queued_at=timezone.now(),
-    )
-    probe.pk = -1
-    order = queue_order([*queue_positions(), probe])
-    waiting: list[int] = []
-    for position, run in enumerate(order, start=1):
-        is_probe = run is probe
-        if not is_probe and run.dataset.status != Dataset.Status.READY:
-            continue
-        if any(priority > run.priority for priority in waiting):
-            if is_probe:
-                return {
-                    "start_now": False,
-                    "position": position,
-                    "queue_length": len(order),
-                    "message": f"Waits in the queue at position {position} of {len(order)}: "
-                    f"behind runs of higher priority.",
-                }
-            continue
-        placement, reason, holder = find_placement(run, inventory)
-        if is_probe:
-            reason = wait_text_for(reason, holder=holder, viewer=user)
-            if placement is not None:
-                where = ", ".join(device.label for device in placement.devices)
-                return {
-                    "start_now": True,
-                    "position": None,
-                    "queue_length": len(order) - 1,
-                    "message": f"Starts now on {placement.host.hostname}: {where}.",
-                }
-            return {
-                "start_now": False,
-                "position": position,
-                "queue_length": len(order),
-                "message": f"Waits in the queue at position {position} of {len(order)}: {reason}.",
-            }
-        if placement is not None:
-            inventory.take(placement, run)
-        else:
-            waiting.append(run.priority)
-    return {"start_now": False, "position": None, "queue_length": len(order), "message": ""}
-
-
 @require_GET
 def placement(request):
     form = RunForm(request.GET, user=request.user, preview=True)
@@ -381,13 +299,14 @@ def placement(request):
     try:
         request_ = parse_device_request(form.gpus_request())
     except RequestError as error:
-        return JsonResponse({"errors": {"device_mode": str(error)}}, status=400)
+        return JsonResponse({"errors": {"device_mode": error.message}}, status=400)
     model_parallel = cleaned.get("model_parallel") or 1
     try:
         check_model_parallel(model_parallel, request_)
     except RequestError as error:
-        return JsonResponse({"errors": {"model_parallel": field_for_message(str(error))[1]}}, status=400)
-    preview = placement_preview(user=request.user, request=request_)
+        return JsonResponse({"errors": {"model_parallel": error.message}}, status=400)
+    request_ = resolve_auto(request_, gpus_online=services.gpus_online())
+    preview = scheduler.placement_preview(user=request.user, request=request_)
     if model_parallel > 1:
         copies = device_count(request_) // model_parallel
         preview["message"] += (

@@ -44,7 +44,7 @@ def test_it_creates_a_run_and_shows_its_timeline(owner_client, dataset):
         ({"gpus": "many"}, "gpus", "'many' is not one of auto, cpu, a count such as 2, or HOST:0,1"),
         ({"batch_size": 7, "gpus": "2"}, "config", "batch_size: 7 is not divisible by the 2 processes"),
         ({"config": {"solver": {"lr_policy": "zigzag"}}}, "config", "solver.lr_policy: 'zigzag' is not one of"),
-        ({"config": {"devices": ["cpu"]}}, "config.devices", "set by the workbench, leave it out"),
+        ({"config": {"devices": ["cpu"]}}, "config", "devices: set by the workbench, leave it out"),
         ({"config": {"model_parallel": 2}, "gpus": "3"}, "config", "model_parallel: 3 GPU(s) cannot form groups of 2"),
         ({"config": {"model_parallel": 2}, "gpus": "cpu"}, "config", "model_parallel: splitting the network needs"),
         ({"config": {"model_parallel": "two"}, "gpus": "2"}, "config", "model_parallel: 'two' must be a positive"),
@@ -218,3 +218,51 @@ def test_it_shows_another_users_run_in_every_wait_reason(client, owner, other_us
     assert alice_queue == shown and html.escape(shown) in alice_page
     staff_queue, staff_detail, staff_list, staff_page = seen_by(staff_user)
     assert (staff_queue, staff_detail, staff_list) == (shown, shown, shown) and html.escape(shown) in staff_page
+
+
+def sweep(client, dataset, grid, **fields):
+    body = {"dataset": dataset.pk, "network": "lenet", "epochs": 1, "gpus": "cpu", "name": "grid", **fields}
+    return client.post(reverse("api-sweeps"), {**body, "sweep": grid}, content_type="application/json")
+
+
+def test_it_creates_a_sweep_of_runs_sharing_its_name(owner_client, dataset, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = sweep(owner_client, dataset, {"lr": [0.1, 0.01], "batch_size": [4, 8]})
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["sweep"].startswith("grid · ") and {run["sweep"] for run in body["results"]} == {body["sweep"]}
+    got = {(run["name"], run["config"]["solver"]["base_lr"], run["config"]["batch_size"]) for run in body["results"]}
+    assert got == {
+        ("grid lr=0.1 bs=4", 0.1, 4),
+        ("grid lr=0.1 bs=8", 0.1, 8),
+        ("grid lr=0.01 bs=4", 0.01, 4),
+        ("grid lr=0.01 bs=8", 0.01, 8),
+    }
+    assert Run.objects.filter(sweep=body["sweep"], state=Run.State.QUEUED).count() == 4
+    assert callbacks  # the scheduler hears of the runs once the transaction is committed
+
+
+@pytest.mark.parametrize(
+    ("grid", "fields", "field", "message"),
+    [
+        ({"batch_size": [8, 7]}, {"gpus": "2"}, "sweep", "batch_size: 7 is not divisible by the 2 processes"),
+        ({"lr": [0.1, -1]}, {}, "sweep", "lr: -1 must be a positive number"),
+        ({"lr": [0.1, 0.1]}, {}, "sweep", "lr: 0.1 is listed twice"),
+        ({"momentum": [0.9]}, {}, "sweep", "momentum: cannot be swept (these can: lr, batch_size)"),
+        ({"lr": [0.1]}, {"lr": 0.2}, "config", "solver.base_lr: given by the sweep (sweep.lr); leave it out here"),
+        ({"lr": [10 ** -i for i in range(1, 8)], "batch_size": [1, 2, 4, 8, 16]}, {}, "sweep", "makes 35 runs"),
+        ({"lr": [0.1, 0.01]}, {"gpus": "many"}, "gpus", "'many' is not one of auto, cpu"),
+    ],
+)
+def test_it_creates_no_run_of_a_sweep_with_a_bad_combination(owner_client, dataset, grid, fields, field, message):
+    response = sweep(owner_client, dataset, grid, **{"batch_size": 8, **fields} if "batch_size" not in grid else fields)
+    assert response.status_code == 400
+    assert message in " ".join(response.json()[field]), response.json()
+    assert not Run.objects.exists()
+
+
+def test_it_refuses_a_sweep_on_a_failed_dataset_as_a_whole(owner_client, dataset):
+    Dataset.objects.filter(pk=dataset.pk).update(status=Dataset.Status.FAILED)
+    response = sweep(owner_client, dataset, {"lr": [0.1, 0.01]}, batch_size=8)
+    assert response.status_code == 400 and "is failed; build it again" in response.json()["dataset"][0]
+    assert not Run.objects.exists()

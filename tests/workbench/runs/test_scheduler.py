@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.runs.models import Device, Run, WorkerHost
-from workbench.runs.scheduler import queue_order, schedule
+from workbench.runs.scheduler import placement_preview, queue_order, schedule
 from workbench.runs.services import run_abort, run_create, run_finish
 from workbench.runs.simulation import simulate_hosts
 
@@ -212,3 +212,27 @@ def test_it_aborts_a_queued_run_at_once(owner, dataset):
     run_abort(run=run)
     run.refresh_from_db()
     assert run.state == Run.State.ABORTED and run.finished_at is not None
+
+
+@pytest.mark.parametrize("blocker_priority", [0, 5])
+def test_it_previews_a_backfill_as_the_scheduler_then_does_it(owner, other_user, dataset, blocker_priority):
+    """The new-run form's preview is the scheduler's own pass, dry: a small run starts around a
+    big one of its priority that waits (backfill), and waits behind one of a higher priority."""
+    simulate_hosts(hosts=1, gpus_per_host=4)
+    submit(other_user, dataset, gpus(2), name="holder")
+    schedule()  # the holder takes two of the four GPUs
+    big = submit(other_user, dataset, gpus(4), priority=blocker_priority, name="big")
+    schedule()
+    big.refresh_from_db()
+    assert big.state == Run.State.WAITING
+    preview = placement_preview(user=owner, request=gpus(1))
+    small = submit(owner, dataset, gpus(1), name="small")
+    schedule()
+    small.refresh_from_db()
+    assert preview["start_now"] is (small.state == Run.State.RUNNING) is (blocker_priority == 0)
+    if preview["start_now"]:
+        where = ", ".join(f"GPU {index}" for _, index in held(small))
+        assert preview["message"] == f"Starts now on {small.host.hostname}: {where}."
+    else:
+        assert preview["message"] == "Waits in the queue at position 2 of 2: behind runs of higher priority."
+        assert small.wait_reason == "behind 1 run of higher priority"

@@ -14,7 +14,7 @@ from trainer.config import NETWORKS, OPTIMIZERS
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
-from workbench.runs.validators import RequestError
+from workbench.runs.validators import RequestError, command_error
 
 
 class Command(BaseCommand):
@@ -67,7 +67,7 @@ class Command(BaseCommand):
                 priority=options["priority"],
             )
         except RequestError as error:
-            raise CommandError(str(error)) from None
+            raise command_error(error) from None
         self.stdout.write(str(run.pk))
         if options["wait"]:
             self._wait(run)
