@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from workbench.core import openapi
 from workbench.core.parsers import JSONObjectParser
-from workbench.inference import engine, exports, services
+from workbench.inference import activations, engine, exports, services
 from workbench.inference.models import InferenceJob
 from workbench.runs.api import _get_run_for_user
 from workbench.runs.validators import drf_error
@@ -159,11 +159,11 @@ def inside(request, pk: int):
     name, image = _open_upload(request)
     path, classifier = _checkpoint_classifier(run, request.data.get("checkpoint", "best"))
     raw = request.data.get("layers", "") or ""
-    layers = [part.strip() for part in raw.split(",") if part.strip()] or engine.default_layers(classifier.model)
+    layers = [part.strip() for part in raw.split(",") if part.strip()] or activations.default_layers(classifier.model)
     if len(layers) > 8:
         raise ValidationError({"layers": [f"choose at most 8 layers ({len(layers)} given)"]})
     try:
-        body = engine.look_inside(classifier, image, layers)
+        body = activations.look_inside(classifier, image, layers)
     except engine.InferenceInputError as error:
         raise drf_error(services.input_error(error)) from None
     body.update(

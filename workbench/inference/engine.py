@@ -1,5 +1,5 @@
 """Inference on a trained checkpoint, without Django: classify images, test on labelled images,
-look inside the network. The web process calls the small, fast functions directly (one image);
+look inside the network (activations.py). The web process calls the small, fast functions directly (one image);
 background jobs run `python -m workbench.inference.engine SPEC.json`, which prints one JSON
 progress line per batch on stdout and writes `result.json` (and the CSV / mistakes gallery) into
 the job folder, so a job's heavy work never runs inside a worker thread.
@@ -15,7 +15,6 @@ import base64
 import csv
 import io
 import json
-import math
 import os
 import sys
 import time
@@ -28,7 +27,6 @@ from PIL import Image
 
 BATCH = 64
 MAX_MISTAKES = 24
-MAX_ACTIVATION_CHANNELS = 64
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm")
 
 Progress = Callable[[int, int], None]
@@ -325,141 +323,6 @@ def save_mistakes(
             }
         )
     return mistakes
-
-
-# ----------------------------------------------------------------------------- look inside
-
-
-def _grid(maps: np.ndarray, *, upscale_to: int = 48) -> np.ndarray:
-    """N x H x W (or N x H x W x 3) floats -> one uint8 image of tiles, each tile min-max scaled."""
-    count = maps.shape[0]
-    cols = max(1, math.ceil(math.sqrt(count)))
-    rows = math.ceil(count / cols)
-    h, w = maps.shape[1:3]
-    scale = max(1, upscale_to // max(h, w))
-    th, tw = h * scale, w * scale
-    colour = maps.ndim == 4
-    canvas = np.full((rows * (th + 1) + 1, cols * (tw + 1) + 1) + ((3,) if colour else ()), 40, dtype=np.uint8)
-    for n in range(count):
-        tile = maps[n].astype(np.float64)
-        lo, hi = float(tile.min()), float(tile.max())
-        tile = (tile - lo) / (hi - lo) * 255 if hi > lo else np.zeros_like(tile)
-        tile = np.kron(tile, np.ones((scale, scale) + ((1,) if colour else ()))).astype(np.uint8)
-        r, c = divmod(n, cols)
-        canvas[1 + r * (th + 1) : 1 + r * (th + 1) + th, 1 + c * (tw + 1) : 1 + c * (tw + 1) + tw] = tile
-    return canvas
-
-
-def _stats(values: np.ndarray) -> dict[str, float]:
-    v = values.astype(np.float64)
-    return {
-        "min": float(v.min()),
-        "max": float(v.max()),
-        "mean": float(v.mean()),
-        "std": float(v.std()),
-        "zero_share": float((v == 0).mean()),
-    }
-
-
-LAYER_TYPES = (
-    "Conv2d",
-    "ReLU",
-    "MaxPool2d",
-    "AvgPool2d",
-    "AdaptiveAvgPool2d",
-    "BatchNorm2d",
-    "Linear",
-    "GELU",
-    "LeakyReLU",
-    "Sigmoid",
-    "Tanh",
-    "Hardswish",
-    "SiLU",
-    "Flatten",
-    "Dropout",
-)
-
-
-def inspectable_layers(model) -> list[dict[str, str]]:
-    """Leaf layers whose output can be shown, in forward order of definition."""
-    return [
-        {"name": name, "type": type(module).__name__}
-        for name, module in model.named_modules()
-        if name and not list(module.children()) and type(module).__name__ in LAYER_TYPES
-    ]
-
-
-def default_layers(model, count: int = 3) -> list[str]:
-    layers = inspectable_layers(model)
-    convs = [layer["name"] for layer in layers if layer["type"] == "Conv2d"]
-    return (convs or [layer["name"] for layer in layers])[:count]
-
-
-def first_conv_filters(model) -> dict[str, Any] | None:
-    import torch
-
-    conv = next((m for m in model.modules() if isinstance(m, torch.nn.Conv2d)), None)
-    if conv is None:
-        return None
-    weight = conv.weight.detach().float().cpu().numpy()  # out x in x kh x kw
-    tiles = weight.transpose(0, 2, 3, 1) if weight.shape[1] == 3 else weight.mean(axis=1)
-    return {"shape": list(weight.shape), "stats": _stats(weight), "image": png_data_url(_grid(tiles))}
-
-
-def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[str, Any]:
-    """The first convolution's filters, and the activation maps of the chosen layers for `image`."""
-    import torch
-
-    model = classifier.model
-    modules = dict(model.named_modules())
-    unknown = [name for name in layer_names if name not in modules or not name]
-    if unknown:
-        raise InferenceInputError(f"{unknown[0]!r} is not a layer of this network", field="layers")
-    captured: dict[str, torch.Tensor] = {}
-    hooks = [
-        modules[name].register_forward_hook(
-            lambda _m, _i, output, name=name: captured.__setitem__(name, output.detach().float().cpu())
-        )
-        for name in layer_names
-    ]
-    try:
-        probs = classifier.probabilities([image])[0]
-    finally:
-        for hook in hooks:
-            hook.remove()
-    activations = []
-    for name in layer_names:
-        out = captured.get(name)
-        if out is None:
-            activations.append({"name": name, "type": type(modules[name]).__name__, "error": "not reached"})
-            continue
-        values = out[0].numpy()
-        entry = {
-            "name": name,
-            "type": type(modules[name]).__name__,
-            "shape": list(values.shape),
-            "stats": _stats(values),
-        }
-        if values.ndim == 3:
-            shown = values[:MAX_ACTIVATION_CHANNELS]
-            entry["shown_channels"] = int(shown.shape[0])
-        else:
-            flat = values.reshape(-1)
-            side = math.ceil(math.sqrt(flat.size))
-            shown = np.pad(flat, (0, side * side - flat.size)).reshape(1, side, side)
-            entry["shown_channels"] = 1
-        entry["image"] = png_data_url(_grid(shown))
-        activations.append(entry)
-    top = probs.topk(min(5, len(classifier.labels)))
-    return {
-        "filters": first_conv_filters(model),
-        "activations": activations,
-        "layers": inspectable_layers(model),
-        "predictions": [
-            {"label": classifier.labels[i], "probability": float(p)}
-            for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
-        ],
-    }
 
 
 # ----------------------------------------------------------------------------- jobs

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainer.checkpoint import CheckpointStore
-from workbench.inference import engine
+from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
 from workbench.runs.validators import RequestError
@@ -91,6 +91,13 @@ def checkpoint_path(*, run: Run, which: str = "best") -> Path:
     if path is None:
         raise InferenceError("checkpoint", f"run {run.pk} has no checkpoint yet ({run.state})")
     return path
+
+
+def checkpoint_layers(*, run: Run, which: str = "best") -> tuple[list[dict], list[str]]:
+    """The layers of the run's checkpoint one can look inside, and the ones shown first (the
+    checkpoint is read here, not in the page's view; OSError, ValueError, KeyError: unreadable)."""
+    classifier = engine.load_classifier(checkpoint_path(run=run, which=which))
+    return activations.inspectable_layers(classifier.model), activations.default_layers(classifier.model)
 
 
 # ----------------------------------------------------------------------------- jobs
@@ -211,25 +218,9 @@ def _prepare_input(job: InferenceJob) -> dict:
     return spec
 
 
-def job_run(*, job_id: int) -> str:
-    """Runs a queued job to its end (the Celery task's body); a second delivery does nothing."""
-    now = timezone.now()
-    claimed = InferenceJob.objects.filter(pk=job_id, state=InferenceJob.State.QUEUED).update(
-        state=InferenceJob.State.RUNNING, started_at=now, heartbeat_at=now
-    )
-    if not claimed:
-        return "not queued"
-    job = InferenceJob.objects.select_related("run__dataset").get(pk=job_id)
-    try:
-        spec = _prepare_input(job)
-    except (InferenceError, OSError, ValueError) as error:
-        _finish(job, state=InferenceJob.State.FAILED, error=str(error))
-        return "failed"
-    out = Path(spec["out"])
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    spec_path = job.folder / "spec.json"
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+def _engine_run(job: InferenceJob, spec_path: Path) -> tuple[int, str]:
+    """Runs the engine on the spec in a child process (a job's heavy work never runs in the worker
+    itself) and follows its progress lines; its exit code and the error it reported, if any."""
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -260,7 +251,29 @@ def job_run(*, job_id: int) -> str:
                 InferenceJob.objects.filter(pk=job.pk).update(
                     progress_done=message["done"], progress_total=message["total"], heartbeat_at=timezone.now()
                 )
-        code = process.wait()
+        return process.wait(), error
+
+
+def job_run(*, job_id: int) -> str:
+    """Runs a queued job to its end (the Celery task's body); a second delivery does nothing."""
+    now = timezone.now()
+    claimed = InferenceJob.objects.filter(pk=job_id, state=InferenceJob.State.QUEUED).update(
+        state=InferenceJob.State.RUNNING, started_at=now, heartbeat_at=now
+    )
+    if not claimed:
+        return "not queued"
+    job = InferenceJob.objects.select_related("run__dataset").get(pk=job_id)
+    try:
+        spec = _prepare_input(job)
+    except (InferenceError, OSError, ValueError) as error:
+        _finish(job, state=InferenceJob.State.FAILED, error=str(error))
+        return "failed"
+    out = Path(spec["out"])
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    spec_path = job.folder / "spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    code, error = _engine_run(job, spec_path)
     result_path = out / "result.json"
     if code != 0 or not result_path.exists():
         if not error:

@@ -93,11 +93,8 @@ def inside_page(request, pk: int):
     layers, default = [], []
     checkpoints = services.checkpoint_choices(run=run)
     if checkpoints:
-        from workbench.inference import engine
-
         try:
-            classifier = engine.load_classifier(services.checkpoint_path(run=run, which="best"))
-            layers, default = engine.inspectable_layers(classifier.model), engine.default_layers(classifier.model)
+            layers, default = services.checkpoint_layers(run=run)
         except (services.InferenceError, OSError, ValueError, KeyError) as error:
             messages.error(request, f"The checkpoint cannot be loaded: {error}")
     return render(

@@ -16,7 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
 from workbench.runs import scheduler, services
-from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, initial_from_run, usable_datasets
+from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_datasets
+from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.validators import (
@@ -160,12 +161,33 @@ SOLVER_FIELDS = [
 ]
 
 
-@require_POST
-def lr_preview(request):
-    """The learning rate over the whole run, per sweep combination, from trainer.solver.lr_curve."""
+def _lr_trace(cleaned: dict, *, lr: float, batch: int, train: int) -> dict:
+    """One sweep combination's learning rate over the whole run (trainer.solver.lr_curve, with
+    the engine's own step count); ValueError and friends for a policy that cannot be computed."""
     from trainer.config import SolverConfig
     from trainer.solver import lr_curve, total_steps
 
+    steps_per_epoch = train // batch
+    total = total_steps(cleaned["epochs"], train, batch)
+    names = ["optimizer", "lr_policy", "gamma", "power", "step_size", "step_values", "min_lr", "warmup_percent"]
+    names += ["onecycle_pct_start", "onecycle_div_factor", "onecycle_final_div_factor"]
+    solver = SolverConfig(base_lr=lr, **{name: cleaned[name] for name in names})
+    points = lr_curve(solver, total, PREVIEW_POINTS)
+    return {
+        "name": f"lr={lr:g} bs={batch}",
+        "base_lr": lr,
+        "batch_size": batch,
+        "total_steps": total,
+        "steps_per_epoch": steps_per_epoch,
+        "steps": [s for s, _ in points],
+        "epochs": [round(s / steps_per_epoch, 4) for s, _ in points],
+        "lr": [v for _, v in points],
+    }
+
+
+@require_POST
+def lr_preview(request):
+    """The learning rate over the whole run, per sweep combination."""
     form = RunForm(request.POST, user=request.user, preview=True)
     cleaned, errors = _clean_subset(form, SOLVER_FIELDS)
     if errors:
@@ -174,42 +196,13 @@ def lr_preview(request):
     traces = []
     for lr in cleaned["base_lr"]:
         for batch in cleaned["batch_size"]:
-            steps_per_epoch = train // batch
-            if steps_per_epoch == 0:
-                return JsonResponse(
-                    {"errors": {"batch_size": f"{batch} is larger than the {train} training images."}}, status=400
-                )
-            total = total_steps(cleaned["epochs"], train, batch)  # the engine's own count
-            solver = SolverConfig(
-                optimizer=cleaned["optimizer"],
-                base_lr=lr,
-                lr_policy=cleaned["lr_policy"],
-                gamma=cleaned["gamma"],
-                power=cleaned["power"],
-                step_size=cleaned["step_size"],
-                step_values=cleaned["step_values"],
-                min_lr=cleaned["min_lr"],
-                warmup_percent=cleaned["warmup_percent"],
-                onecycle_pct_start=cleaned["onecycle_pct_start"],
-                onecycle_div_factor=cleaned["onecycle_div_factor"],
-                onecycle_final_div_factor=cleaned["onecycle_final_div_factor"],
-            )
+            if train // batch == 0:
+                error = f"{batch} is larger than the {train} training images."
+                return JsonResponse({"errors": {"batch_size": error}}, status=400)
             try:
-                points = lr_curve(solver, total, PREVIEW_POINTS)
+                traces.append(_lr_trace(cleaned, lr=lr, batch=batch, train=train))
             except (ValueError, OverflowError, ZeroDivisionError) as error:
                 return JsonResponse({"errors": {"lr_policy": str(error)}}, status=400)
-            traces.append(
-                {
-                    "name": f"lr={lr:g} bs={batch}",
-                    "base_lr": lr,
-                    "batch_size": batch,
-                    "total_steps": total,
-                    "steps_per_epoch": steps_per_epoch,
-                    "steps": [s for s, _ in points],
-                    "epochs": [round(s / steps_per_epoch, 4) for s, _ in points],
-                    "lr": [v for _, v in points],
-                }
-            )
     return JsonResponse({"traces": traces})
 
 
