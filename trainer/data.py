@@ -8,7 +8,6 @@ as uint8 (4x less than float32); mean subtraction and scaling happen on the devi
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
+from trainer.stopping import ignore_stop_signals, stop_signals_held
 
 
 def _crop_box(h: int, w: int, size: int, rng: np.random.Generator | None) -> tuple[int, int]:
@@ -176,9 +176,9 @@ def input_shape(cfg: TrainConfig, info: DatasetInfo) -> tuple[int, int, int]:
 def _worker_init(worker_id: int) -> None:
     # The runs app stops a run by signalling its whole process group. Workers must not die of
     # that SIGTERM (the loop would see "DataLoader worker killed" instead of stopping cleanly):
-    # the training process decides, and shuts its workers down itself.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the training process decides, and shuts its workers down itself. They were started with
+    # the signal held (DevicePrefetcher), so one sent while they started is dropped here.
+    ignore_stop_signals()
 
 
 def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int = 1, pin_memory: bool = False) -> Data:
@@ -237,7 +237,8 @@ class DevicePrefetcher:
         self.stream = torch.cuda.Stream(device) if self.cuda else None
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        it = iter(self.loader)
+        with stop_signals_held():  # this may start the loader's workers: see trainer.stopping
+            it = iter(self.loader)
         if not self.cuda:
             for images, labels in it:
                 yield images, labels

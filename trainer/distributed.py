@@ -28,6 +28,7 @@ import torch.distributed as dist
 from trainer.config import TrainConfig, config_from_dict
 from trainer.engine import EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, Outcome, StopFlag, run_rank
 from trainer.events import EventLogHandler, Events
+from trainer.stopping import stop_signals_held
 
 log = logging.getLogger("trainer")
 KILL_GRACE_S = 10.0  # after a rank failed: how long the others get to exit on SIGTERM
@@ -62,7 +63,7 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
     _die_with_parent()
     cfg = config_from_dict(raw_cfg, check_paths=False)
     stop = StopFlag()
-    stop.install()
+    stop.install()  # also takes a stop signal that came while this process started
     events = Events(QueueReporter(q) if rank == 0 else None)
     handler = EventLogHandler(events)
     if rank == 0:
@@ -105,8 +106,11 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
         ctx.Process(target=_rank_main, args=(r, world, port, cfg.to_dict(), resume, q), name=f"trainer-rank{r}")
         for r in range(world)
     ]
-    for p in procs:
-        p.start()
+    # A stop signal to the process group while a rank still imports torch would kill it: held
+    # pending until the rank's StopFlag is installed (see trainer.stopping).
+    with stop_signals_held():
+        for p in procs:
+            p.start()
     # Who is who, for operators and tests (the runs app signals the whole process group).
     Path(cfg.run_dir, "processes.json").write_text(
         json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs]}), encoding="utf-8"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ from trainer.networks import InputSpec, NetworkError, build_model, check_input_s
 from trainer.parallel import SplitError, Stage, split_model
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
+from trainer.stopping import StopFlag
 
 log = logging.getLogger("trainer")
 
@@ -50,27 +50,6 @@ class Outcome:
     state: str  # done | stopped | failed
     message: str
     fields: dict[str, Any] = field(default_factory=dict)
-
-
-class StopFlag:
-    """Set by SIGTERM/SIGINT (or by a caller); the ranks agree on it at the same step."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signal_name: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def request(self, name: str = "request") -> None:
-        self.requested, self.signal_name = True, name
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._previous[sig] = signal.signal(sig, lambda s, f: self.request(signal.Signals(s).name))
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
 
 
 class Meter:
