@@ -44,7 +44,7 @@ def run_workload(*, runs: int, submitters: int, database_url: str | None, seed: 
     from datasets.models import Dataset
     from tests.support import loadgen
     from workbench.runs.models import Run, RunTransition
-    from workbench.runs.simulation import simulate_hosts
+    from workbench.workers.simulation import simulate_hosts
 
     call_command("migrate", verbosity=0)
     Run.objects.all().delete()

@@ -18,7 +18,7 @@ def start_daphne(
     """daphne on a free port with `env` (settings, data dir, Redis); returns it and its origin once
     it answers HTTP. It dies with this process."""
     from workbench.embedded_redis import free_port
-    from workbench.supervisor import die_with_parent
+    from workbench.workers.processes import die_with_parent
 
     port = free_port()
     origin = f"http://127.0.0.1:{port}"

@@ -128,8 +128,8 @@ BUILD_MAX_ATTEMPTS = 3
 def reclaim_lost_builds() -> int:
     """Builds whose worker stopped sending heartbeats, or restarted, are queued again (or failed
     after BUILD_MAX_ATTEMPTS tries). Their partial files go: a build starts from nothing."""
-    from workbench.runs.inventory import lost_worker
-    from workbench.runs.models import WorkerHost
+    from workbench.workers.inventory import lost_worker
+    from workbench.workers.models import WorkerHost
 
     hosts = {host.hostname: host for host in WorkerHost.objects.all()}
     reclaimed = 0

@@ -6,7 +6,7 @@ from datasets.services import dataset_build
 @shared_task(bind=True, ignore_result=True)
 def build_dataset(self, dataset_id: int) -> str:
     """Build one dataset; idempotent (the service claims the row, a duplicate does nothing)."""
-    from workbench.heartbeat import BOOT_ID
+    from workbench.workers.heartbeat import BOOT_ID
 
     # Who builds it: the heartbeats of this worker process tell whether the build is still alive.
     return dataset_build(dataset_id=dataset_id, worker=self.request.hostname or "", boot_id=BOOT_ID)

@@ -22,7 +22,8 @@ import pytest
 from django.conf import settings
 
 from workbench.embedded_redis import free_port
-from workbench.supervisor import celery_worker_argv, die_with_parent
+from workbench.supervisor import celery_worker_argv
+from workbench.workers.processes import die_with_parent
 
 # Playwright's sync API keeps an event loop in the main thread, which Django's ORM would take for
 # async code. Only this test process relaxes the check; child processes get a clean environment.

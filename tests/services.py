@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from workbench.embedded_redis import embedded_redis_command, wait_until_ready
-from workbench.supervisor import die_with_parent
+from workbench.workers.processes import die_with_parent
 
 
 def start_test_redis(data_dir: Path) -> str:

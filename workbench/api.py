@@ -21,7 +21,7 @@ from workbench import throttle
 from workbench.core.openapi import error
 from workbench.core.parsers import JSONObjectParser
 from workbench.health import workers
-from workbench.tasks import probe_devices
+from workbench.workers.tasks import probe_devices
 
 
 @extend_schema(

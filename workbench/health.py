@@ -14,8 +14,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
-from workbench.runs.inventory import consuming_hosts
-from workbench.runs.models import WorkerHost
+from workbench.workers.inventory import consuming_hosts
+from workbench.workers.models import WorkerHost
 
 CHECK_TIMEOUT_SECONDS = 2.0
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "channels",
     "workbench",
+    "workbench.workers",
     "workbench.runs",
     "datasets",
     "workbench.inference",

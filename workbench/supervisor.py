@@ -10,7 +10,6 @@ a grace period.
 from __future__ import annotations
 
 import collections
-import ctypes
 import os
 import signal
 import subprocess
@@ -22,13 +21,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from workbench.workers.processes import die_with_parent
+
 TAIL_LINES = 20
-
-
-def die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def describe_exit(code: int) -> str:

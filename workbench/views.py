@@ -13,8 +13,8 @@ from django.views.decorators.http import require_GET
 from datasets.selectors import datasets_visible_to
 from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm
 from workbench.health import health_report
-from workbench.runs.inventory import hosts_for_display
 from workbench.runs.selectors import runs_visible_to
+from workbench.workers.inventory import hosts_for_display
 
 
 def home(request):

@@ -135,7 +135,7 @@ def _orphan(owner, import_root, *, attempts: int, host_seen_ago: timedelta, same
     import uuid
 
     from datasets.services import dataset_create, datasets_root
-    from workbench.runs.models import WorkerHost
+    from workbench.workers.models import WorkerHost
 
     root = make_class_folders(import_root / f"orphan{attempts}", {"a": 4, "b": 4})
     options = {"image_width": 8, "image_height": 8, "val_percent": 0}

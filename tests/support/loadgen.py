@@ -47,9 +47,10 @@ def finisher(env: dict[str, str], total_runs: int, hold_seconds: float, deadline
     _setup(env)
     from django.utils import timezone
 
-    from workbench.runs.models import Run, WorkerHost
+    from workbench.runs.models import Run
     from workbench.runs.scheduler import schedule
     from workbench.runs.services import run_finish
+    from workbench.workers.models import WorkerHost
 
     rng = random.Random(seed)
     finished = 0
@@ -72,8 +73,9 @@ def finisher(env: dict[str, str], total_runs: int, hold_seconds: float, deadline
 
 def check_allocations() -> list[str]:
     """Problems with the allocation state, or an empty list: what must hold at every moment."""
-    from workbench.runs.models import Device, Run
+    from workbench.runs.models import Run
     from workbench.runs.validators import device_count
+    from workbench.workers.models import Device
 
     problems = []
     for run in Run.objects.prefetch_related("devices"):

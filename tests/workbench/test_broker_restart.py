@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from workbench.embedded_redis import embedded_redis_command, free_port, wait_until_ready
-from workbench.supervisor import die_with_parent
+from workbench.workers.processes import die_with_parent
 
 pytestmark = [pytest.mark.slow]
 

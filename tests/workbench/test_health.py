@@ -4,8 +4,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from workbench.runs.inventory import consumer_beat
-from workbench.runs.models import WorkerHost
+from workbench.workers.inventory import consumer_beat
+from workbench.workers.models import WorkerHost
 
 
 @pytest.mark.django_db
@@ -82,8 +82,9 @@ def test_it_shows_devices_and_who_uses_them_on_the_gpus_page(owner_client, owner
     import uuid
 
     from datasets.models import Dataset
-    from workbench.runs.inventory import host_heartbeat
-    from workbench.runs.models import Device, Run
+    from workbench.runs.models import Run
+    from workbench.workers.inventory import host_heartbeat
+    from workbench.workers.models import Device
 
     host = host_heartbeat(
         hostname="w@gpu1",

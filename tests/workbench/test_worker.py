@@ -5,7 +5,7 @@ import time
 import pytest
 from django.urls import reverse
 
-from workbench.runs.models import WorkerHost
+from workbench.workers.models import WorkerHost
 
 pytestmark = [pytest.mark.slow]
 

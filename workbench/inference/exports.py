@@ -29,8 +29,9 @@ from django.db import transaction
 
 from trainer.checkpoint import atomic_write
 from workbench.inference.services import InferenceError, checkpoint_path
-from workbench.runs.inventory import lost_worker
-from workbench.runs.models import Run, WorkerHost
+from workbench.runs.models import Run
+from workbench.workers.inventory import lost_worker
+from workbench.workers.models import WorkerHost
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
 from workbench.runs.validators import RequestError
+from workbench.workers.processes import start_child
 
 log = logging.getLogger(__name__)
 
@@ -221,23 +222,9 @@ def _prepare_input(job: InferenceJob) -> dict:
 def _engine_run(job: InferenceJob, spec_path: Path) -> tuple[int, str]:
     """Runs the engine on the spec in a child process (a job's heavy work never runs in the worker
     itself) and follows its progress lines; its exit code and the error it reported, if any."""
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH", "")])),
-    }
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    from workbench.supervisor import die_with_parent
-
     with (job.folder / "engine.log").open("ab") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "workbench.inference.engine", str(spec_path)],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            preexec_fn=die_with_parent,  # noqa: PLW1509
+        process = start_child(
+            [sys.executable, "-m", "workbench.inference.engine", str(spec_path)], stdout=subprocess.PIPE, stderr=stderr
         )
         error = ""
         for line in process.stdout:
@@ -323,6 +310,4 @@ def job_rows(*, job: InferenceJob) -> list[dict]:
 
 
 def job_delete(*, job: InferenceJob) -> None:
-    folder = job.folder
-    job.delete()
-    shutil.rmtree(folder, ignore_errors=True)
+    job.delete()  # its files go with it (receivers.remove_job_files)

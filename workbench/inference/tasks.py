@@ -12,7 +12,7 @@ def run_inference_job(job_id: int) -> str:
 @shared_task(bind=True, ignore_result=True)
 def build_export(self, run_id: int, fmt: str, checkpoint: str) -> str:
     """Builds one export's zip; a duplicate finds it built (or waits on the same lock)."""
-    from workbench.heartbeat import BOOT_ID
+    from workbench.workers.heartbeat import BOOT_ID
 
     # Who builds it: if this worker process is lost, the next request queues the build again.
     return exports.export_build(

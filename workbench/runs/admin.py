@@ -1,11 +1,6 @@
 from django.contrib import admin
 
-from workbench.runs.models import Run, WorkerHost
-
-
-@admin.register(WorkerHost)
-class WorkerHostAdmin(admin.ModelAdmin):
-    list_display = ("hostname", "last_seen", "started_at")
+from workbench.runs.models import Run
 
 
 @admin.register(Run)

@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from datasets.models import Dataset
 from workbench.core import openapi
 from workbench.runs import services
-from workbench.runs.inventory import hosts_for_display
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_positions
 from workbench.runs.serializers import (
@@ -23,6 +22,7 @@ from workbench.runs.serializers import (
     SweepCreateSerializer,
 )
 from workbench.runs.validators import RequestError, drf_error
+from workbench.workers.inventory import hosts_for_display
 
 
 def _runs_for(user):

@@ -5,3 +5,7 @@ class RunsConfig(AppConfig):
     name = "workbench.runs"
     label = "runs"
     verbose_name = "Training runs"
+
+    def ready(self) -> None:
+        # Connects this app's receivers of the workers' heartbeat signals.
+        from workbench.runs import receivers  # noqa: F401

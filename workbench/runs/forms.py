@@ -10,7 +10,7 @@ from django import forms
 
 from datasets.models import Dataset
 from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS
-from workbench.runs.models import Device, Run
+from workbench.runs.models import Run
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
 from workbench.runs.validators import (
     RequestError,
@@ -19,6 +19,7 @@ from workbench.runs.validators import (
     parse_device_request,
     sweep_validate,
 )
+from workbench.workers.models import Device
 
 NETWORK_INFO = {
     "lenet": (

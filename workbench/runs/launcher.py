@@ -30,10 +30,11 @@ from django.db import transaction
 from django.db.models import Max
 
 from workbench.runs import series
-from workbench.runs.models import Device, Run, RunEvent
+from workbench.runs.models import Run, RunEvent
 from workbench.runs.services import publish_dashboard, run_events_append, run_finish
 from workbench.runs.system_sampler import SystemSampler
-from workbench.supervisor import die_with_parent
+from workbench.workers.models import Device
+from workbench.workers.processes import start_child
 
 log = logging.getLogger(__name__)
 
@@ -227,23 +228,12 @@ def run_attempt(*, run_id: int, attempt: int) -> str:
         argv.append("--resume")
     ledger = IngestLedger(run, attempt)
     ledger.start()
-    env = {**os.environ, **device_env, "PYTHONUNBUFFERED": "1"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
     with run.log_path.open("ab") as trainer_log:
         trainer_log.write(f"--- attempt {attempt}: {' '.join(argv)}\n".encode())
         trainer_log.flush()
-        process = subprocess.Popen(
-            argv,
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=trainer_log,
-            stderr=subprocess.STDOUT,
-            # Its own process group, so abort reaches every rank and data loader; and it gets
-            # SIGTERM (and saves a checkpoint) if this worker dies.
-            start_new_session=True,
-            preexec_fn=die_with_parent,  # noqa: PLW1509
-        )
+        # Its own process group, so abort reaches every rank and data loader; and it gets
+        # SIGTERM (and saves a checkpoint) if this worker dies.
+        process = start_child(argv, stdout=trainer_log, env=device_env, own_session=True)
     Run.objects.filter(pk=run.pk).update(trainer_pid=process.pid)
     log.info("run %s attempt %s: trainer pid %s on %s", run.pk, attempt, process.pid, config["devices"])
     # `system` events (the run's own GPUs, the trainer's CPU and memory) every few seconds beside it.

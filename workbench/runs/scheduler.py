@@ -24,9 +24,10 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from datasets.models import Dataset
-from workbench.runs.inventory import lost_worker
-from workbench.runs.models import HOLDER_WORDS, Device, Run, WorkerHost, wait_text_for
+from workbench.runs.models import HOLDER_WORDS, Run, wait_text_for
 from workbench.runs.services import run_finish, run_transition
+from workbench.workers.inventory import lost_worker
+from workbench.workers.models import Device, WorkerHost
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
 from rest_framework import serializers
 
 from trainer.config import NETWORKS, OPTIMIZERS
-from workbench.runs.models import Device, Run, RunTransition
+from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
+from workbench.workers.models import Device
 
 
 def _viewer(serializer: serializers.Serializer):

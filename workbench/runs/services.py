@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.core.groups import group_publish, run_group_name, user_group_name
-from workbench.runs.models import Device, Run, RunEvent, RunTransition
+from workbench.runs.models import Run, RunEvent, RunTransition
 from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
@@ -29,6 +29,7 @@ from workbench.runs.validators import (
     sweep_validate,
     validate_trainer_config,
 )
+from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)
 
@@ -288,13 +289,13 @@ def run_resume(*, run: Run) -> Run:
 
 
 def run_delete(*, run: Run) -> None:
-    """Deletes the run, its events and its files (checkpoints, exports, inference results)."""
-    from workbench.inference.models import InferenceJob
-
+    """Deletes the run, its events and its files (checkpoints, exports). Rows of other apps that
+    belong to the run go with it by cascade, and those apps remove their own files (inference:
+    receivers.remove_job_files)."""
     if run.state == Run.State.RUNNING:
         raise RunError(f"run {run.pk} is running; abort it first")
-    folders = [run.run_dir, *(job.folder for job in InferenceJob.objects.filter(run=run))]
+    folder = run.run_dir
     with transaction.atomic():
         run.delete()
         # The files go only once the rows are gone for good.
-        transaction.on_commit(lambda: [shutil.rmtree(folder, ignore_errors=True) for folder in folders])
+        transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))

@@ -21,8 +21,9 @@ import time
 import psutil
 from django.db import close_old_connections, connection
 
-from workbench.runs.models import Device, Run, RunEvent
+from workbench.runs.models import Run, RunEvent
 from workbench.runs.services import run_events_append
+from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from trainer.data import LMDBImageDataset
 from trainer.datum import DatumLMDB
 from trainer.inference import load_bundle, load_checkpoint_classifier
 from workbench.inference import exports, services
-from workbench.runs.models import WorkerHost
+from workbench.workers.models import WorkerHost
 
 pytestmark = pytest.mark.django_db
 

@@ -170,7 +170,7 @@ def test_it_fails_stale_jobs_on_the_heartbeat_without_a_viewer(digits_run, owner
 
     from django.utils import timezone
 
-    from workbench.heartbeat import beat_once
+    from workbench.workers.heartbeat import beat_once
 
     old = timezone.now() - timedelta(seconds=InferenceJob.STALE_SECONDS + 5)
     stale = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",

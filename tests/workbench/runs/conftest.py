@@ -1,3 +1,5 @@
+import shutil
+
 import pytest
 
 from datasets.models import Dataset
@@ -11,6 +13,9 @@ def make_dataset():
     def make(owner, *, name: str = "bars", status: str = Dataset.Status.READY, **folder_options) -> Dataset:
         dataset = Dataset.objects.create(owner=owner, name=name, status=status, image_width=8, image_height=8)
         if status == Dataset.Status.READY:
+            # Rows are rolled back after each test and their ids used again: start from an empty
+            # folder, whatever an earlier test left under this id (another dataset's LMDBs).
+            shutil.rmtree(dataset.path, ignore_errors=True)
             make_dataset_folder(dataset.path, **folder_options)
         return dataset
 
@@ -48,7 +53,7 @@ def parked_host():
 
     from django.utils import timezone
 
-    from workbench.runs.models import WorkerHost
+    from workbench.workers.models import WorkerHost
 
     host, _ = WorkerHost.objects.update_or_create(
         hostname="parked@tests", defaults={"last_seen": timezone.now() + timedelta(days=1)}

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from datasets.models import Dataset
 from workbench.runs.models import Run
-from workbench.runs.simulation import simulate_hosts
+from workbench.workers.simulation import simulate_hosts
 
 
 @pytest.fixture
@@ -162,10 +162,17 @@ def test_it_deletes_a_finished_run_with_its_files(owner_client, dataset, django_
     run_dir = Run.objects.get(pk=run_id).run_dir
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "checkpoints" / "best.pt").write_bytes(b"weights")
+    # An inference job's rows go by cascade, and the inference app removes its files.
+    from workbench.inference.models import InferenceJob
+
+    run = Run.objects.get(pk=run_id)
+    job = InferenceJob.objects.create(owner=run.owner, run=run, kind="test", source="val", state="done")
+    (job.folder / "out").mkdir(parents=True)
+    (job.folder / "out" / "result.json").write_text("{}")
     with django_capture_on_commit_callbacks(execute=True):
         assert owner_client.delete(reverse("api-run", args=[run_id])).status_code == 204
-    assert not Run.objects.filter(pk=run_id).exists()
-    assert not run_dir.exists()
+    assert not Run.objects.filter(pk=run_id).exists() and not InferenceJob.objects.filter(pk=job.pk).exists()
+    assert not run_dir.exists() and not job.folder.exists()
 
 
 def test_it_refuses_to_delete_a_running_run(owner_client, dataset):

@@ -34,13 +34,16 @@ def hammer(env: dict[str, str], owner_ids: list[int], dataset_id: int) -> None:
             pool.apply_async(loadgen.submitter, (env, owner_ids, dataset_id, requests(seed), start_at))
             for seed in range(PROCESSES)
         ]
-        finisher = pool.apply_async(loadgen.finisher, (env, 10**6, 0.3, start_at + 8, 0))
+        # The finisher plays the trainers until every run has ended: a deadline would leave runs
+        # submitted late on a busy machine waiting on hosts nobody keeps alive any more.
+        total = PROCESSES * RUNS_PER_PROCESS
+        finisher = pool.apply_async(loadgen.finisher, (env, total, 0.3, start_at + 200, 0))
         assert sum(result.get(timeout=240) for result in submitted) == PROCESSES * RUNS_PER_PROCESS
         finisher.get(timeout=240)
 
 
 def test_it_never_double_books_on_sqlite(transactional_db, owner, other_user):
-    from workbench.runs.simulation import simulate_hosts
+    from workbench.workers.simulation import simulate_hosts
 
     simulate_hosts(hosts=2, gpus_per_host=4)
     dataset = Dataset.objects.create(owner=owner, name="d", status=Dataset.Status.READY)
@@ -48,7 +51,7 @@ def test_it_never_double_books_on_sqlite(transactional_db, owner, other_user):
     hammer(env, [owner.pk, other_user.pk], dataset.pk)
     assert loadgen.check_allocations() == []
     assert Run.objects.count() == PROCESSES * RUNS_PER_PROCESS
-    assert Run.objects.filter(state=Run.State.DONE).exists()
+    assert Run.objects.filter(state=Run.State.DONE).count() == PROCESSES * RUNS_PER_PROCESS
     # (No count of held GPUs against the 8 simulated: the session's Celery worker may heartbeat
     # into this database meanwhile and lend its own 2; check_allocations covers every host.)
 
@@ -78,7 +81,7 @@ def postgres_main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from workbench.runs.simulation import simulate_hosts
+    from workbench.workers.simulation import simulate_hosts
 
     call_command("migrate", verbosity=0)
     users = [get_user_model().objects.create_user(f"user{i}") for i in range(3)]

@@ -5,8 +5,9 @@ import pytest
 from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.runs import series
-from workbench.runs.models import Device, Run
+from workbench.runs.models import Run
 from workbench.runs.services import run_submit
+from workbench.workers.models import Device
 
 pytestmark = [pytest.mark.slow]
 

@@ -6,10 +6,11 @@ import pytest
 from django.utils import timezone
 
 from datasets.models import Dataset
-from workbench.runs.models import Device, Run, WorkerHost
+from workbench.runs.models import Run
 from workbench.runs.scheduler import placement_preview, queue_order, schedule
 from workbench.runs.services import run_abort, run_create, run_finish
-from workbench.runs.simulation import simulate_hosts
+from workbench.workers.models import Device, WorkerHost
+from workbench.workers.simulation import simulate_hosts
 
 
 @pytest.fixture

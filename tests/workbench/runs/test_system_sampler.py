@@ -9,10 +9,11 @@ import types
 import pytest
 
 from tests.support.waiting import wait_until
-from workbench.runs.models import Device, Run
+from workbench.runs.models import Run
 from workbench.runs.services import run_events_append
-from workbench.runs.simulation import simulate_hosts
 from workbench.runs.system_sampler import CpuMeter, SystemSampler, sample_system
+from workbench.workers.models import Device
+from workbench.workers.simulation import simulate_hosts
 
 # A stand-in trainer: a launcher that sleeps and two busy rank processes, as DDP on the CPU runs.
 LAUNCHER = (

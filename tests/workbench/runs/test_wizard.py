@@ -15,9 +15,10 @@ from trainer.checkpoint import CheckpointStore
 from trainer.config import SolverConfig
 from trainer.networks import InputSpec, build_model
 from trainer.solver import lr_curve
-from workbench.runs.models import Device, Run
+from workbench.runs.models import Run
 from workbench.runs.services import run_create
-from workbench.runs.simulation import simulate_hosts
+from workbench.workers.models import Device
+from workbench.workers.simulation import simulate_hosts
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,10 @@ import pytest
 
 from tests.conftest import start_worker
 from tests.workbench.runs.conftest import TINY_CONFIG
-from workbench.runs.models import Device, Run
+from workbench.runs.models import Run
 from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
 from workbench.runs.tasks import train_run
+from workbench.workers.models import Device
 
 pytestmark = [pytest.mark.slow]
 

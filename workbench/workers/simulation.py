@@ -10,8 +10,8 @@ import uuid
 
 from django.utils import timezone
 
-from workbench.runs.inventory import host_heartbeat, simulated_gpus
-from workbench.runs.models import WorkerHost
+from workbench.workers.inventory import host_heartbeat, simulated_gpus
+from workbench.workers.models import WorkerHost
 
 
 def simulate_hosts(*, hosts: int, gpus_per_host: int, prefix: str = "sim") -> list[WorkerHost]:

@@ -25,7 +25,9 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from workbench.runs.inventory import consumer_beat, host_heartbeat, host_queue_name, local_devices
+from workbench.workers import signals
+from workbench.workers.inventory import consumer_beat, host_heartbeat, host_queue_name, local_devices
+from workbench.workers.models import WorkerHost
 
 log = logging.getLogger(__name__)
 
@@ -54,24 +56,21 @@ def worker_is_stopping(consumer) -> bool:
 
 
 def beat_once(hostname: str, consumer=None) -> None:
-    from datasets.services import reclaim_lost_builds
-    from workbench.inference.services import jobs_fail_stale
-    from workbench.runs.launcher import stop_trainers_for_worker_exit
-    from workbench.runs.scheduler import schedule
-
     host_heartbeat(hostname=hostname, boot_id=BOOT_ID, devices=local_devices())
     if consumer is not None:
         if worker_is_stopping(consumer):
-            stop_trainers_for_worker_exit()
+            _send(signals.worker_stopping, hostname)
         consumer_beat(hostname=hostname, consuming=consumer_is_consuming(consumer))
-    reclaim_lost_builds()
-    jobs_fail_stale()
-    schedule()
+    _send(signals.heartbeat, hostname)
+
+
+def _send(signal, hostname: str) -> None:
+    for receiver, result in signal.send_robust(sender=None, hostname=hostname):
+        if isinstance(result, Exception):
+            log.error("heartbeat of %s: %s failed", hostname, receiver.__qualname__, exc_info=result)
 
 
 def _beat_forever(hostname: str, consumer) -> None:
-    from workbench.runs.models import WorkerHost
-
     WorkerHost.objects.update_or_create(hostname=hostname, defaults={"started_at": timezone.now()})
     while not _stop.is_set():
         try:
@@ -100,8 +99,6 @@ def start_heartbeat(sender=None, **kwargs) -> None:
 
 @worker_shutdown.connect
 def mark_offline(sender=None, **kwargs) -> None:
-    from workbench.runs.models import WorkerHost
-
     _stop.set()
     if sender is None:
         return

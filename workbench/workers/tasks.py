@@ -3,8 +3,8 @@ import time
 
 from celery import shared_task
 
-import workbench.heartbeat  # noqa: F401  (connects the worker's heartbeat signals)
-from workbench.devices import discover_devices
+import workbench.workers.heartbeat  # noqa: F401  (connects the worker's heartbeat signals)
+from workbench.workers.devices import discover_devices
 
 
 @shared_task

@@ -10,8 +10,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from workbench.devices import cpu_device, nvml_gpus
-from workbench.runs.models import Device, WorkerHost
+from workbench.workers.devices import cpu_device, nvml_gpus
+from workbench.workers.models import Device, WorkerHost
 
 log = logging.getLogger(__name__)
 
