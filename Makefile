@@ -29,6 +29,7 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 	WORKBENCH_DATA_DIR=$$(mktemp -d) $(PY) manage.py check
 	WORKBENCH_DATA_DIR=$$(mktemp -d) $(PY) manage.py makemigrations --check --dry-run
 
