@@ -1,12 +1,11 @@
 from celery import shared_task
 
 from datasets.services import dataset_build
+from workbench.workers.boot import BOOT_ID
 
 
 @shared_task(bind=True, ignore_result=True)
 def build_dataset(self, dataset_id: int) -> str:
     """Build one dataset; idempotent (the service claims the row, a duplicate does nothing)."""
-    from workbench.workers.heartbeat import BOOT_ID
-
     # Who builds it: the heartbeats of this worker process tell whether the build is still alive.
     return dataset_build(dataset_id=dataset_id, worker=self.request.hostname or "", boot_id=BOOT_ID)

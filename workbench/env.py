@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -88,8 +89,6 @@ def env_path_list(name: str) -> list[Path]:
 
 def read_or_create_secret(path: Path) -> str:
     """The secret key kept in the data dir: generated once, readable only by its owner."""
-    from django.core.management.utils import get_random_secret_key
-
     try:
         secret = path.read_text().strip()
     except FileNotFoundError:

@@ -5,6 +5,7 @@ No secrets: connection URLs, hostnames of the database or passwords never appear
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -57,8 +58,6 @@ def _channel_layer(alias: str = "default") -> str:
         raise RuntimeError("no channel layer configured")
 
     async def round_trip() -> None:
-        import asyncio
-
         channel = await layer.new_channel()
         token = uuid.uuid4().hex
         await layer.send(channel, {"type": "health.ping", "token": token})

@@ -145,7 +145,7 @@ def sample_system(run: Run, *, pid: int | None = None, meter: CpuMeter | None = 
 def nvml_samples(devices: list[Device], pids: set[int]) -> list[dict]:
     """Utilisation and memory of these GPUs (host NVML indices), and what the run's processes use."""
     try:
-        import pynvml
+        import pynvml  # optional: without NVIDIA's library there is nothing to sample
 
         pynvml.nvmlInit()
     except Exception as error:  # no driver or library: say so in the sample rather than fail

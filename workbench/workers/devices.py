@@ -24,7 +24,7 @@ def discover_devices() -> list[dict]:
 
 def nvml_gpus() -> list[dict]:
     try:
-        import pynvml
+        import pynvml  # optional: without NVIDIA's library this host simply has no GPUs
     except ImportError:
         return []
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from datetime import timedelta
 
 from celery import bootsteps
@@ -26,14 +25,13 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from workbench.workers import signals
+from workbench.workers.boot import BOOT_ID
 from workbench.workers.inventory import consumer_beat, host_heartbeat, host_queue_name, local_devices
 from workbench.workers.models import WorkerHost
 
 log = logging.getLogger(__name__)
 
 _stop = threading.Event()
-# A new id each time this worker process starts: runs launched under an older one are orphans.
-BOOT_ID = uuid.uuid4()
 
 
 def consumer_is_consuming(consumer) -> bool:
