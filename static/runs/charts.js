@@ -2,7 +2,7 @@
 // EMA smoothing, and Plotly charts that grow in place with extendTraces.
 //
 // A series point carries all four x coordinates (step, epoch, time, images), so switching the
-// x axis needs no request. The flattening of events into series follows workbench/runs/series.py.
+// x axis needs no request. Events arrive flat (system samples flattened by the server).
 
 export const X_AXES = ["step", "epoch", "time", "images"];
 export const SERIES_TYPES = new Set(["metrics", "validation", "system"]);
@@ -20,23 +20,10 @@ const COLORS = ["#2f6fdf", "#e4572e", "#1f8a4c", "#9c4dcc", "#b7791f", "#17a2b8"
 
 const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
 
-export function flatten(event) {
-  const values = {};
-  for (const [key, value] of Object.entries(event)) {
-    if (COORDINATES.has(key)) continue;
-    if (key === "gpus" && Array.isArray(value)) {
-      for (const device of value) {
-        if (!device || typeof device !== "object") continue;
-        const index = device.index ?? 0;
-        for (const [name, number] of Object.entries(device)) {
-          if (name !== "index" && isNumber(number)) values[`gpu${index}_${name}`] = number;
-        }
-      }
-    } else if (isNumber(value)) {
-      values[key] = value;
-    }
-  }
-  return values;
+// The series of one event: its numeric fields. The server sends system samples already flat
+// (workbench/runs/series.py `flatten`, the one home of that rule), so nothing is unpacked here.
+function seriesValues(event) {
+  return Object.entries(event).filter(([key, value]) => !COORDINATES.has(key) && isNumber(value));
 }
 
 function emptyColumns() {
@@ -81,7 +68,7 @@ export class SeriesStore {
     let images = event.images_seen;
     if (event.type === "metrics" && isNumber(images) && event.step) this.imagesPerStep = images / event.step;
     if (!isNumber(images) && isNumber(event.step) && this.imagesPerStep !== null) images = event.step * this.imagesPerStep;
-    for (const [name, value] of Object.entries(flatten(event))) {
+    for (const [name, value] of seriesValues(event)) {
       let columns = this.series.get(name);
       if (!columns) {
         columns = emptyColumns();

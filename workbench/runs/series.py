@@ -43,8 +43,8 @@ CACHED_RUNS = 16
 def flatten(data: dict) -> dict[str, float]:
     """The numeric fields of one event: {"loss": 0.3, "gpu0_utilization_percent": 97.0, ...}.
 
-    Lists of per-device dicts (`gpus`) become `<prefix><index>_<field>`; booleans, strings and the
-    coordinates are left out. The page's JS applies the same rule (static/runs/charts.js).
+    Lists of per-device dicts (`gpus`) become `gpu<index>_<field>`; booleans, strings and the
+    coordinates are left out. The one home of the rule: pages get system events flat (event_payload).
     """
     values: dict[str, float] = {}
     for key, value in data.items():
@@ -61,6 +61,20 @@ def flatten(data: dict) -> dict[str, float]:
         elif _is_number(value):
             values[key] = float(value)
     return values
+
+
+def event_payload(event: RunEvent) -> dict:
+    """The neutral shape every client receives: {seq, type, time, step, epoch, ...fields}; a
+    system sample's fields already flat, so the pages chart them as they come."""
+    fields = flatten(event.data) if event.kind == "system" else event.data
+    return {
+        "seq": event.seq,
+        "type": event.kind,
+        "time": event.time,
+        "step": event.step,
+        "epoch": event.epoch,
+        **fields,
+    }
 
 
 def _is_number(value) -> bool:
@@ -449,8 +463,6 @@ def replay_message(run: Run, since: int) -> dict:
     those come as themselves when few, else as downsampled columns (`series`, as run_series).
     Everything is cut at `last_seq`, read first, so live events after it fill in without a gap.
     """
-    from workbench.runs.services import event_payload
-
     last_seq = Run.objects.values_list("last_seq", flat=True).get(pk=run.pk)
     window = RunEvent.objects.filter(run_id=run.pk, seq__gt=since, seq__lte=last_seq)
     columns = read_columns(run)

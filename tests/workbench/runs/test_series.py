@@ -124,6 +124,16 @@ def test_it_flattens_per_gpu_system_samples():
     assert flat == {"host_cpu_percent": 12.5, "gpu3_utilization_percent": 97.0, "gpu3_memory_used_mb": 1.0}
 
 
+def test_it_sends_system_samples_to_pages_already_flat(run):
+    sample = {"type": "system", "time": 1.0, "host_cpu_percent": 5, "gpus": [{"index": 1, "utilization_percent": 80}]}
+    (row,) = run_events_append(run_id=run.pk, events=[sample])
+    live = series.event_payload(row)  # what publish_run_events sends
+    (replayed,) = [e for e in series.replay_message(run, since=0)["events"] if e["type"] == "system"]
+    for payload in (live, replayed):
+        assert "gpus" not in payload
+        assert payload["gpu1_utilization_percent"] == 80.0 and payload["host_cpu_percent"] == 5.0
+
+
 def test_it_replays_in_full_when_short_and_as_downsampled_series_when_long(run):
     append_losses(run, np.linspace(2, 1, 50))
     run_events_append(run_id=run.pk, events=[{"type": "log", "line": f"line {i}"} for i in range(300)])
