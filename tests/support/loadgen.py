@@ -74,21 +74,20 @@ def finisher(env: dict[str, str], total_runs: int, hold_seconds: float, deadline
 def check_allocations() -> list[str]:
     """Problems with the allocation state, or an empty list: what must hold at every moment."""
     from workbench.runs.models import Run
-    from workbench.runs.validators import device_count
     from workbench.workers.models import Device
 
     problems = []
     for run in Run.objects.prefetch_related("devices"):
         count = len(run.devices.all())
         if run.state == Run.State.RUNNING:
-            if count != device_count(run.device_request):
+            if count != run.devices_wanted.device_count:
                 problems.append(f"run {run.pk} is running with {count} devices, asked for {run.device_request}")
             if len({d.host_id for d in run.devices.all()}) > 1:
                 problems.append(f"run {run.pk} holds devices on several hosts")
         elif count:
             problems.append(f"run {run.pk} is {run.state} but holds {count} devices")
     held = Device.objects.filter(run__isnull=False).count()
-    expected = sum(device_count(r.device_request) for r in Run.objects.filter(state=Run.State.RUNNING))
+    expected = sum(r.devices_wanted.device_count for r in Run.objects.filter(state=Run.State.RUNNING))
     if held != expected:
         problems.append(f"{held} devices held, running runs asked for {expected}")
     return problems

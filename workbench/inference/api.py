@@ -4,7 +4,6 @@ look inside the network, download exports."""
 from __future__ import annotations
 
 from django.http import FileResponse, Http404
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -20,16 +19,12 @@ from workbench.core import openapi
 from workbench.core.parsers import JSONObjectParser
 from workbench.inference import activations, engine, exports, services
 from workbench.inference.models import InferenceJob
-from workbench.runs.api import _get_run_for_user
+from workbench.inference.selectors import job_for, jobs_visible_to
+from workbench.runs.selectors import run_for
 from workbench.runs.validators import drf_error
 
 # One image is decoded in the request; anything bigger belongs in a classify-many job.
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
-
-
-def jobs_for(user):
-    jobs = InferenceJob.objects.select_related("run", "owner")
-    return jobs if user.is_staff else jobs.filter(owner=user)
 
 
 def job_json(job: InferenceJob, request=None) -> dict:
@@ -122,7 +117,7 @@ UPLOAD_SCHEMA = {
 @api_view(["POST"])
 @parser_classes([MultiPartParser, FormParser])
 def classify(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     top_k = _top_k(request)
     name, image = _open_upload(request)
     path, classifier = _checkpoint_classifier(run, request.data.get("checkpoint", "best"))
@@ -155,7 +150,7 @@ def classify(request, pk: int):
 @api_view(["POST"])
 @parser_classes([MultiPartParser, FormParser])
 def inside(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     name, image = _open_upload(request)
     path, classifier = _checkpoint_classifier(run, request.data.get("checkpoint", "best"))
     raw = request.data.get("layers", "") or ""
@@ -179,12 +174,12 @@ def inside(request, pk: int):
 @extend_schema(summary="Checkpoints a run can be used at", responses=OpenApiTypes.OBJECT)
 @api_view(["GET"])
 def checkpoints(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     return Response({"checkpoints": services.checkpoint_choices(run=run)})
 
 
 def _start_job(request, pk: int, kind: str) -> Response:
-    run = _get_run_for_user(request, pk)
+    run = run_for(request.user, pk)
     source = request.data.get("source") or ("upload" if request.FILES else "val")
     try:
         job = services.job_create(
@@ -236,8 +231,8 @@ CLASSIFY_MANY_REQUEST = {"multipart/form-data": JOB_MULTIPART}
 def test(request, pk: int):
     if request.method == "POST":
         return _start_job(request, pk, InferenceJob.Kind.TEST)
-    run = _get_run_for_user(request, pk)
-    jobs = jobs_for(request.user).filter(run=run, kind=InferenceJob.Kind.TEST)
+    run = run_for(request.user, pk)
+    jobs = jobs_visible_to(request.user).filter(run=run, kind=InferenceJob.Kind.TEST)
     return Response({"results": [job_json(job) for job in jobs[:100]]})
 
 
@@ -253,13 +248,13 @@ def test(request, pk: int):
 def classify_many(request, pk: int):
     if request.method == "POST":
         return _start_job(request, pk, InferenceJob.Kind.CLASSIFY)
-    run = _get_run_for_user(request, pk)
-    jobs = jobs_for(request.user).filter(run=run, kind=InferenceJob.Kind.CLASSIFY)
+    run = run_for(request.user, pk)
+    jobs = jobs_visible_to(request.user).filter(run=run, kind=InferenceJob.Kind.CLASSIFY)
     return Response({"results": [job_json(job) for job in jobs[:100]]})
 
 
 def _get_job_for_user(request, pk: int) -> InferenceJob:
-    return services.job_check_stale(job=get_object_or_404(jobs_for(request.user), pk=pk))
+    return services.job_check_stale(job=job_for(request.user, pk))
 
 
 @extend_schema(
@@ -348,7 +343,7 @@ class Download(APIView):
         },
     )
     def get(self, request, pk: int):
-        run = _get_run_for_user(request, pk)
+        run = run_for(request.user, pk)
         fmt = request.query_params.get("format", "bundle")
         checkpoint = request.query_params.get("checkpoint", "best")
         try:

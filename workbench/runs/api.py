@@ -10,10 +10,12 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from datasets.models import Dataset
+from datasets.selectors import datasets_visible_to
 from workbench.core import openapi
 from workbench.runs import services
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_positions
+from workbench.runs.selectors import runs_visible_to
 from workbench.runs.serializers import (
     PrioritySerializer,
     RunCreateSerializer,
@@ -26,8 +28,8 @@ from workbench.workers.inventory import hosts_for_display
 
 
 def _runs_for(user):
-    runs = Run.objects.select_related("owner", "dataset", "host").prefetch_related("devices__host")
-    return runs if user.is_staff else runs.filter(owner=user)
+    # The serializers list each run's devices: fetched in one query for the whole page.
+    return runs_visible_to(user).prefetch_related("devices__host")
 
 
 def _get_run_for_user(request, pk: int) -> Run:
@@ -71,8 +73,7 @@ def run_list(request):
 
 def _submission_dataset(request, data: dict) -> Dataset:
     """The dataset a submission names, if the user may train on it; only staff set priorities."""
-    datasets = Dataset.objects.all() if request.user.is_staff else Dataset.objects.filter(owner=request.user)
-    dataset = datasets.filter(pk=data["dataset"]).first()
+    dataset = datasets_visible_to(request.user).filter(pk=data["dataset"]).first()
     if dataset is None:
         raise ValidationError({"dataset": [f"no dataset {data['dataset']} of yours"]})
     if data["priority"] and not request.user.is_staff:
@@ -207,7 +208,7 @@ def run_resume(request, pk: int):
 def queue(request):
     rows = []
     for position, run in enumerate(queue_positions(), start=1):
-        mine = run.owner_id == request.user.pk or request.user.is_staff
+        mine = run.is_visible_to(request.user)
         rows.append(
             {
                 "position": position,

@@ -108,13 +108,11 @@ def _number_list(raw: str, *, kind: type, label: str, low: float, high: float | 
 
 
 def usable_datasets(user):
-    datasets = Dataset.objects.filter(status=Dataset.Status.READY)
-    return datasets if user.is_staff else datasets.filter(owner=user)
+    return Dataset.objects.visible_to(user).filter(status=Dataset.Status.READY)
 
 
 def runs_with_weights(user):
-    runs = Run.objects.select_related("dataset").order_by("-created_at")
-    runs = runs if user.is_staff else runs.filter(owner=user)
+    runs = Run.objects.visible_to(user).select_related("dataset").order_by("-created_at")
     return [run for run in runs[:300] if checkpoint_of(run, "best") is not None]
 
 

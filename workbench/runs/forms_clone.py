@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run
 from workbench.runs.pretrained import reference_for_path
 
@@ -41,11 +42,10 @@ def initial_from_run(run: Run) -> dict:
     if reference:
         initial["start_from"] = "path"
         initial["pretrained_path"] = reference
-    request = run.device_request or {}
-    kind = request.get("kind", "auto")
-    initial["device_mode"] = kind if kind in ("cpu", "count", "specific") else "auto"
-    if kind == "count":
-        initial["gpu_count"] = request.get("count", 1)
-    if kind == "specific":
-        initial["gpus"] = [f"{request.get('host')}:{i}" for i in request.get("indices", [])]
+    request = run.devices_wanted
+    initial["device_mode"] = request.kind  # the form's modes are the request's kinds
+    if request.kind == DeviceRequest.COUNT:
+        initial["gpu_count"] = request.count
+    if request.is_specific:
+        initial["gpus"] = [f"{request.host}:{i}" for i in request.indices]
     return initial

@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 
 from workbench.core.groups import run_group_name
+from workbench.runs.devices import DeviceRequest
 
 
 class RunQuerySet(models.QuerySet):
@@ -45,7 +46,7 @@ class Run(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     # Higher starts first; users get 0, staff may raise or lower it.
     priority = models.IntegerField(default=0)
-    # {"kind": "count", "count": n} | {"kind": "specific", "host": name, "indices": [...]} | {"kind": "cpu"}
+    # DeviceRequest.to_dict() (workbench/runs/devices.py); read it through `devices_wanted`.
     device_request = models.JSONField(default=dict)
     # The trainer's config (trainer.config.TrainConfig fields) without run_dir, dataset and devices,
     # which the launch fills in.
@@ -122,15 +123,12 @@ class Run(models.Model):
         """The wait reason as `viewer` may read it: a holder they may not see is "another user's run"."""
         return wait_text_for(self.wait_reason, holder=self.wait_holder, viewer=viewer)
 
+    @property
+    def devices_wanted(self) -> DeviceRequest:
+        return DeviceRequest.from_dict(self.device_request)
+
     def device_request_text(self) -> str:
-        request = self.device_request or {}
-        if request.get("kind") == "cpu":
-            return "the CPU"
-        if request.get("kind") == "specific":
-            indices = ", ".join(str(i) for i in request.get("indices", []))
-            return f"GPU {indices} on {request.get('host')}"
-        count = request.get("count", 1)
-        return f"{count} GPU{'s' if count != 1 else ''}"
+        return self.devices_wanted.text
 
 
 # Stored in place of the holder in a wait reason; never names the holder, whoever reads it.
@@ -147,6 +145,12 @@ def wait_text_for(text: str, *, holder: Run | None, viewer) -> str:
     return text.replace(HOLDER_WORDS, "another user's run")
 
 
+class PretrainedWeightsQuerySet(models.QuerySet):
+    def visible_to(self, user) -> models.QuerySet:
+        """Who may use an upload: its owner, and staff."""
+        return self if user.is_staff else self.filter(owner=user)
+
+
 class PretrainedWeights(models.Model):
     """A state_dict file a run may start from: uploaded by `owner`, or the weights of a run's
     checkpoint copied out when a run was queued from it (`source_run`). The file lives under
@@ -160,6 +164,8 @@ class PretrainedWeights(models.Model):
     source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     source_checkpoint = models.CharField(max_length=8, blank=True)  # "best" | "last" for a run's weights
     created = models.DateTimeField(default=timezone.now)
+
+    objects = PretrainedWeightsQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]

@@ -21,9 +21,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from datasets.models import Dataset
+from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import HOLDER_WORDS, Run, wait_text_for
 from workbench.runs.services import run_finish, run_transition
 from workbench.workers.inventory import lost_worker
@@ -98,21 +100,20 @@ def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, st
     The words never name that run (HOLDER_WORDS stands for it): who may read its name depends on
     who looks, so Run.wait_reason_for renders it for each viewer.
     """
-    request = run.device_request or {"kind": "count", "count": 1}
+    request = run.devices_wanted
     if not inventory.hosts:
         return None, "no worker online", None
-    kind = request.get("kind")
-    if kind == "cpu":
+    if request.is_cpu:
         for host in inventory.hosts:
             cpus = [d for d in inventory.free[host.pk] if d.kind == Device.Kind.CPU]
             if cpus:
                 return Placement(host, cpus[:1]), "", None
         return None, "the CPU of every online worker is in use", None
-    if kind == "specific":
-        host = next((h for h in inventory.hosts if h.hostname == request.get("host")), None)
+    if request.is_specific:
+        host = next((h for h in inventory.hosts if h.hostname == request.host), None)
         if host is None:
-            return None, f"worker {request.get('host')} is offline", None
-        wanted = [int(i) for i in request.get("indices", [])]
+            return None, f"worker {request.host} is offline", None
+        wanted = request.indices
         by_index = {d.index: d for d in inventory.free[host.pk] if d.kind == Device.Kind.GPU}
         held = {d.index: d for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU}
         for index in wanted:
@@ -121,7 +122,7 @@ def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, st
             if index not in by_index:
                 return None, f"{host.hostname} has no GPU {index}", None
         return Placement(host, [by_index[i] for i in wanted]), "", None
-    count = int(request.get("count", 1))
+    count = request.device_count  # an unresolved "auto" (an empty stored request) places as one GPU
     fitting = [(len(inventory.free_gpus(h)), h) for h in inventory.hosts if len(inventory.free_gpus(h)) >= count]
     if fitting:
         # Best fit: the host with the fewest free GPUs that suffice keeps big hosts whole for big runs.
@@ -139,21 +140,21 @@ def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, st
 
 def estimate_start(run: Run, inventory: Inventory) -> timezone.datetime | None:
     """When enough devices should be free, from the time left of the runs that hold them."""
-    request = run.device_request or {"kind": "count", "count": 1}
+    request = run.devices_wanted
     now = timezone.now()
     best = None
     for host in inventory.hosts:
-        if request.get("kind") == "cpu":
+        if request.is_cpu:
             holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.CPU]
             need = 1
-        elif request.get("kind") == "specific":
-            if host.hostname != request.get("host"):
+        elif request.is_specific:
+            if host.hostname != request.host:
                 continue
-            wanted = set(request.get("indices", []))
+            wanted = set(request.indices)
             holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU and d.index in wanted]
             need = len({h.pk for h in holders})
         else:
-            count = int(request.get("count", 1))
+            count = request.device_count
             if inventory.gpu_count(host) < count:
                 continue
             holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU]
@@ -208,10 +209,32 @@ def allocate(run: Run, placement: Placement) -> bool:
         return False
 
 
-def launch(run_id: int, attempt: int, queue: str) -> None:
-    from workbench.runs.tasks import train_run
+def launch(run_id: int, attempt: int, queue: str) -> bool:
+    """Sends the launch message of one attempt; False when the broker cannot take it (the run
+    is placed all the same, and relaunch_unclaimed of a later pass sends it again)."""
+    from workbench.runs.tasks import train_run  # tasks imports this module: the task is read at send time
 
-    train_run.apply_async(args=[run_id, attempt], queue=queue)
+    try:
+        train_run.apply_async(args=[run_id, attempt], queue=queue)
+    except Exception:
+        log.warning("could not send the launch of run %s attempt %s; a later pass resends it", run_id, attempt)
+        return False
+    return True
+
+
+def relaunch_unclaimed() -> int:
+    """Placed runs whose launch no worker claimed (the message was lost: the broker was down when
+    it was sent) get it again. After a grace of two worker timeouts, so a message that is merely
+    queued is not doubled often; a double is harmless anyway, since a task claims by attempt."""
+    cutoff = timezone.now() - timedelta(seconds=2 * settings.WORKER_TIMEOUT_SECONDS)
+    unclaimed = Run.objects.filter(
+        state=Run.State.RUNNING, trainer_pid__isnull=True, launched_attempt__lt=F("attempt"), started_at__lt=cutoff
+    ).select_related("host")
+    sent = 0
+    for run in unclaimed:
+        if run.host is not None and not lost_worker(run.host, run.host_boot_id):
+            sent += launch(run.pk, run.attempt, run.host.queue)
+    return sent
 
 
 # ------------------------------------------------------------------------------- the pass
@@ -314,6 +337,7 @@ def _dataset_not_ready(run: Run) -> None:
 def schedule() -> dict:
     """One scheduling pass; returns counts for logs and tests."""
     reclaimed = reclaim_lost_runs()
+    relaunched = relaunch_unclaimed()
     pending = list(Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner"))
     inventory = Inventory.load()
     started = 0
@@ -327,16 +351,16 @@ def schedule() -> dict:
         elif step.outcome == "wait":
             _set_waiting(run, Run.State.WAITING, step.reason, estimate_start(run, inventory), step.holder)
         started += step.outcome == "start"
-    return {"reclaimed": reclaimed, "started": started, "pending": len(pending) - started}
+    return {"reclaimed": reclaimed, "relaunched": relaunched, "started": started, "pending": len(pending) - started}
 
 
-def placement_preview(*, user, request: dict) -> dict:
+def placement_preview(*, user, request: DeviceRequest | dict) -> dict:
     """Would a run asking for `request` (resolved: not "auto") start now, or wait, and at which
     queue position? The scheduler's own pass, dry, over the queue with this run added."""
     probe = Run(
         owner=user,
         name="(this run)",
-        device_request=request,
+        device_request=DeviceRequest.of(request).to_dict(),
         priority=0,
         state=Run.State.QUEUED,
         queued_at=timezone.now(),

@@ -20,12 +20,13 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.core.groups import group_publish, run_group_name, user_group_name
+from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run, RunEvent, RunTransition
+from workbench.runs.series import event_payload
 from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
     parse_device_request,
-    resolve_auto,
     sweep_validate,
     validate_trainer_config,
 )
@@ -49,18 +50,6 @@ def _event_fields(event: dict) -> dict:
         "epoch": event.get("epoch"),
         "time": float(event.get("time") or time.time()),
         "data": data,
-    }
-
-
-def event_payload(event: RunEvent) -> dict:
-    """The neutral shape every client receives: {seq, type, time, step, epoch, ...fields}."""
-    return {
-        "seq": event.seq,
-        "type": event.kind,
-        "time": event.time,
-        "step": event.step,
-        "epoch": event.epoch,
-        **event.data,
     }
 
 
@@ -152,7 +141,7 @@ def run_create(
     name: str,
     network: str,
     config: dict,
-    device_request: dict,
+    device_request: DeviceRequest | dict,
     priority: int = 0,
     sweep: str = "",
 ) -> Run:
@@ -166,7 +155,7 @@ def run_create(
             name=name,
             network=network,
             config=config,
-            device_request=device_request,
+            device_request=DeviceRequest.of(device_request).to_dict(),
             priority=priority,
             sweep=sweep,
         )
@@ -200,7 +189,7 @@ def run_submit(
     priority: int = 0,
 ) -> Run:
     """Validates a run request (devices, trainer config) and queues it; RequestError names the field."""
-    request = resolve_auto(parse_device_request(gpus), gpus_online=gpus_online())
+    request = parse_device_request(gpus).resolved(gpus_online=gpus_online())
     config = validate_trainer_config(config, network=network, request=request, owner=owner)
     return run_create(
         owner=owner,
@@ -219,7 +208,7 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
     combination is validated before any run exists, then all are created in one transaction: all
     or nothing, and the scheduler hears of them only once they are all there."""
     network = base_request.get("network", "")
-    request = resolve_auto(parse_device_request(base_request.get("gpus", "auto")), gpus_online=gpus_online())
+    request = parse_device_request(base_request.get("gpus", "auto")).resolved(gpus_online=gpus_online())
     checked = sweep_validate(
         config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner
     )

@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 from rest_framework.exceptions import ValidationError
 
 from trainer.config import ConfigError, config_from_dict
+from workbench.runs.devices import DeviceRequest
 
 
 class RequestError(ValueError):
@@ -60,54 +61,38 @@ _REFERENCE = re.compile(r"upload:(?P<upload>[1-9]\d{0,17})|run:(?P<run>[1-9]\d{0
 _SPECIFIC = re.compile(r"^(?P<host>[^:\s]+):(?P<indices>\d+(?:,\d+)*)$")
 
 
-def parse_device_request(text: str | int | None) -> dict:
-    """`auto` | `cpu` | `N` | `HOST:0,1` -> the stored device request."""
+def parse_device_request(text: str | int | None) -> DeviceRequest:
+    """`auto` | `cpu` | `N` | `HOST:0,1` -> the device request, RequestError on "gpus" if not."""
     value = "auto" if text is None else str(text).strip()
     if value.lower() == "auto":
-        return {"kind": "auto"}
+        return DeviceRequest.auto()
     if value.lower() == "cpu":
-        return {"kind": "cpu"}
+        return DeviceRequest.cpu()
     if value.isdigit():
         count = int(value)
         if not 1 <= count <= 64:
             raise RequestError("gpus", f"{count} is not between 1 and 64")
-        return {"kind": "count", "count": count}
+        return DeviceRequest.gpus(count)
     match = _SPECIFIC.match(value)
     if match:
         indices = [int(i) for i in match.group("indices").split(",")]
         if len(set(indices)) != len(indices):
             raise RequestError("gpus", f"{value!r} names a GPU twice")
-        return {"kind": "specific", "host": match.group("host"), "indices": indices}
+        return DeviceRequest.on_host(match.group("host"), indices)
     raise RequestError("gpus", f"{value!r} is not one of auto, cpu, a count such as 2, or HOST:0,1")
 
 
-def resolve_auto(request: dict, *, gpus_online: bool) -> dict:
-    """`auto` means one GPU when any online worker has GPUs, else the CPU."""
-    if request.get("kind") != "auto":
-        return request
-    return {"kind": "count", "count": 1} if gpus_online else {"kind": "cpu"}
-
-
-def device_count(request: dict) -> int:
-    """Devices a request asks for (the CPU counts as one)."""
-    if request.get("kind") == "count":
-        return int(request["count"])
-    if request.get("kind") == "specific":
-        return len(request["indices"])
-    return 1
-
-
-def check_model_parallel(model_parallel: Any, request: dict) -> None:
+def check_model_parallel(model_parallel: Any, request: DeviceRequest) -> None:
     """A network split over several devices needs GPUs, in groups of `model_parallel`; the
     trainer's own check (on validate_trainer_config's probe) covers the value's type and range."""
     if not isinstance(model_parallel, int) or isinstance(model_parallel, bool) or model_parallel <= 1:
         return
-    if request.get("kind") not in ("count", "specific"):
+    if not request.names_gpus:
         raise RequestError(
             "config.model_parallel",
             "splitting the network needs several GPUs; ask for a number of GPUs or for specific GPUs",
         )
-    count = device_count(request)
+    count = request.device_count
     if count % model_parallel:
         raise RequestError(
             "config.model_parallel",
@@ -127,9 +112,7 @@ def check_pretrained(value: Any, *, owner, network: str):
     if match is None:
         raise RequestError("config.pretrained", PRETRAINED_REFUSED)
     if match.group("upload"):
-        uploads = PretrainedWeights.objects.all()
-        uploads = uploads if owner.is_staff else uploads.filter(owner=owner)
-        weights = uploads.filter(pk=int(match.group("upload"))).first()
+        weights = PretrainedWeights.objects.visible_to(owner).filter(pk=int(match.group("upload"))).first()
         if weights is None or not inside_store(weights.file):
             raise RequestError("config.pretrained", PRETRAINED_REFUSED)
         return weights
@@ -162,7 +145,7 @@ def resolve_pretrained(value: Any, *, owner, network: str) -> str:
     return str(source.file)
 
 
-def validate_trainer_config(config: dict, *, network: str, request: dict, owner=None) -> dict:
+def validate_trainer_config(config: dict, *, network: str, request: DeviceRequest, owner=None) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
     asks for; returns the config to store, its `pretrained` reference resolved to the file for
     `owner` (a config naming weights without an owner is refused)."""
@@ -176,7 +159,7 @@ def validate_trainer_config(config: dict, *, network: str, request: dict, owner=
     if "dataset" in (config.get("data") or {}):
         raise RequestError("config.data.dataset", "set by the workbench from the chosen dataset")
     check_model_parallel(config.get("model_parallel"), request)
-    count = device_count(request) if request.get("kind") != "auto" else 1
+    count = request.device_count
     probe = {
         **config,
         "network": network,
@@ -242,7 +225,9 @@ def sweep_config(config: dict, combination: dict[str, Any]) -> dict:
     return config
 
 
-def sweep_validate(*, config: dict, grid: Any, network: str, request: dict, owner=None) -> list[tuple[dict, dict]]:
+def sweep_validate(
+    *, config: dict, grid: Any, network: str, request: DeviceRequest, owner=None
+) -> list[tuple[dict, dict]]:
     """Every combination of `grid` applied to `config` and validated as one run would be, before
     any is created: [(combination, config to store)]; an error on a swept value names sweep.<key>."""
     if not isinstance(config, dict):

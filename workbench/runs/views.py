@@ -64,7 +64,7 @@ def run_list(request):
 
 def queue(request):
     rows = [
-        {"position": position, "run": run, "visible": run.owner_id == request.user.pk or request.user.is_staff}
+        {"position": position, "run": run, "visible": run.is_visible_to(request.user)}
         for position, run in enumerate(queue_positions(), start=1)
     ]
     return render(request, "runs/queue.html", {"rows": rows})

@@ -10,7 +10,7 @@ import re
 
 from django.contrib import messages
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -20,24 +20,16 @@ from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_dataset
 from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
+from workbench.runs.selectors import run_for
 from workbench.runs.validators import (
     RequestError,
     add_form_errors,
     check_model_parallel,
-    device_count,
     parse_device_request,
-    resolve_auto,
     sweep_config,
 )
 
 PREVIEW_POINTS = 200
-
-
-def _get_run_for_user(request, pk) -> Run:
-    runs = Run.objects.select_related("dataset")
-    if not request.user.is_staff:
-        runs = runs.filter(owner=request.user)
-    return get_object_or_404(runs, pk=pk)
 
 
 def dataset_facts(dataset: Dataset) -> dict:
@@ -65,7 +57,7 @@ def run_new(request):
     initial = {}
     clone = request.GET.get("clone", "")
     if clone.isdigit():
-        initial = initial_from_run(_get_run_for_user(request, int(clone)))
+        initial = initial_from_run(run_for(request.user, int(clone)))
     elif request.GET.get("dataset", "").isdigit():
         initial["dataset"] = int(request.GET["dataset"])
     form = RunForm(request.POST or None, request.FILES or None, user=request.user, initial=initial)
@@ -298,10 +290,10 @@ def placement(request):
         check_model_parallel(model_parallel, request_)
     except RequestError as error:
         return JsonResponse({"errors": {"model_parallel": error.message}}, status=400)
-    request_ = resolve_auto(request_, gpus_online=services.gpus_online())
+    request_ = request_.resolved(gpus_online=services.gpus_online())
     preview = scheduler.placement_preview(user=request.user, request=request_)
     if model_parallel > 1:
-        copies = device_count(request_) // model_parallel
+        copies = request_.device_count // model_parallel
         preview["message"] += (
             f" The network is split over {model_parallel} GPUs per copy; "
             f"{copies} {'copy trains' if copies == 1 else 'copies train'} in data parallel."

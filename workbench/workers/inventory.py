@@ -125,7 +125,7 @@ def hosts_for_display(user) -> list[dict]:
         devices = []
         for device in host.device_rows.all():
             holder = device.run
-            visible = holder is not None and (holder.owner_id == user.pk or user.is_staff)
+            visible = holder is not None and holder.is_visible_to(user)
             devices.append(
                 {
                     "kind": device.kind,

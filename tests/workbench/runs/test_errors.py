@@ -7,6 +7,7 @@ import pytest
 from django import forms
 
 from trainer.config import ConfigError, config_from_dict
+from workbench.runs.devices import DeviceRequest
 from workbench.runs.validators import (
     RequestError,
     add_form_errors,
@@ -15,7 +16,7 @@ from workbench.runs.validators import (
     validate_trainer_config,
 )
 
-CPU = {"kind": "cpu"}
+CPU = DeviceRequest.cpu()
 
 
 def test_it_names_the_trainer_field_of_a_config_error():

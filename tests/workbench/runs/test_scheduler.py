@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from datasets.models import Dataset
+from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run
 from workbench.runs.scheduler import placement_preview, queue_order, schedule
 from workbench.runs.services import run_abort, run_create, run_finish
@@ -25,7 +26,7 @@ def submit(owner, dataset, request, *, priority=0, name="r") -> Run:
 
 
 def gpus(count):
-    return {"kind": "count", "count": count}
+    return DeviceRequest.gpus(count)
 
 
 def held(run):

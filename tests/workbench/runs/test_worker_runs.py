@@ -206,3 +206,35 @@ def test_it_stops_the_trainer_of_a_worker_that_is_stopping_so_the_run_resumes(
         wait_for(lambda: stopping_worker.process.poll() is not None, "the worker process to exit", 60)
     finally:
         stopping_worker.stop()
+
+
+def test_it_resends_a_launch_the_broker_did_not_take(celery_worker, transactional_db, owner, make_dataset, monkeypatch):
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+    from kombu.exceptions import OperationalError
+
+    from datasets.models import Dataset
+    from workbench.runs.scheduler import schedule
+
+    dataset = make_dataset(owner)
+    # Building: the worker's own passes leave the run waiting until this test places it.
+    Dataset.objects.filter(pk=dataset.pk).update(status=Dataset.Status.BUILDING)
+    run = run_submit(owner=owner, dataset=dataset, name="lost launch", network="lenet", config=TINY_CONFIG, gpus="cpu")
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to the broker. Connection refused.")
+
+    monkeypatch.setattr(train_run, "apply_async", broker_down)
+    with transaction.atomic():  # the worker's passes see the dataset ready only with the run placed
+        Dataset.objects.filter(pk=dataset.pk).update(status=Dataset.Status.READY)
+        assert schedule()["started"] == 1
+    monkeypatch.undo()
+    run.refresh_from_db()
+    assert run.state == Run.State.RUNNING and run.launched_attempt == 0
+    # As if the grace of two worker timeouts had passed with no trainer started.
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    schedule()
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED)
+    assert run.state == Run.State.DONE and run.attempt == 1, run.error

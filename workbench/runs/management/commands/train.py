@@ -51,7 +51,7 @@ class Command(BaseCommand):
             owner = get_user_model().objects.filter(username=options["owner"]).first()
             if owner is None:
                 raise CommandError(f"no user named {options['owner']!r}")
-            if dataset.owner_id != owner.pk and not owner.is_staff:
+            if not dataset.is_visible_to(owner):
                 raise CommandError(f"dataset {dataset.pk} does not belong to {owner.username}")
         config = self._config(options)
         if options["pretrained_file"]:
