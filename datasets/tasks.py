@@ -1,6 +1,7 @@
 from celery import shared_task
 
-from datasets.services import dataset_build
+# The build itself, never datasets.services: services imports this module to queue builds.
+from datasets.building import dataset_build
 from workbench.workers.boot import BOOT_ID
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from datasets import services
+from datasets import building, services
 from datasets.models import Dataset
 from tests.datasets.conftest import make_class_folders, zip_folder
 from workbench.runs.models import Run
@@ -21,7 +21,7 @@ def queued(monkeypatch):
 
 def _build_all(ids):
     for pk in ids:
-        services.dataset_build(dataset_id=pk)
+        building.dataset_build(dataset_id=pk)
 
 
 @pytest.mark.django_db
@@ -179,7 +179,7 @@ def test_it_cancels_a_pending_dataset(owner_client, owner):
     dataset = Dataset.objects.create(owner=owner, name="p")
     response = owner_client.post(f"/api/datasets/{dataset.pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
-    assert services.dataset_build(dataset_id=dataset.pk) == "skipped"
+    assert building.dataset_build(dataset_id=dataset.pk) == "skipped"
     assert owner_client.post(f"/api/datasets/{dataset.pk}/cancel/").status_code == 409
 
 

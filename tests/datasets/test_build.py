@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from PIL import Image
 
-from datasets import services
+from datasets import building, services
 from datasets.build import ImageOptions, build_lmdbs
 from datasets.models import Dataset
 from datasets.sources import SplitOptions, plan_folder
@@ -24,7 +24,7 @@ def _build(owner, path, *, kind="folder", **options) -> Dataset:
     dataset = services.dataset_create(
         owner=owner, name="t", kind=kind, source={"path": str(path)}, options=options, queue=False
     )
-    services.dataset_build(dataset_id=dataset.pk)
+    building.dataset_build(dataset_id=dataset.pk)
     dataset.refresh_from_db()
     return dataset
 
@@ -144,14 +144,14 @@ def test_it_cancels_and_leaves_nothing_half_written(owner, import_root, monkeypa
         options={"image_width": 8, "image_height": 8},
         queue=False,
     )
-    real = services._Progress.__call__
+    real = building._Progress.__call__
 
     def cancel_on_first_progress(self, done, total, rate):
         real(self, done, total, rate)
         services.dataset_cancel(dataset=Dataset.objects.get(pk=dataset.pk))
 
-    monkeypatch.setattr(services._Progress, "__call__", cancel_on_first_progress)
-    assert services.dataset_build(dataset_id=dataset.pk) == "cancelled"
+    monkeypatch.setattr(building._Progress, "__call__", cancel_on_first_progress)
+    assert building.dataset_build(dataset_id=dataset.pk) == "cancelled"
     assert not dataset.path.exists() and not _leftovers()
 
 
@@ -160,7 +160,7 @@ def test_it_claims_the_row_once(owner, import_root):
     root = make_class_folders(import_root / "src", {"a": 2, "b": 2})
     dataset = _build(owner, root, val_percent=0)
     assert dataset.status == "ready"
-    assert services.dataset_build(dataset_id=dataset.pk) == "skipped"  # a duplicate delivery
+    assert building.dataset_build(dataset_id=dataset.pk) == "skipped"  # a duplicate delivery
 
 
 @pytest.mark.django_db

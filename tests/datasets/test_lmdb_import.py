@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from datasets import services
+from datasets import building, services
 from datasets.models import Dataset
 from tests.support.trainer_data import write_dataset_folder
 from trainer.dataset_folder import load_dataset_folder
@@ -24,7 +24,7 @@ def _import(owner, path, kind, **source) -> Dataset:
     dataset = services.dataset_create(
         owner=owner, name="imp", kind=kind, source={"path": str(path), **source}, options={}, queue=False
     )
-    services.dataset_build(dataset_id=dataset.pk)
+    building.dataset_build(dataset_id=dataset.pk)
     dataset.refresh_from_db()
     return dataset
 

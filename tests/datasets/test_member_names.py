@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from datasets import services
+from datasets import building, services
 from datasets.models import Dataset
 from tests.datasets.conftest import image_bytes, make_class_folders
 
@@ -28,7 +28,7 @@ def _build(owner, path: Path, *, kind: str, **options) -> Dataset:
     dataset = services.dataset_create(
         owner=owner, name="t", kind=kind, source={"path": str(path)}, options=options, queue=False
     )
-    services.dataset_build(dataset_id=dataset.pk)
+    building.dataset_build(dataset_id=dataset.pk)
     dataset.refresh_from_db()
     return dataset
 
@@ -159,7 +159,7 @@ def test_it_keeps_internal_paths_out_of_an_unexpected_build_error(owner, import_
     def disk_full(split_entries, labels, out_dir, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / "train_db" / "data.mdb"))
 
-    monkeypatch.setattr(services, "build_lmdbs", disk_full)
+    monkeypatch.setattr(building, "build_lmdbs", disk_full)
     dataset = _build(owner, root, kind="folder")
     assert dataset.status == "failed"
     assert dataset.error == "Internal error while building (OSError: No space left on device); see the server log."
@@ -223,7 +223,7 @@ def test_it_gives_a_reason_without_the_server_path_for_an_unreadable_list_entry(
         options={"val_percent": 0, "image_width": 6, "image_height": 6},
         queue=False,
     )
-    services.dataset_build(dataset_id=dataset.pk)
+    building.dataset_build(dataset_id=dataset.pk)
     dataset.refresh_from_db()
     assert dataset.status == "ready", dataset.error
     [skipped] = services.dataset_skipped(dataset=dataset)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from datasets import services
+from datasets import building, services
 from datasets.models import Dataset
 from tests.datasets.conftest import make_class_folders, noise_image, zip_folder
 from workbench.runs.models import Run
@@ -22,7 +22,7 @@ def _ready_dataset(owner, import_root) -> Dataset:
         options={"image_width": 8, "image_height": 8, "val_percent": 0},
         queue=False,
     )
-    services.dataset_build(dataset_id=dataset.pk)
+    building.dataset_build(dataset_id=dataset.pk)
     dataset.refresh_from_db()
     return dataset
 

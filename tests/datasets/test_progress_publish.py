@@ -3,8 +3,8 @@ import asyncio
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from datasets.events import publish
 from datasets.models import Dataset
-from datasets.services import publish
 from workbench.core.groups import user_group_name
 
 

@@ -134,7 +134,8 @@ def _orphan(owner, import_root, *, attempts: int, host_seen_ago: timedelta, same
     process, with a half-written temp folder beside the final one."""
     import uuid
 
-    from datasets.services import dataset_create, datasets_root
+    from datasets.building import datasets_root
+    from datasets.services import dataset_create
     from workbench.workers.models import WorkerHost
 
     root = make_class_folders(import_root / f"orphan{attempts}", {"a": 4, "b": 4})
@@ -152,7 +153,8 @@ def _orphan(owner, import_root, *, attempts: int, host_seen_ago: timedelta, same
 
 
 def test_it_builds_again_when_the_building_worker_stops_beating(celery_worker, owner, import_root):
-    from datasets.services import datasets_root, reclaim_lost_builds
+    from datasets.building import datasets_root
+    from datasets.services import reclaim_lost_builds
 
     dataset = _orphan(owner, import_root, attempts=1, host_seen_ago=timedelta(hours=1), same_boot=True)
     reclaim_lost_builds()  # what every live worker's heartbeat does (the test worker's may come first)
@@ -164,7 +166,8 @@ def test_it_builds_again_when_the_building_worker_stops_beating(celery_worker, o
 
 
 def test_it_fails_a_build_interrupted_too_often_and_says_why(owner, import_root):
-    from datasets.services import BUILD_MAX_ATTEMPTS, datasets_root, reclaim_lost_builds
+    from datasets.building import datasets_root
+    from datasets.services import BUILD_MAX_ATTEMPTS, reclaim_lost_builds
 
     # The worker is online, but under another boot: it restarted while building.
     dataset = _orphan(owner, import_root, attempts=BUILD_MAX_ATTEMPTS, host_seen_ago=timedelta(0), same_boot=False)
@@ -177,7 +180,8 @@ def test_it_fails_a_build_interrupted_too_often_and_says_why(owner, import_root)
 
 
 def test_it_leaves_a_live_workers_build_alone(owner, import_root):
-    from datasets.services import datasets_root, reclaim_lost_builds
+    from datasets.building import datasets_root
+    from datasets.services import reclaim_lost_builds
 
     dataset = _orphan(owner, import_root, attempts=1, host_seen_ago=timedelta(0), same_boot=True)
     reclaim_lost_builds()
@@ -187,7 +191,7 @@ def test_it_leaves_a_live_workers_build_alone(owner, import_root):
 
 
 def test_it_keeps_a_replaced_try_from_writing_the_row(owner, import_root):
-    from datasets.services import _fail, _stopped
+    from datasets.building import _fail, _stopped
 
     # Try 1 was declared lost and try 2 builds now: try 1, if it wakes up, sees itself stopped.
     dataset = _orphan(owner, import_root, attempts=2, host_seen_ago=timedelta(0), same_boot=True)

@@ -145,8 +145,8 @@ def test_it_imports_a_text_list_from_server_paths(live_server_url, celery_worker
 
 def test_it_follows_a_build_over_its_websocket_without_polling(live_server_url, page, owner):
     # No worker: the test plays the build, publishing progress as the build task does.
+    from datasets.events import publish
     from datasets.models import Dataset
-    from datasets.services import publish
 
     dataset = Dataset.objects.create(owner=owner, name="growing", status=Dataset.Status.BUILDING)
     api_calls = []

@@ -17,9 +17,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from datasets.building import dataset_build
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
-from datasets.services import dataset_build, dataset_create
+from datasets.services import dataset_create
 from datasets.sources import KINDS
 from datasets.validators import parse_image_size
 
