@@ -18,7 +18,14 @@ from datasets.forms import DEFAULTS, DatasetForm
 from datasets.gallery import gallery_page
 from datasets.models import Dataset
 from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
-from datasets.services import DatasetInUse, dataset_cancel, dataset_create, dataset_delete, dataset_rebuild
+from datasets.services import (
+    OPTION_FIELDS,
+    DatasetInUse,
+    dataset_cancel,
+    dataset_create,
+    dataset_delete,
+    dataset_rebuild,
+)
 from datasets.uploads import (
     CHUNK_BYTES,
     UploadError,
@@ -75,19 +82,8 @@ def dataset_json(dataset: Dataset, request=None) -> dict:
             "images_per_second": round(dataset.images_per_second, 2),
             "eta_seconds": None if dataset.eta_seconds is None else round(dataset.eta_seconds, 1),
         },
-        "options": {
-            "image_width": dataset.image_width,
-            "image_height": dataset.image_height,
-            "channels": dataset.channels,
-            "resize_mode": dataset.resize_mode,
-            "encoding": dataset.encoding,
-            "val_percent": dataset.val_percent,
-            "test_percent": dataset.test_percent,
-            "min_per_class": dataset.min_per_class,
-            "max_per_class": dataset.max_per_class,
-            "shuffle": dataset.shuffle,
-            "seed": dataset.seed,
-        },
+        # The build options, named as dataset_create takes them (one list: OPTION_FIELDS).
+        "options": {field: getattr(dataset, field) for field in OPTION_FIELDS},
         "labels": dataset.labels,
         "splits": dataset.splits,
         "image_count": dataset.image_count,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -244,6 +245,90 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+class _Collector:
+    """The writer side of a build: puts each chunk's images into their split's LMDB in the planned
+    order, counts the classes, sums the train mean and lists what was skipped."""
+
+    def __init__(
+        self, split_entries: dict[str, list[tuple[str, int]]], labels: list[str], out_dir: Path, options: ImageOptions
+    ):
+        self.seq_split: list[tuple[str, str, int]] = []  # seq -> (split, path, label)
+        for split in SPLITS:
+            self.seq_split += [(split, path, label) for path, label in split_entries.get(split, [])]
+        self.writers = {s: LmdbWriter(out_dir / f"{s}_db") for s in SPLITS if split_entries.get(s)}
+        self.class_counts = {s: [0] * len(labels) for s in self.writers}
+        self.skipped: list[dict] = []
+        self.mean_sum = np.zeros((options.height, options.width, options.channels), dtype=np.float64)
+        self.mean_n = 0
+        self.done = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.seq_split)
+
+    def add(self, result, buffer=None) -> None:
+        """One chunk's result from process_chunk (values inline, or offsets into `buffer`)."""
+        rows, chunk_sum, n = result
+        if chunk_sum is not None:
+            self.mean_sum += chunk_sum
+            self.mean_n += n
+        for seq, value, reason in rows:
+            split, path, label = self.seq_split[seq]
+            if value is None:
+                self.skipped.append({"path": path, "split": split, "reason": reason})
+                continue
+            if isinstance(value, tuple):  # (offset, length) in the chunk's shared-memory slot
+                value = bytes(buffer[value[0] : value[0] + value[1]])
+            writer = self.writers[split]
+            writer.put(b"%08d_%d" % (writer.count, label), value)
+            self.class_counts[split][label] += 1
+        self.done += len(rows)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+    def check_usable(self, labels: list[str]) -> None:
+        """A dataset needs training images, and some of every class."""
+        if not self.writers.get("train") or self.writers["train"].count == 0:
+            reasons = sorted({s["reason"] for s in self.skipped})[:3]
+            raise BuildError("no usable training images" + (f"; e.g. {'; '.join(reasons)}" if reasons else ""))
+        empty = [labels[i] for i, c in enumerate(self.class_counts["train"]) if c == 0]
+        if empty:
+            raise BuildError(f"no usable training images for the classes: {', '.join(empty)}")
+
+    def mean_chw(self) -> np.ndarray:
+        return (self.mean_sum / max(self.mean_n, 1)).transpose(2, 0, 1)
+
+    def splits(self) -> dict[str, dict]:
+        """The splits that kept images; a split whose images were all skipped loses its folder."""
+        splits = {}
+        for split, writer in self.writers.items():
+            if writer.count:
+                splits[split] = {"db": f"{split}_db", "count": writer.count, "class_counts": self.class_counts[split]}
+            else:
+                _remove_tree(writer.path)
+        return splits
+
+
+class _Meter:
+    """Asks `should_stop` about twice a second and reports `progress` every `every` seconds."""
+
+    def __init__(self, total: int, progress, should_stop, every: float):
+        self.total, self.progress, self.should_stop, self.every = total, progress, should_stop, every
+        self.start = self.last_progress = self.last_stop_check = time.monotonic()
+
+    def tick(self, done: int) -> None:
+        now = time.monotonic()
+        if self.should_stop is not None and now - self.last_stop_check >= min(0.5, self.every):
+            self.last_stop_check = now
+            if self.should_stop():
+                raise BuildCancelled()
+        if self.progress is not None and now - self.last_progress >= self.every:
+            self.last_progress = now
+            self.progress(done, self.total, done / max(now - self.start, 1e-6))
+
+
 def build_lmdbs(
     split_entries: dict[str, list[tuple[str, int]]],
     labels: list[str],
@@ -263,43 +348,12 @@ def build_lmdbs(
     second; when it says yes, BuildCancelled is raised and the caller throws `out_dir` away.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    seq_split: list[tuple[str, str, int]] = []  # seq -> (split, path, label)
-    for split in SPLITS:
-        seq_split += [(split, path, label) for path, label in split_entries.get(split, [])]
-    total = len(seq_split)
-    writers = {s: LmdbWriter(out_dir / f"{s}_db") for s in SPLITS if split_entries.get(s)}
-    class_counts = {s: [0] * len(labels) for s in writers}
-    skipped: list[dict] = []
-    mean_sum = np.zeros((options.height, options.width, options.channels), dtype=np.float64)
-    mean_n = 0
-    done = 0
-    start = last_progress = last_stop_check = time.monotonic()
+    collector = _Collector(split_entries, labels, out_dir, options)
+    meter = _Meter(collector.total, progress, should_stop, progress_every)
 
     def consume(result, buffer=None) -> None:
-        nonlocal done, mean_sum, mean_n, last_progress, last_stop_check
-        rows, chunk_sum, n = result
-        if chunk_sum is not None:
-            mean_sum += chunk_sum
-            mean_n += n
-        for seq, value, reason in rows:
-            split, path, label = seq_split[seq]
-            if value is None:
-                skipped.append({"path": path, "split": split, "reason": reason})
-            else:
-                if isinstance(value, tuple):  # (offset, length) in the chunk's shared-memory slot
-                    value = bytes(buffer[value[0] : value[0] + value[1]])
-                writer = writers[split]
-                writer.put(b"%08d_%d" % (writer.count, label), value)
-                class_counts[split][label] += 1
-        done += len(rows)
-        now = time.monotonic()
-        if should_stop is not None and now - last_stop_check >= min(0.5, progress_every):
-            last_stop_check = now
-            if should_stop():
-                raise BuildCancelled()
-        if progress is not None and now - last_progress >= progress_every:
-            last_progress = now
-            progress(done, total, done / max(now - start, 1e-6))
+        collector.add(result, buffer)
+        meter.tick(collector.done)
 
     try:
         if workers <= 0:
@@ -309,32 +363,20 @@ def build_lmdbs(
         else:
             _run_pool(split_entries, options, workers, max_pixels, consume)
     finally:
-        for writer in writers.values():
-            writer.close()
+        collector.close()
 
-    if not writers.get("train") or writers["train"].count == 0:
-        reasons = sorted({s["reason"] for s in skipped})[:3]
-        raise BuildError("no usable training images" + (f"; e.g. {'; '.join(reasons)}" if reasons else ""))
-    empty = [labels[i] for i, c in enumerate(class_counts["train"]) if c == 0]
-    if empty:
-        raise BuildError(f"no usable training images for the classes: {', '.join(empty)}")
-
-    mean = (mean_sum / max(mean_n, 1)).transpose(2, 0, 1)
-    write_mean_files(out_dir, mean)
-    splits = {}
-    for split, writer in writers.items():
-        if writer.count:
-            splits[split] = {"db": f"{split}_db", "count": writer.count, "class_counts": class_counts[split]}
-        else:
-            _remove_tree(writer.path)  # a split whose images were all skipped has no folder
+    collector.check_usable(labels)
+    write_mean_files(out_dir, collector.mean_chw())
+    splits = collector.splits()
     write_metadata(out_dir, name=name, options=options, labels=labels, splits=splits)
-    seconds = time.monotonic() - start
+    seconds = time.monotonic() - meter.start
+    done, total = collector.done, collector.total
     if progress is not None:
         progress(done, total, done / max(seconds, 1e-6))
     return BuildResult(
         labels=list(labels),
         splits=splits,
-        skipped=skipped,
+        skipped=collector.skipped,
         seconds=seconds,
         images_per_second=total / max(seconds, 1e-6),
     )
@@ -379,6 +421,4 @@ def _run_pool(split_entries, options: ImageOptions, workers: int, max_pixels: in
 
 
 def _remove_tree(path: Path) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)

@@ -156,7 +156,7 @@ def resize_image(
     """
     if mode not in RESIZE_MODES:
         raise ValueError(f"resize mode {mode!r} is not one of {', '.join(RESIZE_MODES)}")
-    h, w, c = array.shape
+    h, w, _ = array.shape
     if h == height and w == width:
         return array
     width_ratio = w / width
@@ -164,45 +164,69 @@ def resize_image(
     if mode == "squash" or width_ratio == height_ratio:
         return _resize(array, height, width)
     if mode == "crop":
-        if width_ratio > height_ratio:
-            resize_height, resize_width = height, int(round(w / height_ratio))
-        else:
-            resize_width, resize_height = width, int(round(h / width_ratio))
-        out = _resize(array, resize_height, resize_width)
-        if width_ratio > height_ratio:
-            start = int(round((resize_width - width) / 2.0))
-            return np.ascontiguousarray(out[:, start : start + width])
-        start = int(round((resize_height - height) / 2.0))
-        return np.ascontiguousarray(out[start : start + height, :])
-
+        return _crop(array, height, width, wide=width_ratio > height_ratio)
     rng = rng if rng is not None else np.random.default_rng(0)
     if mode == "fill":
-        if width_ratio > height_ratio:
-            resize_width, resize_height = width, int(round(h / width_ratio))
-            if (height - resize_height) % 2 == 1:
-                resize_height += 1
-        else:
-            resize_height, resize_width = height, int(round(w / height_ratio))
-            if (width - resize_width) % 2 == 1:
-                resize_width += 1
-        out = _resize(array, resize_height, resize_width)
-    else:  # half_crop
-        new_ratio = (width_ratio + height_ratio) / 2.0
-        resize_width = int(round(w / new_ratio))
-        resize_height = int(round(h / new_ratio))
-        if width_ratio > height_ratio and (height - resize_height) % 2 == 1:
+        out = _fit_inside(array, height, width, wide=width_ratio > height_ratio)
+    else:
+        out = _half_crop(array, height, width, wide=width_ratio > height_ratio)
+    return _pad_with_noise(out, height, width, wide=width_ratio > height_ratio, rng=rng)
+
+
+# In the helpers below, `wide` means the image is wider than the target's aspect ratio.
+
+
+def _centre_cut(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarray:
+    if wide:
+        start = int(round((array.shape[1] - width) / 2.0))
+        return array[:, start : start + width]
+    start = int(round((array.shape[0] - height) / 2.0))
+    return array[start : start + height, :]
+
+
+def _crop(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarray:
+    """Scale so the image covers height x width, keep the ratio, cut the centre."""
+    h, w = array.shape[:2]
+    if wide:
+        resize_height, resize_width = height, int(round(w / (h / height)))
+    else:
+        resize_width, resize_height = width, int(round(h / (w / width)))
+    out = _resize(array, resize_height, resize_width)
+    return np.ascontiguousarray(_centre_cut(out, height, width, wide=wide))
+
+
+def _fit_inside(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarray:
+    """Scale so the image fits inside, keep the ratio; the short side's excess stays even (to pad)."""
+    h, w = array.shape[:2]
+    if wide:
+        resize_width, resize_height = width, int(round(h / (w / width)))
+        if (height - resize_height) % 2 == 1:
             resize_height += 1
-        elif width_ratio < height_ratio and (width - resize_width) % 2 == 1:
+    else:
+        resize_height, resize_width = height, int(round(w / (h / height)))
+        if (width - resize_width) % 2 == 1:
             resize_width += 1
-        out = _resize(array, resize_height, resize_width)
-        if width_ratio > height_ratio:
-            start = int(round((resize_width - width) / 2.0))
-            out = out[:, start : start + width]
-        else:
-            start = int(round((resize_height - height) / 2.0))
-            out = out[start : start + height, :]
-    # Pad the short dimension on both sides with noise, as DIGITS does.
-    if width_ratio > height_ratio:
+    return _resize(array, resize_height, resize_width)
+
+
+def _half_crop(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarray:
+    """Scale by the mean of the two ratios, then cut the long side's centre (the short side is padded)."""
+    h, w = array.shape[:2]
+    new_ratio = (w / width + h / height) / 2.0
+    resize_width = int(round(w / new_ratio))
+    resize_height = int(round(h / new_ratio))
+    if wide and (height - resize_height) % 2 == 1:
+        resize_height += 1
+    elif not wide and (width - resize_width) % 2 == 1:
+        resize_width += 1
+    out = _resize(array, resize_height, resize_width)
+    return _centre_cut(out, height, width, wide=wide)
+
+
+def _pad_with_noise(out: np.ndarray, height: int, width: int, *, wide: bool, rng: np.random.Generator) -> np.ndarray:
+    """Pad the short dimension on both sides with noise, as DIGITS does."""
+    c = out.shape[2]
+    if wide:
         padding = (height - out.shape[0]) // 2
         if padding > 0:
             out = np.concatenate([_noise((padding, width, c), rng), out, _noise((padding, width, c), rng)], axis=0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue as queue_module
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +32,7 @@ from datasets.build import (
 from datasets.images import set_max_pixels
 from datasets.names import os_error_text
 from datasets.sources import SourceError, read_labels_file
-from trainer.datum import DatumError, decode_datum
+from trainer.datum import Datum, DatumError, decode_datum
 
 SPLITS = ("train", "val", "test")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -61,102 +62,130 @@ def _encoding(value: bytes, datum_encoded: bool) -> str:
     return "png" if PNG_MAGIC in value[:64] else "jpg"
 
 
+class _Copy:
+    """What the copy has kept so far: one writer per split, the class counts, the first record's
+    shape and encoding (every other record must match it), the train mean and the skipped list."""
+
+    def __init__(self, out_dir: Path, labels: list[str] | None):
+        self.out_dir = out_dir
+        self.labels = labels
+        self.writers: dict[str, LmdbWriter] = {}
+        self.counts: dict[str, list[int]] = {}
+        self.skipped: list[dict] = []
+        self.shape: tuple[int, int, int] | None = None
+        self.encoding = "none"
+        self.mean_sum: np.ndarray | None = None
+        self.mean_n = 0
+        self.max_label = -1
+
+    def open_split(self, split: str) -> None:
+        self.writers[split] = LmdbWriter(self.out_dir / f"{split}_db", map_size=1 << 28)
+        self.counts[split] = [0] * (len(self.labels) if self.labels else 0)
+
+    def skip(self, where: str, split: str, reason: str) -> None:
+        self.skipped.append({"path": where, "split": split, "reason": reason})
+
+    def refusal(self, value: bytes, chw: np.ndarray, label: int) -> str | None:
+        """Why this decoded record cannot be kept, or None; the first record sets the shape."""
+        if self.shape is None:
+            self.shape = chw.shape
+            probe = Datum()
+            probe.ParseFromString(value)
+            self.encoding = _encoding(probe.data, probe.encoded)
+        if chw.shape != self.shape:
+            shape, first = "x".join(map(str, chw.shape)), "x".join(map(str, self.shape))
+            return f"shape {shape} differs from the first record's {first}"
+        if label < 0 or (self.labels is not None and label >= len(self.labels)):
+            limit = f"0..{len(self.labels) - 1}" if self.labels else "0 or more"
+            return f"label {label} is out of range ({limit})"
+        return None
+
+    def keep(self, split: str, value: bytes, chw: np.ndarray, label: int) -> None:
+        """Copy the record byte for byte under DIGITS's key; count it; add train images to the mean."""
+        self.max_label = max(self.max_label, label)
+        counts = self.counts[split]
+        if label >= len(counts):
+            counts += [0] * (label + 1 - len(counts))
+        writer = self.writers[split]
+        writer.put(b"%08d_%d" % (writer.count, label), value)
+        counts[label] += 1
+        if split == "train":
+            self.mean_sum = chw.astype(np.float64) if self.mean_sum is None else self.mean_sum + chw
+            self.mean_n += 1
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+
 def _validate_and_copy(
     sources: dict[str, Path], out_dir: Path, name: str, labels: list[str] | None, report: Callable[[int, int], None]
 ) -> dict:
     envs = {split: _open(path, split) for split, path in sources.items()}
     total = sum(int(env.stat()["entries"]) for env in envs.values())
-    done = 0
-    shape: tuple[int, int, int] | None = None
-    encoding = "none"
-    skipped: list[dict] = []
-    counts: dict[str, list[int]] = {}
-    writers: dict[str, LmdbWriter] = {}
-    mean_sum: np.ndarray | None = None
-    mean_n = 0
-    max_label = -1
-    last = time.monotonic()
+    copy = _Copy(out_dir, labels)
     try:
-        for split in SPLITS:
-            if split not in envs:
-                continue
-            writer = writers[split] = LmdbWriter(out_dir / f"{split}_db", map_size=1 << 28)
-            counts[split] = [0] * (len(labels) if labels else 0)
-            with envs[split].begin(buffers=False) as txn:
-                for key, value in txn.cursor():
-                    done += 1
-                    where = f"{split} record {key.decode('ascii', errors='backslashreplace')}"
-                    try:
-                        chw, label = decode_datum(value, key=key)
-                    except DatumError as exc:
-                        skipped.append({"path": where, "split": split, "reason": str(exc).split(": ", 1)[-1]})
-                        continue
-                    if shape is None:
-                        shape = chw.shape
-                        from trainer.datum import Datum
-
-                        probe = Datum()
-                        probe.ParseFromString(value)
-                        encoding = _encoding(probe.data, probe.encoded)
-                    if chw.shape != shape:
-                        skipped.append(
-                            {
-                                "path": where,
-                                "split": split,
-                                "reason": f"shape {'x'.join(map(str, chw.shape))} differs from the first record's "
-                                f"{'x'.join(map(str, shape))}",
-                            }
-                        )
-                        continue
-                    if label < 0 or (labels is not None and label >= len(labels)):
-                        limit = f"0..{len(labels) - 1}" if labels else "0 or more"
-                        skipped.append(
-                            {"path": where, "split": split, "reason": f"label {label} is out of range ({limit})"}
-                        )
-                        continue
-                    max_label = max(max_label, label)
-                    if label >= len(counts[split]):
-                        counts[split] += [0] * (label + 1 - len(counts[split]))
-                    writer.put(b"%08d_%d" % (writer.count, label), value)
-                    counts[split][label] += 1
-                    if split == "train":
-                        mean_sum = chw.astype(np.float64) if mean_sum is None else mean_sum + chw
-                        mean_n += 1
-                    if time.monotonic() - last >= 0.5:
-                        last = time.monotonic()
-                        report(done, total)
+        done = _copy_records(envs, copy, total, report)
     finally:
-        for writer in writers.values():
-            writer.close()
+        copy.close()
         for env in envs.values():
             env.close()
     report(done, total)
+    return _finish(copy, sources, out_dir, name)
 
-    n_train = writers["train"].count if "train" in writers else 0
+
+def _copy_records(envs: dict[str, lmdb.Environment], copy: _Copy, total: int, report) -> int:
+    """Validate every record of every split in order; returns how many were read."""
+    done = 0
+    last = time.monotonic()
+    for split in SPLITS:
+        if split not in envs:
+            continue
+        copy.open_split(split)
+        with envs[split].begin(buffers=False) as txn:
+            for key, value in txn.cursor():
+                done += 1
+                where = f"{split} record {key.decode('ascii', errors='backslashreplace')}"
+                try:
+                    chw, label = decode_datum(value, key=key)
+                except DatumError as exc:
+                    copy.skip(where, split, str(exc).split(": ", 1)[-1])
+                    continue
+                reason = copy.refusal(value, chw, label)
+                if reason is not None:
+                    copy.skip(where, split, reason)
+                    continue
+                copy.keep(split, value, chw, label)
+                if time.monotonic() - last >= 0.5:
+                    last = time.monotonic()
+                    report(done, total)
+    return done
+
+
+def _finish(copy: _Copy, sources: dict[str, Path], out_dir: Path, name: str) -> dict:
+    """Refuse an unusable train split; write the mean and the metadata of the splits kept."""
+    n_train = copy.writers["train"].count if "train" in copy.writers else 0
     if n_train == 0:
-        first = "; ".join(f"{s['path']}: {s['reason']}" for s in skipped[:2])
-        entries = int(sum(1 for s in skipped if s["split"] == "train"))
+        first = "; ".join(f"{s['path']}: {s['reason']}" for s in copy.skipped[:2])
+        entries = int(sum(1 for s in copy.skipped if s["split"] == "train"))
         raise BuildError(
             f"train LMDB {sources['train']}: none of its {entries} records is a usable Caffe Datum"
             + (f" ({first})" if first else "")
         )
-    if labels is None:
-        labels = [str(i) for i in range(max_label + 1)]
+    labels = copy.labels if copy.labels is not None else [str(i) for i in range(copy.max_label + 1)]
     splits = {}
-    for split, writer in writers.items():
+    for split, writer in copy.writers.items():
         if writer.count:
-            class_counts = counts[split] + [0] * (len(labels) - len(counts[split]))
+            class_counts = copy.counts[split] + [0] * (len(labels) - len(copy.counts[split]))
             splits[split] = {"db": f"{split}_db", "count": writer.count, "class_counts": class_counts}
         else:
-            import shutil
-
             shutil.rmtree(writer.path, ignore_errors=True)
-    assert shape is not None and mean_sum is not None
-    write_mean_files(out_dir, mean_sum / mean_n)
-    c, h, w = shape
-    options = ImageOptions(width=w, height=h, channels=c, resize_mode="squash", encoding=encoding)
+    assert copy.shape is not None and copy.mean_sum is not None
+    write_mean_files(out_dir, copy.mean_sum / copy.mean_n)
+    c, h, w = copy.shape
+    options = ImageOptions(width=w, height=h, channels=c, resize_mode="squash", encoding=copy.encoding)
     write_metadata(out_dir, name=name, options=options, labels=labels, splits=splits)
-    return {"labels": labels, "splits": splits, "skipped": skipped, "options": options.__dict__}
+    return {"labels": labels, "splits": splits, "skipped": copy.skipped, "options": options.__dict__}
 
 
 def _child(sources, out_dir, name, labels, max_pixels, messages) -> None:

@@ -14,7 +14,7 @@ from datasets.archives import ArchiveError, archive_kind, open_zip, safe_member_
 from datasets.images import ImageRefused, load_image, prepare_image, resize_image, to_array, to_png_bytes
 from datasets.names import is_utf8, os_error_text
 from datasets.sources import SourceError, read_labels_file
-from trainer.datum import DatumError, DatumLMDB
+from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 MAX_TRIES = 20
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
@@ -90,8 +90,6 @@ def _first_record(lmdb_path: Path) -> dict:
         first = db.first()
         if first is None:
             raise SourceError(f"{lmdb_path}: the LMDB is empty")
-        from trainer.datum import decode_datum
-
         chw, label = decode_datum(first[1], key=first[0])
     except (DatumError, Exception) as exc:
         raise SourceError(f"{lmdb_path}: the first record cannot be read ({exc})") from None

@@ -17,6 +17,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.uploadhandler import StopUpload, TemporaryFileUploadHandler
 
+from datasets.models import Dataset
+
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -127,8 +129,6 @@ UNUSED_UPLOAD_SECONDS = 24 * 3600
 def upload_prune(*, user_id: int, older_than: float = UNUSED_UPLOAD_SECONDS) -> int:
     """Delete this user's uploads untouched for `older_than` seconds that no dataset uses
     (abandoned wizards, interrupted uploads); returns how many went."""
-    from datasets.models import Dataset
-
     root = _user_dir(user_id)
     if not root.is_dir():
         return 0
