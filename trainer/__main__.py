@@ -1,7 +1,7 @@
 """Command line: python -m trainer {train, export, lr-curve, find-batch-size, check} ...
 
-Exit codes of `train`: 0 done, 1 failed, 2 bad config/dataset, 3 stopped by SIGTERM/SIGINT with a
-checkpoint saved (resume with --resume), 4 out of memory, 5 loss became NaN/inf.
+Exit codes of `train` (trainer/protocol.py): 0 done, 1 failed, 2 bad config/dataset, 3 stopped by
+SIGTERM/SIGINT with a checkpoint saved (resume with --resume), 4 out of memory, 5 loss became NaN/inf.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import sys
 
 from trainer.config import ConfigError, load_config
-from trainer.engine import EXIT_CONFIG, EXIT_FAILED
+from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, FAILED
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -24,7 +24,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         try:
             cfg = load_config(args.config)
         except ConfigError as exc:
-            Events(reporter).status("failed", str(exc), exit_code=EXIT_CONFIG)
+            Events(reporter).status(FAILED, str(exc), exit_code=EXIT_CONFIG)
             print(f"config error: {exc}", file=sys.stderr)
             return EXIT_CONFIG
         return train(cfg, reporter=reporter, resume=args.resume)

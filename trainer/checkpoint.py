@@ -1,6 +1,7 @@
 """Checkpoints in `<run_dir>/checkpoints/`: atomic, complete, last K kept plus the best.
 
-Files: `step_00001234.pt` (one per snapshot), `best.pt` (a hard link to the best snapshot's file,
+The file layout (names, the index) is defined in trainer/protocol.py, which the web app reads
+without torch. Files: `step_00001234.pt` (one per snapshot), `best.pt` (a hard link to the best snapshot's file,
 so pruning old snapshots never loses it) and `index.json` (what exists, with metrics; for the web
 app). A write goes to a temp file in the same folder, is fsynced, `os.replace`d into place and the
 folder fsynced: a crash at any point leaves either the old set or the new one, never a torn file
@@ -13,7 +14,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainer import protocol
+
 FORMAT = "workbench-trainer-checkpoint"
 VERSION = 1
-_NAME = re.compile(r"^step_(\d{8,})\.pt$")
 
 
 def rng_state() -> dict[str, Any]:
@@ -74,28 +75,24 @@ def atomic_write(path: Path, write: Any) -> None:
 
 class CheckpointStore:
     def __init__(self, run_dir: str | os.PathLike[str], keep_last: int = 3) -> None:
-        self.dir = Path(run_dir) / "checkpoints"
+        self.run_dir = Path(run_dir)
+        self.dir = protocol.checkpoint_dir(run_dir)
         self.keep_last = keep_last
 
     def snapshots(self) -> list[tuple[int, Path]]:
-        if not self.dir.is_dir():
-            return []
-        found = [(int(m.group(1)), self.dir / m.group(0)) for name in os.listdir(self.dir) if (m := _NAME.match(name))]
-        return sorted(found)
+        return protocol.snapshots(self.run_dir)
 
     def latest(self) -> Path | None:
-        snaps = self.snapshots()
-        return snaps[-1][1] if snaps else None
+        return protocol.latest_checkpoint(self.run_dir)
 
     def best(self) -> Path | None:
-        path = self.dir / "best.pt"
-        return path if path.exists() else None
+        return protocol.best_checkpoint(self.run_dir)
 
     def save(
         self, state: dict[str, Any], *, step: int, is_best: bool = False, metrics: dict[str, Any] | None = None
     ) -> Path:
         state = {"format": FORMAT, "version": VERSION, **state}
-        path = self.dir / f"step_{step:08d}.pt"
+        path = self.dir / protocol.snapshot_name(step)
         atomic_write(path, lambda fh: torch.save(state, fh))
         if is_best:
             self._link_best(path)
@@ -112,7 +109,7 @@ class CheckpointStore:
             os.link(path, tmp)
         except OSError:  # filesystems without hard links: copy instead
             atomic_write(tmp, lambda fh: fh.write(path.read_bytes()))
-        os.replace(tmp, self.dir / "best.pt")
+        os.replace(tmp, self.dir / protocol.BEST)
         _fsync_dir(self.dir)
 
     def _prune(self) -> None:
@@ -125,18 +122,15 @@ class CheckpointStore:
                     stale.unlink()
 
     def _write_index(self, step: int, metrics: dict[str, Any] | None, is_best: bool) -> None:
-        index_path = self.dir / "index.json"
-        try:
-            index = json.loads(index_path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            index = {"snapshots": {}, "best": None}
-        index["snapshots"][f"step_{step:08d}.pt"] = {"step": step, **(metrics or {})}
+        index = protocol.read_index(self.run_dir)
+        name = protocol.snapshot_name(step)
+        index["snapshots"][name] = {"step": step, **(metrics or {})}
         present = {p.name for _, p in self.snapshots()}
         index["snapshots"] = {k: v for k, v in index["snapshots"].items() if k in present}
         if is_best:
-            index["best"] = {"file": f"step_{step:08d}.pt", "step": step, **(metrics or {})}
+            index["best"] = {"file": name, "step": step, **(metrics or {})}
         data = json.dumps(index, indent=1).encode()
-        atomic_write(index_path, lambda fh: fh.write(data))
+        atomic_write(self.dir / protocol.INDEX, lambda fh: fh.write(data))
 
     @staticmethod
     def load(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -26,8 +26,9 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import TrainConfig, config_from_dict
-from trainer.engine import EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, Outcome, StopFlag, run_rank
+from trainer.engine import StopFlag, run_rank
 from trainer.events import EventLogHandler, Events
+from trainer.protocol import EXIT_DONE, EXIT_FAILED, EXIT_OK, Outcome
 from trainer.stopping import stop_signals_held
 
 log = logging.getLogger("trainer")
@@ -87,9 +88,9 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
         )
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
     except Exception as exc:
-        outcome = Outcome(EXIT_FAILED, "failed", f"rank {rank}: {type(exc).__name__}: {exc}")
+        outcome = Outcome.failed(EXIT_FAILED, f"rank {rank}: {type(exc).__name__}: {exc}")
     q.put(("outcome", rank, outcome.code, outcome.state, outcome.message, outcome.fields, time.time()))
-    if dist.is_initialized() and outcome.code in (EXIT_DONE, EXIT_STOPPED):
+    if dist.is_initialized() and outcome.code in EXIT_OK:
         dist.destroy_process_group()
     # Exit without interpreter teardown: a failed peer can leave gloo threads that block exit.
     q.close()
@@ -115,6 +116,15 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
     Path(cfg.run_dir, "processes.json").write_text(
         json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs]}), encoding="utf-8"
     )
+    outcomes, first_failure = _supervise(procs, q, events=events, stop=stop)
+    for p in procs:
+        p.join()
+    return _summarise(procs, outcomes, first_failure, [cfg.rank_devices(r) for r in range(world)])
+
+
+def _supervise(procs: list, q: Any, *, events: Events, stop: StopFlag) -> tuple[dict[int, tuple], int | None]:
+    """Relays rank 0's events until every rank has exited; forwards a stop; ends the others when
+    one fails. Returns each reporting rank's outcome and the first rank that failed."""
     outcomes: dict[int, tuple] = {}
     failed_at: float | None = None
     forwarded = False
@@ -144,7 +154,7 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
                     os.kill(p.pid, signal.SIGTERM)
         for r, p in enumerate(procs):
             code = p.exitcode
-            if code is not None and code not in (EXIT_DONE, EXIT_STOPPED) and failed_at is None:
+            if code is not None and code not in EXIT_OK and failed_at is None:
                 failed_at, first_failure = time.monotonic(), r
                 for other in procs:
                     if other.is_alive():
@@ -156,24 +166,21 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
         if not any(p.is_alive() for p in procs):
             drain(0.05)
             break
-    for p in procs:
-        p.join()
-    return _summarise(procs, outcomes, first_failure, [cfg.rank_devices(r) for r in range(world)])
+    return outcomes, first_failure
 
 
 def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None, devices: list[list]) -> Outcome:
     """`devices`: each rank's devices."""
     codes = [p.exitcode for p in procs]
-    ok = (EXIT_DONE, EXIT_STOPPED)
     if first_failure is None and all(c == EXIT_DONE for c in codes):
         _, _, message, fields, _ = outcomes.get(0, (EXIT_DONE, "done", "finished", {}, 0.0))
-        return Outcome(EXIT_DONE, "done", message, fields)
-    if first_failure is None and all(c in ok for c in codes):
-        _, _, message, fields, _ = outcomes.get(0, (EXIT_STOPPED, "stopped", "stopped", {}, 0.0))
-        return Outcome(EXIT_STOPPED, "stopped", message, fields)
+        return Outcome.done(message, **fields)
+    if first_failure is None and all(c in EXIT_OK for c in codes):
+        _, _, message, fields, _ = outcomes.get(0, (None, "stopped", "stopped", {}, 0.0))
+        return Outcome.stopped(message, **fields)
     # A rank that vanished without reporting (SIGKILL, OOM killer, segfault) is the root cause:
     # the others only fail afterwards with "connection closed by peer".
-    vanished = [r for r, c in enumerate(codes) if c not in ok and r not in outcomes]
+    vanished = [r for r, c in enumerate(codes) if c not in EXIT_OK and r not in outcomes]
     if vanished:
         r = vanished[0]
         code = codes[r]
@@ -182,17 +189,16 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
             if code is not None and code < 0
             else f"exited with code {code} without a report"
         )
-        return Outcome(
+        return Outcome.failed(
             EXIT_FAILED,
-            "failed",
             f"rank {r} (pid {procs[r].pid}, device {', '.join(map(str, devices[r]))}) {how}; "
             "the other ranks were stopped",
         )
     # Otherwise the earliest reported failure: the rank that hit OOM/NaN/an error first; the
     # others fail after it, in collectives, with less useful messages.
-    failures = sorted((o[4], r) for r, o in outcomes.items() if o[0] not in ok)
+    failures = sorted((o[4], r) for r, o in outcomes.items() if o[0] not in EXIT_OK)
     if failures:
         r = failures[0][1]
         code, _, message, fields, _ = outcomes[r]
-        return Outcome(code, "failed", message if message.startswith("rank") else f"rank {r}: {message}", fields)
-    return Outcome(EXIT_FAILED, "failed", f"ranks exited with codes {codes}")
+        return Outcome.failed(code, message if message.startswith("rank") else f"rank {r}: {message}", **fields)
+    return Outcome.failed(EXIT_FAILED, f"ranks exited with codes {codes}")

@@ -25,31 +25,16 @@ from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
 from trainer.parallel import SplitError, Stage, split_model
+from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 from trainer.stopping import StopFlag
 
 log = logging.getLogger("trainer")
 
-# Exit codes of `python -m trainer train` (documented in docs/formats.md).
-EXIT_DONE = 0  # finished all epochs
-EXIT_FAILED = 1  # any other error (message in the final status event)
-EXIT_CONFIG = 2  # invalid config or dataset, nothing trained
-EXIT_STOPPED = 3  # SIGTERM/SIGINT: stopped at an agreed step, checkpoint saved, resumable
-EXIT_OOM = 4  # out of memory (message names batch sizes and device memory)
-EXIT_NONFINITE = 5  # loss became NaN/inf
-
 
 class NonFiniteLoss(RuntimeError):
     pass
-
-
-@dataclass
-class Outcome:
-    code: int
-    state: str  # done | stopped | failed
-    message: str
-    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class Meter:
@@ -442,11 +427,10 @@ def fit(run: Run) -> Outcome:
         if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"
-            return Outcome(
-                EXIT_STOPPED,
-                "stopped",
+            return Outcome.stopped(
                 f"stopped by {why} at step {run.step} (epoch {run.epoch:.2f}); checkpoint saved, resume with --resume",
-                {"step": run.step, "checkpoint_saved": True},
+                step=run.step,
+                checkpoint_saved=True,
             )
     result = validate_and_maybe_save(run, criterion, snapshot=True)
     if run.rank == 0:
@@ -454,7 +438,7 @@ def fit(run: Run) -> Outcome:
     message = f"finished {run.step} steps ({run.epoch:.2f} epochs)"
     if result:
         message += f", val top-1 {result['top1']:.4f}"
-    return Outcome(EXIT_DONE, "done", message, {"step": run.step, **(result or {})})
+    return Outcome.done(message, step=run.step, **(result or {}))
 
 
 def torch_device(name: str | int) -> torch.device:
@@ -488,14 +472,14 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
             )
         return fit(run)
     except ConfigError as exc:
-        return Outcome(EXIT_CONFIG, "failed", str(exc))
+        return Outcome.failed(EXIT_CONFIG, str(exc))
     except NonFiniteLoss as exc:
-        return Outcome(EXIT_NONFINITE, "failed", str(exc), {"step": run.step if run else 0})
+        return Outcome.failed(EXIT_NONFINITE, str(exc), step=run.step if run else 0)
     except (OutOfMemory, torch.cuda.OutOfMemoryError, RuntimeError) as exc:
         if not isinstance(exc, OutOfMemory) and not is_oom(exc):
             log.exception("training failed")
-            return Outcome(EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}")
-        return Outcome(EXIT_OOM, "failed", oom_message(cfg, devices, exc), {"step": run.step if run else 0})
+            return Outcome.failed(EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+        return Outcome.failed(EXIT_OOM, oom_message(cfg, devices, exc), step=run.step if run else 0)
     except Exception as exc:  # the final status must carry the reason, not only a traceback
         log.exception("training failed")
-        return Outcome(EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}")
+        return Outcome.failed(EXIT_FAILED, f"{type(exc).__name__}: {exc}")

@@ -2,7 +2,8 @@
 
 The web app can pass any object with an `emit(event: dict)` method (the `Reporter` protocol);
 the CLI writes JSON lines to a file or stdout. Every event carries `type` and `time` (unix
-seconds); the schema is in docs/formats.md. Only rank 0 reports.
+seconds); the types and their fields are named in trainer/protocol.py, documented in
+docs/formats.md. Only rank 0 reports.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 from typing import IO, Any, Protocol, runtime_checkable
 
-STATES = ("starting", "running", "done", "failed", "stopped")
+from trainer.protocol import LOG, METRICS, PROGRESS, STATUS, VALIDATION
 
 
 @runtime_checkable
@@ -86,19 +87,19 @@ class Events:
         self.reporter.emit({"type": kind, "time": time.time(), **fields})
 
     def status(self, state: str, message: str = "", **fields: Any) -> None:
-        self.emit("status", state=state, message=message, **fields)
+        self.emit(STATUS, state=state, message=message, **fields)
 
     def log(self, line: str, level: str = "info") -> None:
-        self.emit("log", line=line, level=level)
+        self.emit(LOG, line=line, level=level)
 
     def metrics(self, **fields: Any) -> None:
-        self.emit("metrics", **fields)
+        self.emit(METRICS, **fields)
 
     def validation(self, **fields: Any) -> None:
-        self.emit("validation", **fields)
+        self.emit(VALIDATION, **fields)
 
     def progress(self, percent: float, eta_seconds: float | None, elapsed: float, **fields: Any) -> None:
-        self.emit("progress", percent=round(percent, 3), eta_seconds=eta_seconds, elapsed=round(elapsed, 3), **fields)
+        self.emit(PROGRESS, percent=round(percent, 3), eta_seconds=eta_seconds, elapsed=round(elapsed, 3), **fields)
 
 
 class EventLogHandler(logging.Handler):

@@ -7,8 +7,9 @@ import threading
 from pathlib import Path
 
 from trainer.config import ConfigError, TrainConfig
-from trainer.engine import EXIT_CONFIG, Outcome, StopFlag, prepare, run_rank
+from trainer.engine import StopFlag, prepare, run_rank
 from trainer.events import EventLogHandler, Events, Reporter
+from trainer.protocol import EXIT_CONFIG, FAILED, STARTING, STATUS, Outcome
 
 log = logging.getLogger("trainer")
 
@@ -16,18 +17,18 @@ log = logging.getLogger("trainer")
 def train(
     cfg: TrainConfig, *, reporter: Reporter | None = None, resume: bool = False, stop: StopFlag | None = None
 ) -> int:
-    """Train `cfg` (already validated), reporting events; returns the exit code (engine.EXIT_*).
+    """Train `cfg` (already validated), reporting events; returns the exit code (protocol.EXIT_*).
 
     The final event is always a `status` with state done | stopped | failed and `exit_code`.
     """
     events = Events(reporter)
     stop = stop or StopFlag()
     split = f", the network split over {cfg.model_parallel} devices per process" if cfg.model_parallel > 1 else ""
-    events.status("starting", f"{cfg.network} on {cfg.data.dataset}, devices {cfg.devices}{split}")
+    events.status(STARTING, f"{cfg.network} on {cfg.data.dataset}, devices {cfg.devices}{split}")
     try:
         prepare(cfg)  # dataset, sizes and network checked before any process starts
     except ConfigError as exc:
-        events.status("failed", str(exc), exit_code=EXIT_CONFIG)
+        events.status(FAILED, str(exc), exit_code=EXIT_CONFIG)
         return EXIT_CONFIG
     Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
     cfg.save(Path(cfg.run_dir) / "config.json")
@@ -51,5 +52,5 @@ def train(
         logger.setLevel(previous_level)
         if in_main_thread:
             stop.restore()
-    events.status(outcome.state, outcome.message, exit_code=outcome.code, **outcome.fields)
+    events.emit(STATUS, **outcome.status_fields())
     return outcome.code

@@ -14,8 +14,8 @@ import torch
 
 from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
-from trainer.engine import EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
 from trainer.events import ListReporter
+from trainer.protocol import EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
 from trainer.run import train
 
 from .conftest import make_config

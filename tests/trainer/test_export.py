@@ -16,10 +16,10 @@ from PIL import Image
 
 from trainer.checkpoint import CheckpointStore
 from trainer.datum import DatumLMDB
-from trainer.engine import EXIT_DONE
 from trainer.events import ListReporter
 from trainer.export import export_run
 from trainer.inference import image_to_uint8, load_bundle, load_checkpoint_classifier, resize_image
+from trainer.protocol import EXIT_DONE
 from trainer.run import train
 
 from .conftest import make_config

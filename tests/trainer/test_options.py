@@ -14,8 +14,8 @@ import torch
 from trainer.batch_size import find_batch_size, search_batch_size
 from trainer.checkpoint import CheckpointStore
 from trainer.config import ConfigError, config_from_dict
-from trainer.engine import EXIT_DONE
 from trainer.events import Events, JsonLinesReporter, ListReporter, Reporter
+from trainer.protocol import EXIT_DONE
 from trainer.run import train
 
 from .conftest import make_config

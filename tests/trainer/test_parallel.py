@@ -11,10 +11,10 @@ from torchvision.models.vision_transformer import Encoder
 from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.config import NETWORKS, ConfigError, config_from_dict
-from trainer.engine import EXIT_DONE
 from trainer.events import ListReporter
 from trainer.networks import InputSpec, build_model
 from trainer.parallel import Block, SplitError, balance, split_model
+from trainer.protocol import EXIT_DONE
 from trainer.run import train
 
 from .conftest import make_config

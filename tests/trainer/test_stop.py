@@ -19,7 +19,7 @@ import pytest
 
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
-from trainer.engine import EXIT_DONE, EXIT_STOPPED
+from trainer.protocol import EXIT_DONE, EXIT_STOPPED
 
 from .conftest import make_config
 

@@ -17,8 +17,9 @@ import torch
 import trainer.checkpoint as checkpoint_module
 import trainer.engine as engine
 from trainer.checkpoint import CheckpointStore
-from trainer.engine import EXIT_DONE, EXIT_NONFINITE, EXIT_OOM, EXIT_STOPPED, StopFlag
+from trainer.engine import StopFlag
 from trainer.events import ListReporter
+from trainer.protocol import EXIT_DONE, EXIT_NONFINITE, EXIT_OOM, EXIT_STOPPED
 from trainer.run import train
 
 from .conftest import make_config

@@ -1,0 +1,167 @@
+"""What crosses the process boundary between the trainer and whoever starts it: exit codes, event
+types and their fields, the run states a trainer reports, and the checkpoint file layout.
+
+Standard library only (no torch, no Django): the web app, its workers and the inference and export
+child processes import this module to read what a trainer (or the inference engine, which speaks
+the same protocol) wrote, without paying for torch. The schema is documented in docs/formats.md.
+
+A child process speaks it as: JSON lines of typed events (`trainer.events.JsonLinesReporter`)
+whose last one is a `status` with a final state and `exit_code`, then it exits with that code.
+`read_events` is the one parser of such lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# ----------------------------------------------------------------------------------- exit codes
+
+EXIT_DONE = 0  # finished all epochs (inference: the job's result is written)
+EXIT_FAILED = 1  # any other error (message in the final status event)
+EXIT_CONFIG = 2  # invalid config, dataset or input; nothing was done
+EXIT_STOPPED = 3  # SIGTERM/SIGINT: stopped at an agreed step, checkpoint saved, resumable
+EXIT_OOM = 4  # out of memory (message names batch sizes and device memory)
+EXIT_NONFINITE = 5  # loss became NaN/inf
+
+# Ends that are not failures: every rank of a run exits with one of these or the run failed.
+EXIT_OK = (EXIT_DONE, EXIT_STOPPED)
+
+# What each failing code means, for a reason when the final status has no message. The same
+# config on the same data fails the same way again, so a starter does not retry these.
+FAILURE_REASONS = {
+    EXIT_FAILED: "failed",
+    EXIT_CONFIG: "bad configuration or dataset",
+    EXIT_OOM: "out of memory",
+    EXIT_NONFINITE: "loss became NaN/inf",
+}
+
+# ----------------------------------------------------------------------------------- states
+
+STARTING, RUNNING, DONE, FAILED, STOPPED = "starting", "running", "done", "failed", "stopped"
+STATES = (STARTING, RUNNING, DONE, FAILED, STOPPED)
+FINAL_STATES = (DONE, STOPPED, FAILED)
+
+
+@dataclass
+class Outcome:
+    """How one process ended: its exit code and the final status event's state, message, fields."""
+
+    code: int
+    state: str  # one of FINAL_STATES
+    message: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def done(cls, message: str, **fields: Any) -> Outcome:
+        return cls(EXIT_DONE, DONE, message, fields)
+
+    @classmethod
+    def stopped(cls, message: str, **fields: Any) -> Outcome:
+        return cls(EXIT_STOPPED, STOPPED, message, fields)
+
+    @classmethod
+    def failed(cls, code: int, message: str, **fields: Any) -> Outcome:
+        return cls(code, FAILED, message, fields)
+
+    def status_fields(self) -> dict[str, Any]:
+        """The final `status` event's fields (besides `type` and `time`)."""
+        return {"state": self.state, "message": self.message, "exit_code": self.code, **self.fields}
+
+
+# ----------------------------------------------------------------------------------- events
+
+METRICS, VALIDATION, STATUS, LOG, PROGRESS, SYSTEM = "metrics", "validation", "status", "log", "progress", "system"
+EVENT_TYPES = (METRICS, VALIDATION, STATUS, LOG, PROGRESS, SYSTEM)
+# Events reported per optimizer step: a resumed trainer repeats the steps since its checkpoint.
+STEP_EVENTS = (METRICS, VALIDATION)
+
+# The fields every event of a type carries besides `type` and `time` (docs/formats.md lists the
+# optional ones). `system` events are written by the workbench's sampler, not by the trainer.
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    METRICS: ("step", "epoch", "images_seen", "loss", "lr", "images_per_sec", "data_wait_share"),
+    VALIDATION: ("step", "epoch", "val_loss", "top1"),
+    STATUS: ("state", "message"),
+    LOG: ("line", "level"),
+    PROGRESS: ("percent", "eta_seconds", "elapsed"),
+    SYSTEM: (),
+}
+
+
+def read_events(lines: Iterable[bytes | str]) -> Iterator[dict[str, Any]]:
+    """The events in complete JSON lines; a line that is not JSON (a library printing to the same
+    stream) becomes a warning `log` event instead of being lost or stopping the reader."""
+    for line in lines:
+        text = line.decode(errors="replace") if isinstance(line, bytes) else line
+        if not text.strip():
+            continue
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError:
+            event = None
+        if not isinstance(event, dict):
+            event = {"type": LOG, "line": text.rstrip("\n"), "level": "warning"}
+        yield event
+
+
+def final_status(events: Iterable[dict[str, Any]], previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The last `status` event among `events`, else `previous` (or {})."""
+    return next((e for e in reversed(list(events)) if e.get("type") == STATUS), previous or {})
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+
+CHECKPOINT_DIR = "checkpoints"  # inside the run folder
+BEST = "best.pt"  # a hard link to the best snapshot's file (survives pruning)
+INDEX = "index.json"  # {"snapshots": {name: {"step", metrics...}}, "best": {"file", "step", ...}}
+_SNAPSHOT = re.compile(r"^step_(\d{8,})\.pt$")
+
+
+def checkpoint_dir(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+
+def snapshot_name(step: int) -> str:
+    """The file name of the snapshot at `step`: step_00001234.pt."""
+    return f"step_{step:08d}.pt"
+
+
+def snapshot_step(name: str) -> int | None:
+    """The step of a snapshot file name, None for any other name."""
+    match = _SNAPSHOT.match(name)
+    return int(match.group(1)) if match else None
+
+
+def snapshots(run_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """(step, path) of every complete snapshot, oldest first ("latest" is the last)."""
+    folder = checkpoint_dir(run_dir)
+    if not folder.is_dir():
+        return []
+    found = [(step, folder / name) for name in os.listdir(folder) if (step := snapshot_step(name)) is not None]
+    return sorted(found)
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
+    found = snapshots(run_dir)
+    return found[-1][1] if found else None
+
+
+def best_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
+    path = checkpoint_dir(run_dir) / BEST
+    return path if path.exists() else None
+
+
+def read_index(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The checkpoint index; an empty one when missing or torn (it is rewritten with each save)."""
+    try:
+        index = json.loads((checkpoint_dir(run_dir) / INDEX).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {"snapshots": {}, "best": None}
+    index.setdefault("snapshots", {})
+    index.setdefault("best", None)
+    return index
