@@ -1,0 +1,88 @@
+"""The structure rules of docs/architecture.md, kept true by the suite.
+
+The import direction itself is import-linter's (pyproject.toml, run by `make lint`); these tests
+check what a contract cannot: that the contract lists every module of the project shell, and
+the size and import rules a newcomer relies on to find things.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+PACKAGES = ("workbench", "datasets", "trainer")
+# Validators read as one flat list of checks; splitting them would hide the rules, not clarify them.
+FLAT_VALIDATORS = {("trainer/config.py", "validate")}
+
+
+def _sources() -> list[Path]:
+    return [
+        path
+        for package in PACKAGES
+        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(REPO_ROOT).as_posix()
+
+
+def test_it_lists_every_module_of_the_project_shell_in_the_layers_contract():
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in config["contracts"] if c["type"] == "layers")["layers"]
+    listed = {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
+    shell = {
+        f"workbench.{path.stem if path.is_file() else path.name}"
+        for path in (REPO_ROOT / "workbench").iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert sorted(shell - listed) == []
+
+
+def test_it_keeps_modules_and_functions_short():
+    too_long = []
+    for path in _sources():
+        source = path.read_text()
+        if source.count("\n") > 500:
+            too_long.append(f"{_relative(path)}: {source.count(chr(10))} lines")
+        is_view_module = path.stem.endswith(("views", "api"))
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            length = node.end_lineno - node.lineno + 1
+            limit = 40 if is_view_module and not node.name.startswith("_") else 60
+            if length > limit and (_relative(path), node.name) not in FLAT_VALIDATORS:
+                too_long.append(f"{_relative(path)}:{node.lineno} {node.name}: {length} lines (limit {limit})")
+    assert too_long == []
+
+
+def test_it_says_why_at_every_import_inside_a_function():
+    # An import inside a function is either a heavy module kept out of processes that never
+    # need it, or a cycle; either way the reason is written beside it.
+    silent = []
+    for path in _sources():
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom) and not _explained(lines, inner.lineno - 1):
+                    silent.append(f"{_relative(path)}:{inner.lineno} {lines[inner.lineno - 1].strip()}")
+    assert silent == []
+
+
+def _explained(lines: list[str], index: int) -> bool:
+    """A comment on the import's line, or above the group of imports it belongs to."""
+    if "#" in lines[index]:
+        return True
+    for line in reversed(lines[:index]):
+        text = line.strip()
+        if text.startswith("#"):
+            return True
+        if not text.startswith(("import ", "from ")) and text:
+            return False
+    return False
