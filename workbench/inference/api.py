@@ -15,6 +15,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from datasets.images import ImageRefused
 from workbench.core import openapi
 from workbench.core.parsers import JSONObjectParser
 from workbench.inference import activations, engine, exports, services
@@ -70,8 +71,6 @@ def _open_upload(request, field: str = "image"):
                 ]
             }
         )
-    from datasets.images import ImageRefused
-
     try:
         return upload.name, engine.open_image(upload.read())
     except ImageRefused as error:

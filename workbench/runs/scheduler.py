@@ -28,7 +28,7 @@ from datasets.models import Dataset
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import HOLDER_WORDS, Run, wait_text_for
 from workbench.runs.services import run_finish, run_transition
-from workbench.workers.inventory import lost_worker
+from workbench.workers.inventory import lost_worker, online_hosts
 from workbench.workers.models import Device, WorkerHost
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,7 @@ class Inventory:
 
     @classmethod
     def load(cls) -> Inventory:
-        cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
-        hosts = list(WorkerHost.objects.filter(last_seen__gte=cutoff))
+        hosts = list(online_hosts())
         free: dict[int, list[Device]] = defaultdict(list)
         held: dict[int, list[Device]] = defaultdict(list)
         for device in Device.objects.filter(host__in=hosts).select_related("run").order_by("host_id", "kind", "index"):

@@ -30,6 +30,7 @@ from workbench.runs.validators import (
     sweep_validate,
     validate_trainer_config,
 )
+from workbench.workers.inventory import gpus_online
 from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,7 @@ def run_finish(*, run: Run, to_state: str, reason: str = "", from_states: Iterab
 
 
 def queue_scheduling() -> None:
+    # Inside: the tasks module imports the scheduler, which imports this module.
     from workbench.runs.tasks import schedule_runs
 
     try:
@@ -169,13 +171,6 @@ def run_create(
         transaction.on_commit(queue_scheduling)
     run.refresh_from_db()
     return run
-
-
-def gpus_online() -> bool:
-    from workbench.runs.scheduler import Inventory
-
-    inventory = Inventory.load()
-    return any(inventory.gpu_count(host) for host in inventory.hosts)
 
 
 def run_submit(

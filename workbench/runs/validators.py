@@ -15,6 +15,9 @@ from rest_framework.exceptions import ValidationError
 
 from trainer.config import ConfigError, config_from_dict
 from workbench.runs.devices import DeviceRequest
+from workbench.runs.models import PretrainedWeights
+from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
+from workbench.runs.selectors import runs_visible_to
 
 
 class RequestError(ValueError):
@@ -104,10 +107,6 @@ def check_pretrained(value: Any, *, owner, network: str):
     """The rule for what a run may start from, without touching any file: an upload of `owner`'s
     (staff: anyone's) or a run `owner` may see, by reference. Returns the PretrainedWeights row or
     (run, "best"|"last"); anything else raises RequestError on config.pretrained, PRETRAINED_REFUSED."""
-    from workbench.runs.models import PretrainedWeights
-    from workbench.runs.pretrained import checkpoint_of, inside_store
-    from workbench.runs.selectors import runs_visible_to
-
     match = _REFERENCE.fullmatch(value) if isinstance(value, str) and owner is not None else None
     if match is None:
         raise RequestError("config.pretrained", PRETRAINED_REFUSED)
@@ -133,8 +132,6 @@ def check_pretrained(value: Any, *, owner, network: str):
 
 def resolve_pretrained(value: Any, *, owner, network: str) -> str:
     """check_pretrained, then the file the trainer is to read (a run's weights copied out)."""
-    from workbench.runs.pretrained import PretrainedError, weights_from_run
-
     source = check_pretrained(value, owner=owner, network=network)
     if isinstance(source, tuple):
         run, which = source

@@ -3,6 +3,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from workbench.runs.manage_views import run_summary
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_positions
 from workbench.runs.selectors import runs_visible_to
@@ -21,8 +22,6 @@ SORTS = {
 
 
 def run_list(request):
-    from workbench.runs.manage_views import run_summary
-
     runs = runs_visible_to(request.user).prefetch_related("devices__host")
     chosen = {name: request.GET.get(name, "") for name in (*FILTERS, "owner", "sweep", "sort", "group")}
     if chosen["state"]:

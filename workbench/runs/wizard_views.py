@@ -156,6 +156,7 @@ SOLVER_FIELDS = [
 def _lr_trace(cleaned: dict, *, lr: float, batch: int, train: int) -> dict:
     """One sweep combination's learning rate over the whole run (trainer.solver.lr_curve, with
     the engine's own step count); ValueError and friends for a policy that cannot be computed."""
+    # torch (through the trainer) is loaded on the first such request, not by every web process.
     from trainer.config import SolverConfig
     from trainer.solver import lr_curve, total_steps
 
@@ -204,6 +205,7 @@ _LAYER = re.compile(r"^layer (\d+)")
 @require_POST
 def layer_shapes(request):
     """Per-layer output shapes of a custom network on the chosen dataset (trainer.custom_net)."""
+    # torch (through the trainer) is loaded on the first such request, not by every web process.
     from trainer.custom_net import CustomNetError, build_custom
     from trainer.custom_net import layer_shapes as shapes_of
 
@@ -222,7 +224,7 @@ def layer_shapes(request):
     classes = max(1, len(dataset.labels or []))
     try:
         shapes = shapes_of(layers, dataset.channels, height, width, classes)
-        import torch
+        import torch  # loaded already by trainer.custom_net above; named here for torch.device
 
         with torch.device("meta"):
             params = sum(p.numel() for p in build_custom(layers, dataset.channels, height, width, classes).parameters())
@@ -234,6 +236,7 @@ def layer_shapes(request):
 
 @functools.lru_cache(maxsize=256)
 def _network_fit(name: str, channels: int, height: int, width: int, classes: int) -> dict:
+    # torch (through the trainer) is loaded on the first such request, not by every web process.
     import torch
 
     from trainer.networks import InputSpec, NetworkError, build_model, check_input_size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -47,6 +48,17 @@ def consuming_hosts(hostnames: list[str]) -> set[str]:
     """Which of these hosts' workers consumed from the broker recently (see consumer_beat)."""
     found = cache.get_many([_consumer_key(hostname) for hostname in hostnames])
     return {hostname for hostname in hostnames if found.get(_consumer_key(hostname))}
+
+
+def online_hosts():
+    """Hosts heard from within WORKER_TIMEOUT_SECONDS: the ones work may be placed on."""
+    cutoff = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
+    return WorkerHost.objects.filter(last_seen__gte=cutoff)
+
+
+def gpus_online() -> bool:
+    """Whether any online host offers a GPU (what a run asking for "auto" gets)."""
+    return Device.objects.filter(kind=Device.Kind.GPU, host__in=online_hosts()).exists()
 
 
 def lost_worker(host: WorkerHost | None, boot_id: uuid.UUID | None) -> str:
