@@ -1,8 +1,15 @@
 """Inference on a trained checkpoint, without Django: classify images, test on labelled images,
-look inside the network (activations.py). The web process calls the small, fast functions directly (one image);
-background jobs run `python -m workbench.inference.engine SPEC.json`, which prints one JSON
-progress line per batch on stdout and writes `result.json` (and the CSV / mistakes gallery) into
-the job folder, so a job's heavy work never runs inside a worker thread.
+look inside the network (activations.py). The web process calls the small, fast functions directly
+(one image); background jobs run `python -m workbench.inference.engine SPEC.json` in a child
+process, so a job's heavy work never runs inside a worker thread.
+
+A job speaks the trainer's child-process protocol (trainer/protocol.py): JSON-lines events on
+stdout, a `progress` event per batch (`done`, `total` beside `percent`, `eta_seconds`, `elapsed`)
+and a last `status` event with state `done` | `failed`, the message and `exit_code`; then it exits
+with that code (EXIT_CONFIG when the input cannot be used, EXIT_FAILED for any other error).
+Files in the spec's `out` folder: `result.json` holds the result payload (one row per image for
+classify jobs, so too large for an event), beside `results.csv` (classify) or the `mistakes/`
+gallery (test).
 
 Every image goes through the trainer's own preprocessing (`trainer.inference.Classifier`), and
 split images through the validation data path of training (`LMDBImageDataset`, centre crop), so
@@ -24,6 +31,9 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+
+from trainer.events import Events, JsonLinesReporter
+from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, STATUS, Outcome
 
 BATCH = 64
 MAX_MISTAKES = 24
@@ -354,27 +364,30 @@ def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     out = Path(spec["out"])
-    last = [0.0]
+    events = Events(JsonLinesReporter(sys.stdout))
+    started = last = time.monotonic()
 
     def progress(done: int, total: int) -> None:
+        nonlocal last
         now = time.monotonic()
-        if now - last[0] >= 0.3 or done == total:
-            last[0] = now
-            print(json.dumps({"done": done, "total": total}), flush=True)
+        if now - last >= 0.3 or done == total:
+            last, elapsed = now, now - started
+            eta = elapsed / done * (total - done) if done else None
+            events.progress(100.0 * done / max(1, total), eta, elapsed, done=done, total=total)
 
     try:
         result = run_job(spec, progress)
+        (out / "result.json").write_text(json.dumps(result), encoding="utf-8")
+        outcome = Outcome.done(f"{result.get('count', 0)} images")
     except Exception as error:  # reported to the user as the job's error
         message = (
             str(error)
             if isinstance(error, InferenceInputError | ValueError | OSError)
             else (f"{type(error).__name__}: {error}")
         )
-        (out / "error.txt").write_text(message, encoding="utf-8")
-        print(json.dumps({"error": message}), flush=True)
-        return 1
-    (out / "result.json").write_text(json.dumps(result), encoding="utf-8")
-    return 0
+        outcome = Outcome.failed(EXIT_CONFIG if isinstance(error, InferenceInputError) else EXIT_FAILED, message)
+    events.emit(STATUS, **outcome.status_fields())
+    return outcome.code
 
 
 if __name__ == "__main__":

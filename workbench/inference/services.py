@@ -1,7 +1,9 @@
 """Inference on runs: checkpoints, one-image classification, background jobs, exports.
 
 Jobs (classify many, test) are rows claimed by a Celery task with a conditional update; the task
-extracts the upload, starts the engine in a subprocess and relays its progress to the row.
+extracts the upload, starts the engine in a subprocess and relays its progress to the row (the
+engine speaks the trainer's protocol: events on stdout, the result in `out/result.json`; see
+workbench/inference/engine.py). The checkpoint file layout is trainer/protocol.py's.
 Exports are built by workers: see `workbench.inference.exports`.
 """
 
@@ -21,7 +23,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from trainer.checkpoint import CheckpointStore
+from trainer import protocol
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
@@ -29,8 +31,6 @@ from workbench.runs.validators import RequestError
 from workbench.workers.processes import start_child
 
 log = logging.getLogger(__name__)
-
-_STEP_FILE = re.compile(r"^step_(\d{8,})\.pt$")
 
 
 class InferenceError(RequestError):
@@ -47,14 +47,11 @@ def input_error(error: engine.InferenceInputError) -> InferenceError:
 
 def checkpoint_choices(*, run: Run) -> list[dict]:
     """What a user may pick: best, latest, then every kept snapshot with its metrics."""
-    store = CheckpointStore(run.run_dir)
-    snapshots = store.snapshots()
-    if not snapshots and store.best() is None:
+    snapshots = protocol.snapshots(run.run_dir)
+    has_best = protocol.best_checkpoint(run.run_dir) is not None
+    if not snapshots and not has_best:
         return []
-    try:
-        index = json.loads((store.dir / "index.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        index = {"snapshots": {}, "best": None}
+    index = protocol.read_index(run.run_dir)
 
     def describe(meta: dict | None) -> str:
         meta = meta or {}
@@ -63,11 +60,11 @@ def checkpoint_choices(*, run: Run) -> list[dict]:
 
     best = index.get("best") or {}
     choices = []
-    if store.best() is not None:
+    if has_best:
         choices.append({"value": "best", "label": f"best: step {best.get('step', '?')}{describe(best)}"})
     if snapshots:
         step, _ = snapshots[-1]
-        meta = index.get("snapshots", {}).get(f"step_{step:08d}.pt")
+        meta = index["snapshots"].get(protocol.snapshot_name(step))
         choices.append({"value": "last", "label": f"last: step {step}{describe(meta)}"})
     for step, path in reversed(snapshots):
         choices.append({"value": str(step), "label": f"step {step}{describe(index['snapshots'].get(path.name))}"})
@@ -77,15 +74,16 @@ def checkpoint_choices(*, run: Run) -> list[dict]:
 def checkpoint_path(*, run: Run, which: str = "best") -> Path:
     """`best` | `last` (or `latest`) | a step number | a snapshot file name -> the file."""
     which = (which or "best").strip()
-    store = CheckpointStore(run.run_dir)
+    best, latest = protocol.best_checkpoint(run.run_dir), protocol.latest_checkpoint(run.run_dir)
     if which == "best":
-        path = store.best() or store.latest()
+        path = best or latest
     elif which in ("last", "latest"):
-        path = store.latest() or store.best()
-    elif which.isdigit() or _STEP_FILE.match(which):
-        path = store.dir / (which if which.endswith(".pt") else f"step_{int(which):08d}.pt")
+        path = latest or best
+    elif which.isdigit() or protocol.snapshot_step(which) is not None:
+        name = which if which.endswith(".pt") else protocol.snapshot_name(int(which))
+        path = protocol.checkpoint_dir(run.run_dir) / name
         if not path.is_file():
-            kept = ", ".join(str(step) for step, _ in store.snapshots()) or "none"
+            kept = ", ".join(str(step) for step, _ in protocol.snapshots(run.run_dir)) or "none"
             raise InferenceError("checkpoint", f"run {run.pk} has no checkpoint at step {which} (kept: {kept})")
     else:
         raise InferenceError("checkpoint", f"{which!r} is not best, last or a step number")
@@ -219,26 +217,22 @@ def _prepare_input(job: InferenceJob) -> dict:
     return spec
 
 
-def _engine_run(job: InferenceJob, spec_path: Path) -> tuple[int, str]:
+def _engine_run(job: InferenceJob, spec_path: Path) -> tuple[int, dict]:
     """Runs the engine on the spec in a child process (a job's heavy work never runs in the worker
-    itself) and follows its progress lines; its exit code and the error it reported, if any."""
+    itself) and follows its events (trainer/protocol.py); its exit code and its final status."""
     with (job.folder / "engine.log").open("ab") as stderr:
         process = start_child(
             [sys.executable, "-m", "workbench.inference.engine", str(spec_path)], stdout=subprocess.PIPE, stderr=stderr
         )
-        error = ""
-        for line in process.stdout:
-            try:
-                message = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "error" in message:
-                error = message["error"]
-            elif "done" in message:
+        final: dict = {}
+        for event in protocol.read_events(process.stdout):
+            if event.get("type") == protocol.PROGRESS:
                 InferenceJob.objects.filter(pk=job.pk).update(
-                    progress_done=message["done"], progress_total=message["total"], heartbeat_at=timezone.now()
+                    progress_done=event["done"], progress_total=event["total"], heartbeat_at=timezone.now()
                 )
-        return process.wait(), error
+            elif event.get("type") == protocol.STATUS:
+                final = event
+        return process.wait(), final
 
 
 def job_run(*, job_id: int) -> str:
@@ -260,9 +254,10 @@ def job_run(*, job_id: int) -> str:
     out.mkdir(parents=True)
     spec_path = job.folder / "spec.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    code, error = _engine_run(job, spec_path)
+    code, final = _engine_run(job, spec_path)
     result_path = out / "result.json"
-    if code != 0 or not result_path.exists():
+    if code != protocol.EXIT_DONE or not result_path.exists():
+        error = final.get("message", "") if final.get("state") == protocol.FAILED else ""
         if not error:
             tail = (job.folder / "engine.log").read_text(errors="replace").strip().splitlines()[-1:]
             error = f"the inference process ended with code {code}" + (f": {tail[0]}" if tail else "")

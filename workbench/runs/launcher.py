@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
+from trainer import protocol
 from workbench.runs import series
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.services import publish_dashboard, run_events_append, run_finish
@@ -40,11 +41,6 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 STOP_CHECK_SECONDS = 1.0
-
-# trainer/__main__.py: 0 done, 1 failed, 2 bad config/dataset, 3 stopped by signal with a
-# checkpoint saved, 4 out of memory, 5 loss not finite.
-EXIT_DONE, EXIT_STOPPED = 0, 3
-DETERMINISTIC_FAILURES = {1: "failed", 2: "bad configuration or dataset", 4: "out of memory", 5: "loss became NaN/inf"}
 
 # Set when this worker process is on its way out (see heartbeat.worker_is_stopping): Celery waits
 # for running tasks before it exits, so each watch stops its trainer (which saves a checkpoint)
@@ -99,15 +95,7 @@ class EventTail:
         self.offset += len(chunk)
         lines = (self.partial + chunk).split(b"\n")
         self.partial = lines.pop()
-        events = []
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                events.append({"type": "log", "line": line.decode(errors="replace"), "level": "warning"})
-        return events
+        return list(protocol.read_events(lines))
 
 
 class EventFilter:
@@ -120,7 +108,7 @@ class EventFilter:
     def __init__(self, run: Run) -> None:
         stored = RunEvent.objects.filter(run=run)
         self.last_step = {
-            kind: stored.filter(kind=kind).aggregate(last=Max("step"))["last"] for kind in ("metrics", "validation")
+            kind: stored.filter(kind=kind).aggregate(last=Max("step"))["last"] for kind in protocol.STEP_EVENTS
         }
 
     def keep(self, event: dict) -> bool:
@@ -259,7 +247,7 @@ def watch(run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLe
             if stored_since_snapshot >= series.SNAPSHOT_ROWS:
                 stored_since_snapshot = 0
                 snapshot(run)
-            last_status = next((e for e in reversed(events) if e.get("type") == "status"), last_status)
+            last_status = protocol.final_status(events, last_status)
         if code is not None:
             return code, last_status, stop_request
         now = time.monotonic()
@@ -289,7 +277,7 @@ def snapshot(run: Run) -> None:
 
 def store(run: Run, events: list[dict]) -> list[RunEvent]:
     rows = run_events_append(run_id=run.pk, events=events)
-    progress = next((e for e in reversed(events) if e.get("type") == "progress"), None)
+    progress = next((e for e in reversed(events) if e.get("type") == protocol.PROGRESS), None)
     if progress is not None:
         run.progress = min(max(float(progress.get("percent") or 0) / 100.0, 0.0), 1.0)
         run.eta_seconds = progress.get("eta_seconds")
@@ -300,15 +288,15 @@ def store(run: Run, events: list[dict]) -> list[RunEvent]:
 
 def finish(run: Run, code: int, last_status: dict, stop_request: str) -> str:
     message = last_status.get("message") or ""
-    if code == EXIT_DONE:
+    if code == protocol.EXIT_DONE:
         state, reason = Run.State.DONE, message or "finished"
-    elif stop_request == Run.StopRequest.ABORT and (code == EXIT_STOPPED or code < 0):
+    elif stop_request == Run.StopRequest.ABORT and (code == protocol.EXIT_STOPPED or code < 0):
         state, reason = Run.State.ABORTED, "aborted by the user"
-    elif stop_request == Run.StopRequest.PAUSE and (code == EXIT_STOPPED or code < 0):
+    elif stop_request == Run.StopRequest.PAUSE and (code == protocol.EXIT_STOPPED or code < 0):
         state, reason = Run.State.PAUSED, "paused by the user; resume continues from the checkpoint"
-    elif code in DETERMINISTIC_FAILURES:
+    elif code in protocol.FAILURE_REASONS:
         # Not retried: the same config on the same data would fail the same way.
-        state, reason = Run.State.FAILED, message or DETERMINISTIC_FAILURES[code]
+        state, reason = Run.State.FAILED, message or protocol.FAILURE_REASONS[code]
     else:
         # Stopped by a signal nobody asked for (the worker shutting down, the OOM killer): retry.
         from workbench.runs.scheduler import interrupt

@@ -14,6 +14,7 @@ from typing import IO
 from django.conf import settings
 from django.db import IntegrityError
 
+from trainer import protocol
 from workbench.runs.models import PretrainedWeights, Run
 
 MAX_PRETRAINED_BYTES = 2 * 1024**3
@@ -47,7 +48,7 @@ def inside_store(path: Path) -> bool:
 def state_dict_tensor_count(path: Path) -> int:
     """Tensors in the file's state_dict (one of our checkpoints counts by its model); raises
     PretrainedError when it is anything else. `weights_only`: a pickle with code is refused."""
-    import torch
+    import torch  # here, not at the top: see weights_from_run
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -97,15 +98,15 @@ def weights_upload(*, owner, name: str, chunks: IO[bytes] | object, size: int | 
 
 def checkpoint_of(run: Run, which: str) -> Path | None:
     """The run's best checkpoint (its latest when it has no best yet), or its latest for "last"."""
-    from trainer.checkpoint import CheckpointStore
-
-    store = CheckpointStore(run.run_dir)
-    return store.latest() if which == "last" else (store.best() or store.latest())
+    if which == "last":
+        return protocol.latest_checkpoint(run.run_dir)
+    return protocol.best_checkpoint(run.run_dir) or protocol.latest_checkpoint(run.run_dir)
 
 
 def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
     """The weights of `run`'s checkpoint copied out for `owner` (a checkpoint is rotated and the
     run may be deleted; the copy stays). The same checkpoint file gives the same copy."""
+    # torch only here: the forms and pages that import this module never pay for it.
     import torch
 
     from trainer.checkpoint import CheckpointStore
