@@ -16,6 +16,7 @@ from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, FAILED
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    # each command imports only what it needs, so `--help` and the light commands start fast
     from trainer.events import Events, JsonLinesReporter
     from trainer.run import train
 
@@ -33,6 +34,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    # each command imports only what it needs, so `--help` and the light commands start fast
     from trainer.export import export_run, resolve_checkpoint
 
     checkpoint = resolve_checkpoint(args.run_dir, args.checkpoint)
@@ -42,6 +44,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_lr_curve(args: argparse.Namespace) -> int:
+    # each command imports only what it needs, so `--help` and the light commands start fast
     from trainer.solver import lr_curve
 
     cfg = load_config(args.config, check_paths=False)
@@ -50,6 +53,7 @@ def _cmd_lr_curve(args: argparse.Namespace) -> int:
 
 
 def _cmd_find_batch_size(args: argparse.Namespace) -> int:
+    # each command imports only what it needs, so `--help` and the light commands start fast
     from trainer.batch_size import find_batch_size
 
     cfg = load_config(args.config)
@@ -58,13 +62,14 @@ def _cmd_find_batch_size(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    # each command imports only what it needs, so `--help` and the light commands start fast
     from trainer.engine import prepare
 
     cfg = load_config(args.config)
     info, spec = prepare(cfg)
     out = {"ok": True, "num_classes": info.num_classes, "input_shape": [spec.channels, spec.height, spec.width]}
     if cfg.network == "custom":
-        from trainer.custom_net import layer_shapes
+        from trainer.custom_net import layer_shapes  # only a custom network needs it
 
         out["layers"] = layer_shapes(cfg.custom_layers, spec.channels, spec.height, spec.width, spec.num_classes)
     print(json.dumps(out))

@@ -11,7 +11,9 @@ import torch
 from torch import nn
 
 from trainer.config import TrainConfig
+from trainer.engine import place_model, prepare, torch_device
 from trainer.memory import is_oom
+from trainer.networks import build_model
 
 
 def search_batch_size(fits: Callable[[int], bool], *, start: int = 1, limit: int = 4096) -> int:
@@ -77,9 +79,6 @@ def train_step_fits(
 def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -> int:
     """Largest global batch (per-process fit x processes) for `cfg`'s network on the first process's devices;
     recorded in `<run_dir>/batch_size.json` so an OOM message can quote it."""
-    from trainer.engine import place_model, prepare, torch_device
-    from trainer.networks import build_model
-
     _, spec = prepare(cfg)
     devices = [torch_device(name) for name in cfg.rank_devices(0)]
     device = devices[0]

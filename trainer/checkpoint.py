@@ -15,6 +15,7 @@ import json
 import os
 import random
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,4 @@ class CheckpointStore:
 
 
 def _now() -> float:
-    import time
-
     return time.time()

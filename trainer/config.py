@@ -297,6 +297,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         if cfg.pretrained and not Path(cfg.pretrained).is_file():
             raise ConfigError(f"file {cfg.pretrained!r} not found", field="pretrained")
         if not on_cpu:
+            # torch only here: configs are validated in web processes, which never load it otherwise
             import torch
 
             count = torch.cuda.device_count()

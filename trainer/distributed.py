@@ -10,6 +10,7 @@ is forwarded to the ranks, which stop together and save a checkpoint.
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import json
 import logging
@@ -53,8 +54,6 @@ def _die_with_parent() -> None:
     """Ask Linux to send us SIGTERM when the launcher dies, so ranks never outlive it (they then
     stop like on any SIGTERM: agree on a step, save, exit)."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass

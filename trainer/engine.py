@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
 from trainer.custom_net import CustomNetError
-from trainer.data import Data, DevicePrefetcher, build_data
+from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
@@ -113,8 +113,6 @@ class Run:
 
 def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     """Everything that can be checked before any process starts: dataset, sizes, network."""
-    from trainer.data import input_shape
-
     try:
         info = load_dataset_folder(cfg.data.dataset)
     except DatasetFolderError as exc:

@@ -141,6 +141,7 @@ def export_torchscript(classifier: Classifier, path: Path) -> Path:
 
 def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
     """Export with a dynamic batch axis and verify with onnxruntime: same top-1, close logits."""
+    # onnxruntime is large and needed only to check an ONNX export
     import onnxruntime as ort
 
     example = _example(classifier)

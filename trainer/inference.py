@@ -16,6 +16,7 @@ from PIL import Image
 from safetensors.torch import load_file
 from torch import nn
 
+from trainer.checkpoint import CheckpointStore
 from trainer.data import Normalize
 from trainer.networks import InputSpec, build_model
 
@@ -106,8 +107,6 @@ def load_bundle(path: str | os.PathLike[str], device: str | torch.device = "cpu"
 
 
 def load_checkpoint_classifier(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Classifier:
-    from trainer.checkpoint import CheckpointStore
-
     state = CheckpointStore.load(path)
     model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
     model.load_state_dict(state["model"])

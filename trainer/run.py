@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from trainer.config import ConfigError, TrainConfig
+from trainer.distributed import launch
 from trainer.engine import StopFlag, prepare, run_rank
 from trainer.events import EventLogHandler, Events, Reporter
 from trainer.protocol import EXIT_CONFIG, FAILED, STARTING, STATUS, Outcome
@@ -44,8 +45,6 @@ def train(
             logger.addHandler(handler)
             outcome: Outcome = run_rank(cfg, rank=0, world=1, resume=resume, events=events, stop=stop)
         else:
-            from trainer.distributed import launch
-
             outcome = launch(cfg, events=events, resume=resume, stop=stop)
     finally:
         logger.removeHandler(handler)

@@ -62,6 +62,7 @@ _CACHE: dict[tuple[str, float], Any] = {}
 def load_classifier(checkpoint: str | os.PathLike[str]):
     """A Classifier for a checkpoint file, cached per (path, mtime) so repeated single-image
     requests do not reload the weights; at most two models stay in memory."""
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
     from trainer.inference import load_checkpoint_classifier
 
     path = str(checkpoint)
@@ -75,6 +76,7 @@ def load_classifier(checkpoint: str | os.PathLike[str]):
 
 def open_image(source: str | os.PathLike[str] | bytes) -> Image.Image:
     """Decode one image by its content (Pillow's bomb limits on); ImageRefused names the problem."""
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
     from datasets.images import load_image
 
     return load_image(source)
@@ -88,6 +90,7 @@ def png_data_url(array_hwc_or_hw: np.ndarray) -> str:
 
 def as_seen(classifier, image: Image.Image) -> np.ndarray:
     """The image as the network saw it (resized, cropped; before mean subtraction), H x W (x C)."""
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
     from trainer.inference import image_to_uint8
 
     chw = image_to_uint8(image, classifier.preprocessing)
@@ -116,6 +119,7 @@ def _batches(items: list, size: int) -> Iterable[list]:
 
 
 def _decode(paths: list[Path], root: Path) -> tuple[list[tuple[str, Image.Image]], list[dict[str, str]]]:
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
     from datasets.images import ImageRefused
 
     good, skipped = [], []
@@ -211,6 +215,7 @@ def predict_split(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(labels, probabilities N x C, the uint8 images as seen) over a dataset split, through the
     validation data path of training."""
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
     import torch
 
     from trainer.data import LMDBImageDataset
@@ -241,6 +246,7 @@ def predict_split(
 def predict_files(
     classifier, items: list[tuple[Path, int]], root: Path, *, progress: Progress | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
     from trainer.inference import image_to_uint8
 
     ys, probs, seen, skipped = [], [], [], []

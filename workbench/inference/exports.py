@@ -115,6 +115,7 @@ def _write_state(path: Path, state: dict) -> None:
 
 
 def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
+    # inside: the tasks module imports this one
     from workbench.inference.tasks import build_export
 
     build_export.delay(run_id, fmt, checkpoint)
@@ -153,6 +154,7 @@ CHECK_IMAGES = 64
 def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> dict | None:
     """Run the exported model on up to CHECK_IMAGES images of the run's validation (or test)
     split and compare its top-1 with the PyTorch checkpoint's; refuses the export on a mismatch."""
+    # torch (with the trainer) is loaded only where this runs, never by every web process
     import numpy as np
     import torch
 
@@ -181,6 +183,7 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
     with torch.no_grad():
         want = classifier.model(batch).argmax(1).numpy()
     if fmt == "onnx":
+        # onnxruntime is large and needed only to check an ONNX export
         import onnxruntime as ort
 
         session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
@@ -220,6 +223,7 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
     with lock:
         if target.exists():
             return target
+        # torch (with the trainer) is loaded only where this runs, never by every web process
         from trainer.export import export_run
 
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -170,6 +170,7 @@ def job_create(
 
 
 def _queue(job_id: int) -> None:
+    # inside: the tasks module imports this one
     from workbench.inference.tasks import run_inference_job
 
     run_inference_job.delay(job_id)
@@ -184,6 +185,7 @@ def _finish(job: InferenceJob, *, state: str, error: str = "", result: dict | No
 
 def _prepare_input(job: InferenceJob) -> dict:
     """The engine's spec; extracts an uploaded archive into `input/`."""
+    # only jobs on an uploaded archive need these
     from datasets.archives import ArchiveError, Caps, extract_archive
 
     spec = {
@@ -192,6 +194,7 @@ def _prepare_input(job: InferenceJob) -> dict:
         "out": str(job.folder / "out"),
     }
     if job.source != InferenceJob.Source.UPLOAD:
+        # torch (with the trainer) is loaded only where this runs, never by every web process
         from trainer.dataset_folder import load_dataset_folder
 
         info = load_dataset_folder(job.run.dataset.path)

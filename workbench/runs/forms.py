@@ -396,6 +396,7 @@ class RunForm(forms.Form):
         self.pretrained_reference = reference
 
     def _check_network(self, data, dataset: Dataset) -> None:
+        # torch (with the trainer) is loaded only where this runs, never by every web process
         from trainer.custom_net import CustomNetError
         from trainer.networks import InputSpec, NetworkError, check_input_size
 
