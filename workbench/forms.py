@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth import get_user_model
-from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
 
 from workbench import throttle
 
@@ -26,6 +26,25 @@ class ThrottledAuthenticationForm(ThrottleMessageMixin, AuthenticationForm):
 
 class ThrottledAdminAuthenticationForm(ThrottleMessageMixin, AdminAuthenticationForm):
     """The admin site's login form (staff accounts only), with the same throttle message."""
+
+
+class ThrottledPasswordChangeForm(PasswordChangeForm):
+    """Changing a password asks for the current one: that check goes through authenticate(), so
+    guessing it here counts in the same throttle as every sign-in (check_password would not)."""
+
+    def __init__(self, user, *args, request=None, **kwargs):
+        self.request = request
+        super().__init__(user, *args, **kwargs)
+
+    def clean_old_password(self):
+        old_password = self.cleaned_data["old_password"]
+        username = self.user.get_username()
+        if throttle.login_locked(username=username, ip=throttle.client_ip(self.request)):
+            raise forms.ValidationError(throttle.locked_message(), code="throttled")
+        user = authenticate(self.request, username=username, password=old_password)
+        if user is None or user.pk != self.user.pk:
+            raise forms.ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
+        return old_password
 
 
 class FirstAdminForm(UserCreationForm):

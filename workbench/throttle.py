@@ -47,20 +47,39 @@ def login_locked(*, username: str, ip: str | None) -> bool:
     return ip is not None and cache.get(_ip_key(ip), 0) >= settings.LOGIN_FAILURES_PER_IP
 
 
-def login_failed(*, username: str, ip: str | None) -> None:
-    keys = [_account_key(username)] + ([_ip_key(ip)] if ip is not None else [])
-    for key in keys:
-        # add() starts the window only for the first failure; incr() keeps the window's expiry.
-        cache.add(key, 0, timeout=settings.LOGIN_FAILURE_WINDOW_SECONDS)
-        try:
-            cache.incr(key)
-        except ValueError:
-            # Expired between add() and incr(): start a fresh window.
-            cache.set(key, 1, timeout=settings.LOGIN_FAILURE_WINDOW_SECONDS)
+def _count(key: str) -> int:
+    # add() starts the window only for the first attempt; incr() keeps the window's expiry and is
+    # atomic in Redis, so attempts made at the same moment each get their own number.
+    cache.add(key, 0, timeout=settings.LOGIN_FAILURE_WINDOW_SECONDS)
+    try:
+        return cache.incr(key)
+    except ValueError:
+        # Expired between add() and incr(): start a fresh window.
+        cache.set(key, 1, timeout=settings.LOGIN_FAILURE_WINDOW_SECONDS)
+        return 1
 
 
-def login_succeeded(*, username: str) -> None:
+def attempt_allowed(*, username: str, ip: str | None) -> bool:
+    """Counts a password attempt before the password is checked, and says whether it may go on.
+
+    Counting first is what makes the limit hold under parallel attempts: a check made before any
+    of them is counted would let them all through while the password hashes run.
+    """
+    allowed = _count(_account_key(username)) <= settings.LOGIN_FAILURES_PER_ACCOUNT
+    if ip is not None:
+        allowed = _count(_ip_key(ip)) <= settings.LOGIN_FAILURES_PER_IP and allowed
+    return allowed
+
+
+def login_succeeded(*, username: str, ip: str | None) -> None:
+    """A right password: the account starts afresh, and the address gets its attempt back (a lab
+    behind one address signs in many times a day)."""
     cache.delete(_account_key(username))
+    if ip is not None:
+        try:
+            cache.decr(_ip_key(ip))
+        except ValueError:
+            pass  # the window expired meanwhile: nothing to give back
 
 
 def locked_message() -> str:
@@ -70,8 +89,8 @@ def locked_message() -> str:
 class ThrottledModelBackend(ModelBackend):
     """Django's username/password backend behind the login throttle.
 
-    A locked account or address raises PermissionDenied, which makes `authenticate()` stop and
-    refuse even the right password; every wrong password is counted, whoever asked.
+    Every attempt is counted before its password is checked; one over the limit raises
+    PermissionDenied, which makes `authenticate()` stop and refuse even the right password.
     """
 
     def authenticate(self, request, username=None, password=None, **kwargs):
@@ -81,13 +100,11 @@ class ThrottledModelBackend(ModelBackend):
             return None  # not a password login (another backend's credentials): nothing to count
         username = str(username)
         ip = client_ip(request)
-        if login_locked(username=username, ip=ip):
+        if not attempt_allowed(username=username, ip=ip):
             raise PermissionDenied(locked_message())
         user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is None:
-            login_failed(username=username, ip=ip)
-        else:
-            login_succeeded(username=username)
+        if user is not None:
+            login_succeeded(username=username, ip=ip)
         return user
 
     async def aauthenticate(self, request, username=None, password=None, **kwargs):

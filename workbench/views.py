@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView
 from django.db import transaction
@@ -11,7 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from datasets.selectors import datasets_visible_to
-from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm
+from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm, ThrottledPasswordChangeForm
 from workbench.health import health_report
 from workbench.runs.selectors import runs_visible_to
 from workbench.workers.inventory import hosts_for_display
@@ -65,3 +66,10 @@ def first_admin(request):
         login(request, user, backend=settings.AUTHENTICATION_BACKENDS[0])
         return redirect("home")
     return render(request, "workbench/first_admin.html", {"form": form})
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    form_class = ThrottledPasswordChangeForm
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}

@@ -177,3 +177,48 @@ def test_it_throttles_in_the_authentication_backend_itself(rf, owner, settings):
         assert authenticate(rf.post("/"), username="alice", password="wrong") is None
     assert authenticate(rf.post("/"), username="alice", password=PASSWORD) is None
     assert authenticate(rf.post("/", REMOTE_ADDR="10.1.2.3"), username="alice", password=PASSWORD) is None
+
+
+def test_it_counts_attempts_still_in_flight(rf, owner, settings):
+    # Parallel guesses: each is counted before its password hash runs, so attempts that have not
+    # finished yet already use up the allowance and the next one is refused, right or wrong.
+    from django.contrib.auth import authenticate
+
+    from workbench import throttle
+
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    for _ in range(3):  # three attempts begun at the same moment, their hashes still running
+        assert throttle.attempt_allowed(username="alice", ip="10.0.0.1")
+    assert authenticate(rf.post("/", REMOTE_ADDR="10.0.0.2"), username="alice", password=PASSWORD) is None
+
+
+def test_it_gives_an_address_its_attempt_back_on_success(rf, owner, other_user, settings):
+    # A lab behind one address signs in many times a day: right passwords do not use it up.
+    from django.contrib.auth import authenticate
+
+    settings.LOGIN_FAILURES_PER_IP = 2
+    for _ in range(5):
+        assert authenticate(rf.post("/", REMOTE_ADDR="10.9.9.9"), username="alice", password=PASSWORD) is not None
+
+
+def test_it_throttles_guesses_of_the_current_password_when_changing_it(owner_client, owner, settings):
+    from django.test import Client
+
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    new = "new-long-passphrase-9"
+    wrong = {"old_password": "guess", "new_password1": new, "new_password2": new}
+    for _ in range(3):
+        page = owner_client.post(reverse("password_change"), wrong)
+        assert page.status_code == 200 and "incorrect" in page.content.decode()
+    right = {**wrong, "old_password": PASSWORD}
+    page = owner_client.post(reverse("password_change"), right)
+    assert "Too many failed sign-in attempts" in page.content.decode()
+    assert get_user_model().objects.get(username="alice").check_password(PASSWORD)  # unchanged
+    login = Client().post(reverse("login"), {"username": "alice", "password": PASSWORD})  # signed out
+    assert "Too many failed sign-in attempts" in login.content.decode()
+
+
+def test_it_sends_the_admins_password_change_to_the_throttled_form(client, staff_user):
+    client.force_login(staff_user)
+    response = client.get("/admin/password_change/")
+    assert response.status_code == 302 and response["Location"] == reverse("password_change")
