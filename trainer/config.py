@@ -295,7 +295,8 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         if not cfg.data.dataset or not Path(cfg.data.dataset).is_dir():
             raise ConfigError(f"folder {cfg.data.dataset!r} not found", field="data.dataset")
         if cfg.pretrained and not Path(cfg.pretrained).is_file():
-            raise ConfigError(f"file {cfg.pretrained!r} not found", field="pretrained")
+            # The file's name only: the folder it lives in is the server's business.
+            raise ConfigError(f"file {Path(cfg.pretrained).name!r} not found", field="pretrained")
         if not on_cpu:
             # torch only here: configs are validated in web processes, which never load it otherwise
             import torch

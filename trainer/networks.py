@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torchvision
@@ -188,7 +189,7 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # one of our checkpoints
     if not isinstance(state, dict):
-        raise NetworkError(f"pretrained: {path} does not hold a state_dict")
+        raise NetworkError(f"pretrained: {Path(path).name} does not hold a state_dict")
     state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
     own = model.state_dict()
     loaded, skipped = [], []

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -225,13 +226,19 @@ def relaunch_unclaimed() -> int:
     """Placed runs whose launch no worker claimed (the message was lost: the broker was down when
     it was sent) get it again. After a grace of two worker timeouts, so a message that is merely
     queued is not doubled often; a double is harmless anyway, since a task claims by attempt."""
-    cutoff = timezone.now() - timedelta(seconds=2 * settings.WORKER_TIMEOUT_SECONDS)
+    grace = 2 * settings.WORKER_TIMEOUT_SECONDS
+    cutoff = timezone.now() - timedelta(seconds=grace)
     unclaimed = Run.objects.filter(
         state=Run.State.RUNNING, trainer_pid__isnull=True, launched_attempt__lt=F("attempt"), started_at__lt=cutoff
     ).select_related("host")
     sent = 0
     for run in unclaimed:
-        if run.host is not None and not lost_worker(run.host, run.host_boot_id):
+        if run.host is None or lost_worker(run.host, run.host_boot_id):
+            continue
+        # At most once per grace period and attempt, whichever worker's pass gets here first: a
+        # launch that is merely waiting for a free worker thread must not pile up copies.
+        placed = f"{run.pk}:{run.attempt}:{run.started_at.timestamp()}"  # this placement, not a reused id
+        if cache.add(f"workbench:relaunched:{placed}", True, timeout=grace):
             sent += launch(run.pk, run.attempt, run.host.queue)
     return sent
 

@@ -238,3 +238,16 @@ def test_it_previews_a_backfill_as_the_scheduler_then_does_it(owner, other_user,
     else:
         assert preview["message"] == "Waits in the queue at position 2 of 2: behind runs of higher priority."
         assert small.wait_reason == "behind 1 run of higher priority"
+
+
+def test_it_resends_an_unclaimed_launch_once_per_grace_period(owner, dataset):
+    # Every worker's heartbeat runs a pass; a launch waiting for a free worker thread must not be
+    # copied into the broker on each of them.
+    from workbench.runs.scheduler import relaunch_unclaimed
+
+    simulate_hosts(hosts=1, gpus_per_host=1)
+    run = submit(owner, dataset, gpus(1))
+    assert schedule()["started"] == 1
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert relaunch_unclaimed() == 1
+    assert [relaunch_unclaimed(), relaunch_unclaimed()] == [0, 0]
