@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from trainer import protocol
 from workbench.runs import services
 from workbench.runs.forms import RunEditForm
 from workbench.runs.models import Run, RunEvent
@@ -62,13 +63,13 @@ def run_summary(run: Run) -> dict:
         return summary
     losses = [
         loss
-        for loss in RunEvent.objects.filter(run_id=run.pk, kind="metrics")
+        for loss in RunEvent.objects.filter(run_id=run.pk, kind=protocol.METRICS)
         .order_by("seq")
         .values_list("data__loss", flat=True)
         if isinstance(loss, int | float)
     ]
     validations = list(
-        RunEvent.objects.filter(run_id=run.pk, kind="validation")
+        RunEvent.objects.filter(run_id=run.pk, kind=protocol.VALIDATION)
         .order_by("seq")
         .values_list("data__val_loss", "data__top1")
     )

@@ -28,11 +28,12 @@ import numpy as np
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from trainer import protocol
 from workbench.runs.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
 
-SERIES_KINDS = ("metrics", "validation", "system")
+SERIES_KINDS = (protocol.METRICS, protocol.VALIDATION, protocol.SYSTEM)
 X_AXES = ("step", "epoch", "time", "images")
 MAX_POINTS = 2000
 # Fields of an event that are coordinates or bookkeeping, not series of their own.
@@ -66,7 +67,7 @@ def flatten(data: dict) -> dict[str, float]:
 def event_payload(event: RunEvent) -> dict:
     """The neutral shape every client receives: {seq, type, time, step, epoch, ...fields}; a
     system sample's fields already flat, so the pages chart them as they come."""
-    fields = flatten(event.data) if event.kind == "system" else event.data
+    fields = flatten(event.data) if event.kind == protocol.SYSTEM else event.data
     return {
         "seq": event.seq,
         "type": event.kind,
@@ -145,7 +146,7 @@ class RunColumns:
         for row in rows:
             by_kind.setdefault(row[0], []).append(row)
         # Metrics first: their images per step give the other kinds their images coordinate.
-        for kind in sorted(by_kind, key=lambda k: k != "metrics"):
+        for kind in sorted(by_kind, key=lambda k: k != protocol.METRICS):
             self._add_kind(kind, by_kind[kind])
         self.last_seq = rows[-1][1]
 
@@ -159,7 +160,7 @@ class RunColumns:
                 datas = [json.loads(text) for text in texts]
         else:
             datas = [json.loads(text) if isinstance(text, str) else text for text in texts]
-        fields = [flatten(data) for data in datas] if kind == "system" else datas
+        fields = [flatten(data) for data in datas] if kind == protocol.SYSTEM else datas
         coordinates = {
             "seq": np.array([row[1] for row in rows], np.int64),
             "step": _floats([row[2] for row in rows]),
@@ -167,7 +168,7 @@ class RunColumns:
             "time": _floats([row[4] for row in rows]),
         }
         images = _floats([data.get("images_seen") for data in datas])
-        if kind == "metrics":
+        if kind == protocol.METRICS:
             known = np.flatnonzero(~np.isnan(images) & (coordinates["step"] > 0))
             if len(known):
                 self.images_per_step = images[known[-1]] / coordinates["step"][known[-1]]
@@ -442,7 +443,7 @@ def full_rows(run: Run):
     )
     for kind, seq, step, epoch, time, data in rows.iterator(chunk_size=5000):
         images = data.get("images_seen")
-        if kind == "metrics" and images is not None and step:
+        if kind == protocol.METRICS and images is not None and step:
             images_per_step = images / step
         if images is None and step is not None and images_per_step is not None:
             images = step * images_per_step
@@ -468,9 +469,9 @@ def replay_message(run: Run, since: int) -> dict:
     columns = read_columns(run)
     pending = sum(_count_between(kind, since, last_seq) for kind in columns.kinds.values())
     downsampled = pending > REPLAY_FULL_LIMIT
-    events = list(window.filter(kind="status"))
-    events += list(window.filter(kind="progress").order_by("-seq")[:1])
-    events += list(window.filter(kind="log").order_by("-seq")[:LOG_TAIL])
+    events = list(window.filter(kind=protocol.STATUS))
+    events += list(window.filter(kind=protocol.PROGRESS).order_by("-seq")[:1])
+    events += list(window.filter(kind=protocol.LOG).order_by("-seq")[:LOG_TAIL])
     series = {}
     if downsampled:
         for name in sorted(columns.names()):

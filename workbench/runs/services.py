@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from datasets.models import Dataset
+from trainer import protocol
 from workbench.core.groups import group_publish, run_group_name, user_group_name
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run, RunEvent, RunTransition
@@ -46,7 +47,7 @@ class RunError(ValueError):
 def _event_fields(event: dict) -> dict:
     data = {key: value for key, value in event.items() if key not in {"type", "time", "step", "epoch"}}
     return {
-        "kind": str(event.get("type", "log"))[:16],
+        "kind": str(event.get("type", protocol.LOG))[:16],
         "step": event.get("step"),
         "epoch": event.get("epoch"),
         "time": float(event.get("time") or time.time()),
@@ -93,8 +94,8 @@ def run_transition(*, run: Run, to_state: str, from_states: Iterable[str], reaso
             return False
         Run.objects.filter(pk=run.pk).update(state=to_state, **fields)
         RunTransition.objects.create(run_id=run.pk, from_state=current, to_state=to_state, reason=reason)
-        status = {"type": "status", "time": time.time(), "state": to_state, "message": reason, "source": "workbench"}
-        run_events_append(run_id=run.pk, events=[status])
+        status = {"type": protocol.STATUS, "time": time.time(), "state": to_state, "message": reason}
+        run_events_append(run_id=run.pk, events=[{**status, "source": "workbench"}])
         run.refresh_from_db()
         transaction.on_commit(lambda: publish_dashboard(run))
     return True
@@ -166,7 +167,9 @@ def run_create(
         shutil.rmtree(run.run_dir, ignore_errors=True)
         run_events_append(
             run_id=run.pk,
-            events=[{"type": "status", "state": Run.State.QUEUED, "message": "submitted", "source": "workbench"}],
+            events=[
+                {"type": protocol.STATUS, "state": Run.State.QUEUED, "message": "submitted", "source": "workbench"}
+            ],
         )
         transaction.on_commit(queue_scheduling)
     run.refresh_from_db()

@@ -21,6 +21,7 @@ import time
 import psutil
 from django.db import close_old_connections, connection
 
+from trainer import protocol
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.services import run_events_append
 from workbench.workers.models import Device
@@ -90,7 +91,7 @@ def rank_pids(run: Run, root_pid: int | None) -> list[int]:
 def latest_position(run: Run) -> dict:
     """Step, epoch and images seen of the run's latest metrics, so system points share the x axes."""
     row = (
-        RunEvent.objects.filter(run_id=run.pk, kind="metrics")
+        RunEvent.objects.filter(run_id=run.pk, kind=protocol.METRICS)
         .order_by("-seq")
         .values_list("step", "epoch", "data")
         .first()
@@ -109,7 +110,7 @@ def sample_system(run: Run, *, pid: int | None = None, meter: CpuMeter | None = 
     memory = psutil.virtual_memory()
     process_cpu, process_rss = tree_usage(tree, meter)
     event = {
-        "type": "system",
+        "type": protocol.SYSTEM,
         "time": time.time(),
         **latest_position(run),
         "host_cpu_percent": psutil.cpu_percent(interval=None),
