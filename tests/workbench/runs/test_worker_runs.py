@@ -229,6 +229,12 @@ def test_it_resends_a_launch_the_broker_did_not_take(celery_worker, transactiona
     def broker_down(*args, **kwargs):
         raise OperationalError("Error 111 connecting to the broker. Connection refused.")
 
+    # The suite's worker announces its devices again after the database flush between tests:
+    # the pass below can only place the run once the worker's CPU is back in the inventory.
+    wait_for(
+        lambda: Device.objects.filter(kind="cpu", run__isnull=True, host__hostname=celery_worker.nodename).exists(),
+        "the suite's worker to announce its free CPU",
+    )
     monkeypatch.setattr(train_run, "apply_async", broker_down)
     with transaction.atomic():  # the worker's passes see the dataset ready only with the run placed
         Dataset.objects.filter(pk=dataset.pk).update(status=Dataset.Status.READY)
