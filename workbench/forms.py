@@ -6,6 +6,12 @@ from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, Us
 from workbench import throttle
 
 
+def refuse_if_locked(*, username: str, request) -> None:
+    """The "too many attempts" message for a locked account or address, as a form error."""
+    if throttle.login_locked(username=username, ip=throttle.client_ip(request)):
+        raise forms.ValidationError(throttle.locked_message(), code="throttled")
+
+
 class ThrottleMessageMixin:
     """Says "too many attempts" on a locked account or address instead of "wrong password".
 
@@ -14,9 +20,7 @@ class ThrottleMessageMixin:
     """
 
     def clean(self):
-        username = self.cleaned_data.get("username") or ""
-        if throttle.login_locked(username=username, ip=throttle.client_ip(self.request)):
-            raise forms.ValidationError(throttle.locked_message(), code="throttled")
+        refuse_if_locked(username=self.cleaned_data.get("username") or "", request=self.request)
         return super().clean()
 
 
@@ -39,8 +43,7 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
     def clean_old_password(self):
         old_password = self.cleaned_data["old_password"]
         username = self.user.get_username()
-        if throttle.login_locked(username=username, ip=throttle.client_ip(self.request)):
-            raise forms.ValidationError(throttle.locked_message(), code="throttled")
+        refuse_if_locked(username=username, request=self.request)
         user = authenticate(self.request, username=username, password=old_password)
         if user is None or user.pk != self.user.pk:
             raise forms.ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
