@@ -1,4 +1,4 @@
-"""Command line: python -m trainer {train, export, lr-curve, find-batch-size, check} ...
+"""Command line: python -m trainer {train, benchmark, export, lr-curve, find-batch-size, check} ...
 
 Exit codes of `train` (trainer/protocol.py): 0 done, 1 failed, 2 bad config/dataset, 3 stopped by
 SIGTERM/SIGINT with a checkpoint saved (resume with --resume), 4 out of memory, 5 loss became NaN/inf.
@@ -17,10 +17,16 @@ from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, FAILED
 
 def _cmd_train(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
+    from trainer.cluster import placement_from_environment
     from trainer.events import Events, JsonLinesReporter
     from trainer.run import train
 
-    reporter = JsonLinesReporter(args.events)
+    try:
+        placement = placement_from_environment() if args.placement_from_environment else None
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    reporter = JsonLinesReporter(placement.events_path(args.events) if placement else args.events)
     try:
         try:
             cfg = load_config(args.config)
@@ -28,7 +34,40 @@ def _cmd_train(args: argparse.Namespace) -> int:
             Events(reporter).status(FAILED, str(exc), exit_code=EXIT_CONFIG)
             print(f"config error: {exc}", file=sys.stderr)
             return EXIT_CONFIG
-        return train(cfg, reporter=reporter, resume=args.resume)
+        return train(cfg, reporter=reporter, resume=args.resume, placement=placement)
+    finally:
+        reporter.close()
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    # each command imports only what it needs, so `--help` and the light commands start fast
+    from trainer.bench_config import load_benchmark
+    from trainer.bench_run import run_benchmark
+    from trainer.engine import StopFlag
+    from trainer.events import EventLogHandler, Events, JsonLinesReporter
+    from trainer.protocol import STARTING, STATUS
+
+    reporter = JsonLinesReporter(args.events)
+    events = Events(reporter)
+    try:
+        try:
+            cfg = load_benchmark(args.config)
+        except ConfigError as exc:
+            events.status(FAILED, str(exc), exit_code=EXIT_CONFIG)
+            print(f"config error: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        events.status(STARTING, f"benchmark of {', '.join(cfg.networks)} on devices {cfg.devices}")
+        stop = StopFlag()
+        stop.install()
+        handler = EventLogHandler(events)
+        logging.getLogger("trainer").addHandler(handler)
+        try:
+            outcome = run_benchmark(cfg, events=events, stop=stop)
+        finally:
+            logging.getLogger("trainer").removeHandler(handler)
+            stop.restore()
+        events.emit(STATUS, **outcome.status_fields())
+        return outcome.code
     finally:
         reporter.close()
 
@@ -85,7 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument("--events", default="-", help="JSON-lines events file (default: stdout)")
+    p.add_argument(
+        "--placement-from-environment",
+        action="store_true",
+        help="one node of a multi-node run: SLURM_NODEID, SLURM_JOB_NUM_NODES, MASTER_ADDR, MASTER_PORT",
+    )
     p.set_defaults(func=_cmd_train)
+    p = sub.add_parser("benchmark", help="measure images/s per GPU count and batch size (a JSON config)")
+    p.add_argument("--config", required=True)
+    p.add_argument("--events", default="-", help="JSON-lines events file (default: stdout)")
+    p.set_defaults(func=_cmd_benchmark)
     p = sub.add_parser("export", help="export a checkpoint: bundle, TorchScript, ONNX")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--checkpoint", default="best", help="best | latest | a file path")

@@ -100,6 +100,9 @@ class TrainConfig:
     # Devices per process: the network is split into this many stages, one per device, and data
     # parallelism runs over the groups (devices [0, 1, 2, 3] with 2: two processes of two GPUs).
     model_parallel: int = 1
+    # Nodes the run spans (a Slurm job): `devices` are each node's, the processes of all nodes
+    # form one data-parallel group (trainer/cluster.py says which node this process is on).
+    nodes: int = 1
     precision: str = "fp32"
     channels_last: bool = False
     compile: bool = False
@@ -114,13 +117,19 @@ class TrainConfig:
 
     # ---------------------------------------------------------------- derived values
     @property
-    def world_size(self) -> int:
-        """Processes (data-parallel ranks): one per group of `model_parallel` devices."""
+    def local_processes(self) -> int:
+        """Processes on each node: one per group of `model_parallel` devices."""
         return len(self.devices) // self.model_parallel
 
+    @property
+    def world_size(self) -> int:
+        """Processes (data-parallel ranks) over all nodes."""
+        return self.nodes * self.local_processes
+
     def rank_devices(self, rank: int) -> list[str | int]:
-        """The devices of process `rank`, one per stage of the network."""
-        return self.devices[rank * self.model_parallel : (rank + 1) * self.model_parallel]
+        """The devices of process `rank`, one per stage of the network (a group never spans nodes)."""
+        local = rank % self.local_processes
+        return self.devices[local * self.model_parallel : (local + 1) * self.model_parallel]
 
     @property
     def per_process_batch(self) -> int:
@@ -260,6 +269,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     cfg.solver.betas = (float(betas[0]), float(betas[1]))
 
     positive("model_parallel", cfg.model_parallel, integer=True)
+    positive("nodes", cfg.nodes, integer=True)
     if len(cfg.devices) % cfg.model_parallel:
         raise ConfigError(
             f"{len(cfg.devices)} devices cannot form groups of {cfg.model_parallel} "
@@ -273,7 +283,9 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     world = cfg.world_size
     if cfg.batch_size % world:
         raise ConfigError(
-            f"{cfg.batch_size} is not divisible by the {world} processes (devices {cfg.devices})", field="batch_size"
+            f"{cfg.batch_size} is not divisible by the {world} processes "
+            + (f"({cfg.nodes} nodes x devices {cfg.devices})" if cfg.nodes > 1 else f"(devices {cfg.devices})"),
+            field="batch_size",
         )
     if cfg.per_process_batch % cfg.grad_accum:
         raise ConfigError(

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainer.cluster import NodePlacement
 from trainer.config import TrainConfig, config_from_dict
 from trainer.engine import StopFlag, run_rank
 from trainer.events import EventLogHandler, Events
@@ -59,7 +60,8 @@ def _die_with_parent() -> None:
         pass
 
 
-def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q: Any) -> None:
+def _rank_main(rank: int, local: int, world: int, rendezvous: str, raw_cfg: dict, resume: bool, q: Any) -> None:
+    """Rank `rank` of `world` (its node's process `local`), meeting the others at `rendezvous`."""
     _die_with_parent()
     cfg = config_from_dict(raw_cfg, check_paths=False)
     stop = StopFlag()
@@ -77,7 +79,7 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
     try:
         dist.init_process_group(
             "nccl" if on_cuda else "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
+            init_method=rendezvous,
             rank=rank,
             world_size=world,
             timeout=datetime.timedelta(seconds=cfg.dist_timeout_s),
@@ -88,7 +90,7 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
     except Exception as exc:
         outcome = Outcome.failed(EXIT_FAILED, f"rank {rank}: {type(exc).__name__}: {exc}")
-    q.put(("outcome", rank, outcome.code, outcome.state, outcome.message, outcome.fields, time.time()))
+    q.put(("outcome", local, outcome.code, outcome.state, outcome.message, outcome.fields, time.time()))
     if dist.is_initialized() and outcome.code in EXIT_OK:
         dist.destroy_process_group()
     # Exit without interpreter teardown: a failed peer can leave gloo threads that block exit.
@@ -97,14 +99,21 @@ def _rank_main(rank: int, world: int, port: int, raw_cfg: dict, resume: bool, q:
     os._exit(outcome.code)
 
 
-def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) -> Outcome:
+def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag, placement: NodePlacement) -> Outcome:
+    """Starts this node's ranks and supervises them until all have exited."""
     world = cfg.world_size
+    offset = placement.rank_offset(cfg.local_processes)
     ctx = mp.get_context("spawn")  # fork after torch/CUDA initialisation is unsafe
     q = ctx.Queue()
-    port = free_port()
+    port = placement.master_port or free_port()
+    rendezvous = f"tcp://{placement.master_addr}:{port}"
     procs = [
-        ctx.Process(target=_rank_main, args=(r, world, port, cfg.to_dict(), resume, q), name=f"trainer-rank{r}")
-        for r in range(world)
+        ctx.Process(
+            target=_rank_main,
+            args=(offset + local, local, world, rendezvous, cfg.to_dict(), resume, q),
+            name=f"trainer-rank{offset + local}",
+        )
+        for local in range(cfg.local_processes)
     ]
     # A stop signal to the process group while a rank still imports torch would kill it: held
     # pending until the rank's StopFlag is installed (see trainer.stopping).
@@ -112,13 +121,16 @@ def launch(cfg: TrainConfig, *, events: Events, resume: bool, stop: StopFlag) ->
         for p in procs:
             p.start()
     # Who is who, for operators and tests (the runs app signals the whole process group).
-    Path(cfg.run_dir, "processes.json").write_text(
-        json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs]}), encoding="utf-8"
+    name = "processes.json" if placement.node_rank == 0 else f"processes.node{placement.node_rank}.json"
+    Path(cfg.run_dir, name).write_text(
+        json.dumps({"launcher": os.getpid(), "ranks": [p.pid for p in procs], "node": placement.node_name}),
+        encoding="utf-8",
     )
     outcomes, first_failure = _supervise(procs, q, events=events, stop=stop)
     for p in procs:
         p.join()
-    return _summarise(procs, outcomes, first_failure, [cfg.rank_devices(r) for r in range(world)])
+    devices = [cfg.rank_devices(local) for local in range(cfg.local_processes)]
+    return _summarise(procs, outcomes, first_failure, devices, offset=offset, placement=placement)
 
 
 def _supervise(procs: list, q: Any, *, events: Events, stop: StopFlag) -> tuple[dict[int, tuple], int | None]:
@@ -168,8 +180,18 @@ def _supervise(procs: list, q: Any, *, events: Events, stop: StopFlag) -> tuple[
     return outcomes, first_failure
 
 
-def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | None, devices: list[list]) -> Outcome:
-    """`devices`: each rank's devices."""
+def _summarise(
+    procs: list,
+    outcomes: dict[int, tuple],
+    first_failure: int | None,
+    devices: list[list],
+    *,
+    offset: int,
+    placement: NodePlacement,
+) -> Outcome:
+    """`procs`, `outcomes` and `devices` are by local index; messages name global ranks, and
+    the node when the run spans several."""
+    where = f" on node {placement.node_name}" if placement.nodes > 1 else ""
     codes = [p.exitcode for p in procs]
     if first_failure is None and all(c == EXIT_DONE for c in codes):
         _, _, message, fields, _ = outcomes.get(0, (EXIT_DONE, "done", "finished", {}, 0.0))
@@ -190,7 +212,7 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
         )
         return Outcome.failed(
             EXIT_FAILED,
-            f"rank {r} (pid {procs[r].pid}, device {', '.join(map(str, devices[r]))}) {how}; "
+            f"rank {offset + r}{where} (pid {procs[r].pid}, device {', '.join(map(str, devices[r]))}) {how}; "
             "the other ranks were stopped",
         )
     # Otherwise the earliest reported failure: the rank that hit OOM/NaN/an error first; the
@@ -199,5 +221,5 @@ def _summarise(procs: list, outcomes: dict[int, tuple], first_failure: int | Non
     if failures:
         r = failures[0][1]
         code, _, message, fields, _ = outcomes[r]
-        return Outcome.failed(code, message if message.startswith("rank") else f"rank {r}: {message}", **fields)
+        return Outcome.failed(code, message if message.startswith("rank") else f"rank {offset + r}: {message}", **fields)
     return Outcome.failed(EXIT_FAILED, f"ranks exited with codes {codes}")

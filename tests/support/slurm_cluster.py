@@ -1,0 +1,228 @@
+"""A real two-node Slurm cluster on this machine, for the tests of the Slurm executor.
+
+One `munged` with its own key and socket, one `slurmctld` and two `slurmd -N n1|n2` on
+127.0.0.1 with distinct ports, every config, state, spool and log file in one folder. Each node
+declares GPUs as GRES over placeholder files: there is no CUDA behind them, so the workbench
+runs with simulated GPUs (the trainer uses gloo on the CPU) exactly as its setting says.
+
+`python -m tests.support.slurm_cluster [folder]` starts one by hand and prints the environment
+to use it (SLURM_CONF); Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NODES = ("n1", "n2")
+GPUS_PER_NODE = 2
+PARTITION = "wb"
+# Slurm's time between SIGTERM and SIGKILL when a job is cancelled or requeued: long enough for
+# a loaded 2-core machine's trainer to reach its next stop agreement and write a checkpoint.
+KILL_WAIT_SECONDS = 60
+
+
+def slurm_available() -> bool:
+    return all(shutil.which(tool) for tool in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class SlurmCluster:
+    folder: Path
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def conf(self) -> Path:
+        return self.folder / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"SLURM_CONF": str(self.conf)}
+
+    def command(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            argv, env={**os.environ, **self.env}, capture_output=True, text=True, check=check, timeout=timeout
+        )
+
+    # ---------------------------------------------------------------- configuration
+
+    def write_config(self) -> None:
+        for sub in ("state", "log", "gpu", *(f"spool/{node}" for node in NODES)):
+            (self.folder / sub).mkdir(parents=True, exist_ok=True)
+        for name in ("ctld", *NODES):
+            self.ports.setdefault(name, _free_port())
+        for node in NODES:
+            # Named like NVIDIA's device files (Slurm reads the GPU's index from the name), and
+            # character devices as Slurm requires: copies of /dev/null, nothing behind them.
+            (self.folder / "gpu" / node).mkdir(exist_ok=True)
+            for index in range(GPUS_PER_NODE):
+                placeholder = self.folder / "gpu" / node / f"nvidia{index}"
+                if not placeholder.exists():
+                    os.mknod(placeholder, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        folder = self.folder
+        lines = [
+            "ClusterName=workbench-test",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={self.ports['ctld']}",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={folder / 'munge.socket'}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"StateSaveLocation={folder / 'state'}",
+            f"SlurmdSpoolDir={folder / 'spool' / '%n'}",
+            f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+            f"SlurmdPidFile={folder / 'slurmd-%n.pid'}",
+            f"SlurmctldLogFile={folder / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={folder / 'log' / 'slurmd-%n.log'}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "SchedulerType=sched/backfill",
+            "SchedulerParameters=sched_interval=2,bf_interval=2",
+            "GresTypes=gpu",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SlurmdParameters=config_overrides",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            "SwitchType=switch/none",
+            "LaunchType=launch/slurm",
+            f"KillWait={KILL_WAIT_SECONDS}",
+            "MinJobAge=600",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=60",
+            "InactiveLimit=0",
+            "JobRequeue=1",
+        ]
+        for node in NODES:
+            lines.append(
+                f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname=localhost Port={self.ports[node]} "
+                f"CPUs=4 Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
+            )
+        lines.append(f"PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP")
+        self.conf.write_text("\n".join(lines) + "\n")
+        gres = [
+            f"NodeName={node} Name=gpu File={self.folder / 'gpu' / node}/nvidia[0-{GPUS_PER_NODE - 1}]" for node in NODES
+        ]
+        (self.folder / "gres.conf").write_text("AutoDetect=off\n" + "\n".join(gres) + "\n")
+
+    # ---------------------------------------------------------------- daemons
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.folder / "log" / f"{name}.out").open("ab")
+        self.processes[name] = subprocess.Popen(
+            argv, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def start_munge(self) -> None:
+        key = self.folder / "munge.key"
+        if not key.exists():
+            subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True, capture_output=True)
+            key.chmod(0o600)
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={self.folder / 'munge.socket'}",
+                f"--key-file={key}",
+                f"--pid-file={self.folder / 'munged.pid'}",
+                f"--log-file={self.folder / 'log' / 'munged.log'}",
+                f"--seed-file={self.folder / 'munged.seed'}",
+            ],
+        )
+        self._wait(lambda: (self.folder / "munge.socket").exists(), "munged did not create its socket")
+
+    def start_controller(self) -> None:
+        self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+        self._wait(lambda: self.command("scontrol", "ping", check=False).stdout.count("UP") > 0, "slurmctld is not up")
+
+    def stop_controller(self) -> None:
+        self._stop("slurmctld")
+
+    def start_nodes(self) -> None:
+        for node in NODES:
+            self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+        self._wait(self.nodes_idle, "the nodes did not become idle")
+
+    def nodes_idle(self) -> bool:
+        out = self.command("sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout.split("\n")
+        states = dict(line.split() for line in out if line.strip())
+        return all(states.get(node, "").startswith(("idle", "mix", "alloc")) for node in NODES)
+
+    def start(self) -> SlurmCluster:
+        self.write_config()
+        self.start_munge()
+        self.start_controller()
+        self.start_nodes()
+        return self
+
+    def cancel_all(self) -> None:
+        """Ends every job (a test's leftovers) and waits until the nodes are free again."""
+        self.command("scancel", "--full", "--signal=KILL", "--user=root", check=False)
+        self.command("scancel", "--user=root", check=False)
+        self._wait(lambda: not self.command("squeue", "-h", "-t", "PD,R,CG,S", check=False).stdout.strip(), "jobs left")
+
+    def stop(self) -> None:
+        self.command("scancel", "--user=root", check=False, timeout=10) if "slurmctld" in self.processes else None
+        for name in [*(f"slurmd-{node}" for node in NODES), "slurmctld", "munged"]:
+            self._stop(name)
+
+    def _stop(self, name: str) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _wait(self, ready, what: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if ready():
+                    return
+            except (subprocess.SubprocessError, ValueError):
+                pass
+            time.sleep(0.3)
+        logs = "\n".join(f"--- {path.name}\n{path.read_text()[-2000:]}" for path in (self.folder / "log").glob("*"))
+        raise RuntimeError(f"Slurm test cluster: {what}\n{logs}")
+
+
+def main() -> int:
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="slurm-"))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # for sigwait
+    cluster = SlurmCluster(folder).start()
+    print(f"export SLURM_CONF={cluster.conf}", flush=True)
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
