@@ -71,6 +71,4 @@ def placement_from_environment(env: Mapping[str, str] | None = None) -> NodePlac
 
 def check_nodes(cfg_nodes: int, placement: NodePlacement) -> None:
     if cfg_nodes != placement.nodes:
-        raise ConfigError(
-            f"the config is for {cfg_nodes} node(s) but the job has {placement.nodes}", field="nodes"
-        )
+        raise ConfigError(f"the config is for {cfg_nodes} node(s) but the job has {placement.nodes}", field="nodes")

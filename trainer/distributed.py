@@ -221,5 +221,7 @@ def _summarise(
     if failures:
         r = failures[0][1]
         code, _, message, fields, _ = outcomes[r]
-        return Outcome.failed(code, message if message.startswith("rank") else f"rank {offset + r}: {message}", **fields)
+        return Outcome.failed(
+            code, message if message.startswith("rank") else f"rank {offset + r}: {message}", **fields
+        )
     return Outcome.failed(EXIT_FAILED, f"ranks exited with codes {codes}")

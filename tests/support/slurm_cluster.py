@@ -121,7 +121,8 @@ class SlurmCluster:
         lines.append(f"PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         gres = [
-            f"NodeName={node} Name=gpu File={self.folder / 'gpu' / node}/nvidia[0-{GPUS_PER_NODE - 1}]" for node in NODES
+            f"NodeName={node} Name=gpu File={self.folder / 'gpu' / node}/nvidia[0-{GPUS_PER_NODE - 1}]"
+            for node in NODES
         ]
         (self.folder / "gres.conf").write_text("AutoDetect=off\n" + "\n".join(gres) + "\n")
 

@@ -111,7 +111,9 @@ def test_it_ends_the_run_naming_a_rank_that_died_on_another_node(tmp_path):
 def test_it_reads_its_node_from_slurm_and_the_batch_script():
     env = {"SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29511"}
     placement = placement_from_environment({**env, "SLURMD_NODENAME": "gpu07"})
-    assert placement == NodePlacement(node_rank=1, nodes=2, master_addr="10.0.0.5", master_port=29511, node_name="gpu07")
+    assert placement == NodePlacement(
+        node_rank=1, nodes=2, master_addr="10.0.0.5", master_port=29511, node_name="gpu07"
+    )
     assert placement.rank_offset(4) == 4 and not placement.reports
     assert placement.events_path("/shared/runs/7/events-2.jsonl") == "/shared/runs/7/events-2.node1.jsonl"
     with pytest.raises(ConfigError, match="needs MASTER_ADDR and MASTER_PORT"):
