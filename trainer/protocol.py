@@ -81,6 +81,12 @@ EVENT_TYPES = (METRICS, VALIDATION, STATUS, LOG, PROGRESS, SYSTEM)
 # Events reported per optimizer step: a resumed trainer repeats the steps since its checkpoint.
 STEP_EVENTS = (METRICS, VALIDATION)
 
+# A benchmark (`python -m trainer benchmark`) speaks the same protocol, with two more types: one
+# `cell` per measured cell of its table and one `largest_batch` per GPU count it searched.
+CELL, LARGEST_BATCH = "cell", "largest_batch"
+BENCHMARK_EVENT_TYPES = (CELL, LARGEST_BATCH, STATUS, LOG, PROGRESS)
+CELL_STATUSES = ("ok", "oom", "error")
+
 # The fields every event of a type carries besides `type` and `time` (docs/formats.md lists the
 # optional ones). `system` events are written by the workbench's sampler, not by the trainer.
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
