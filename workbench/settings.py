@@ -2,16 +2,19 @@
 
 The defaults run everything on one machine with nothing but what pip installs: SQLite in the
 data dir and, when REDIS_URL is unset, the embedded Redis-compatible server that
-`manage.py runworkbench` starts and hands to its children through REDIS_URL.
+`manage.py runworkbench` starts, hands to its children through REDIS_URL and records in the data
+dir for the other `manage.py` commands.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from workbench.embedded_redis import running_url
 from workbench.env import (
     env_bool,
     env_float,
@@ -115,6 +118,12 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+# Unset: the embedded server of the workbench running on this data dir. The run command records
+# its port there, so `manage.py train --wait` in a second terminal queues to the broker its worker
+# listens to ("" when no workbench runs: the commands that queue work then say so at once).
+EMBEDDED_REDIS = not REDIS_URL
+if EMBEDDED_REDIS:
+    REDIS_URL = running_url(DATA_DIR)
 # The channel layer alias of the run streams (see below); every other stream uses "default".
 LIVE_CHANNEL_LAYER = "live"
 if REDIS_URL:
@@ -257,6 +266,24 @@ SIMULATED_GPUS = env_int("WORKBENCH_SIMULATED_GPUS", 0, minimum=0)
 if PRODUCTION and SIMULATED_GPUS:
     raise ImproperlyConfigured("WORKBENCH_SIMULATED_GPUS cannot be used with WORKBENCH_PRODUCTION")
 # A run interrupted by a lost worker is resumed from its checkpoint at most this many times.
+# The Slurm executor (docs/deployment.md): runs may go to a Slurm cluster as batch jobs. The
+# workbench drives Slurm's own command line tools, which find the cluster through SLURM_CONF
+# (read by them, not here). DATA_DIR must be on storage the compute nodes share.
+SLURM_ENABLED = env_bool("WORKBENCH_SLURM", False)
+SLURM_PARTITION = env_str("WORKBENCH_SLURM_PARTITION")
+SLURM_ACCOUNT = env_str("WORKBENCH_SLURM_ACCOUNT")  # sbatch --account; blank: the user's default
+# Extra sbatch options for every job, e.g. "--time=2-00:00:00 --qos=normal".
+SLURM_SBATCH_OPTIONS = env_str("WORKBENCH_SLURM_SBATCH_OPTIONS")
+# Job names are <prefix>-run<id>-a<attempt>: the prefix tells this workbench's jobs apart from
+# other jobs of the same account (another workbench, the user's own jobs).
+SLURM_JOB_PREFIX = env_str("WORKBENCH_SLURM_JOB_PREFIX", "wb")
+# The Python that runs the trainer on the compute nodes (the same venv path on shared storage).
+SLURM_PYTHON = env_str("WORKBENCH_SLURM_PYTHON") or sys.executable
+SLURM_POLL_SECONDS = env_float("WORKBENCH_SLURM_POLL_SECONDS", 2.0, minimum=0.2)
+SLURM_COMMAND_TIMEOUT_SECONDS = env_float("WORKBENCH_SLURM_COMMAND_TIMEOUT_SECONDS", 20.0, minimum=1.0)
+if SLURM_ENABLED and not SLURM_PARTITION:
+    raise ImproperlyConfigured("WORKBENCH_SLURM=1 needs WORKBENCH_SLURM_PARTITION (the partition runs go to)")
+
 RUN_MAX_ATTEMPTS = env_int("WORKBENCH_RUN_MAX_ATTEMPTS", 3, minimum=1)
 # How often a running run's devices and trainer processes are sampled (`system` events).
 SYSTEM_SAMPLE_SECONDS = env_float("WORKBENCH_SYSTEM_SAMPLE_SECONDS", 5.0, minimum=0.2)

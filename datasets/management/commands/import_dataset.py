@@ -2,7 +2,8 @@
 
 SOURCE is a folder of class folders, an archive (zip/tar/tar.gz), a text list, an LMDB folder or
 a DIGITS dataset job folder; the kind is detected unless --kind says it. The build is queued for
-the Celery worker like one started in the browser; --wait waits for it and prints the per-split,
+the Celery worker like one started in the browser (the command refuses at once when no workbench
+runs to take it); --wait waits for it and prints the per-split,
 per-class counts; --sync builds in this process instead (no worker needed). The command runs with
 the server's own rights, so SOURCE is not limited to WORKBENCH_IMPORT_ROOTS.
 Exit status: 0 when created (and, with --wait/--sync, built); 1 on bad input or a failed build.
@@ -23,6 +24,7 @@ from datasets.models import Dataset
 from datasets.services import dataset_create
 from datasets.sources import KINDS
 from datasets.validators import parse_image_size
+from workbench.core.commands import require_running_workbench
 
 
 class Command(BaseCommand):
@@ -80,6 +82,8 @@ class Command(BaseCommand):
         form = DatasetForm(data, user=owner, restrict_to_roots=False)
         if not form.is_valid():
             raise CommandError(self._errors(form))
+        if not opts["sync"]:
+            require_running_workbench()  # before the row exists: nothing is left pending
         with transaction.atomic():
             dataset = dataset_create(
                 owner=owner,

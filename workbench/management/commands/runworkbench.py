@@ -6,6 +6,7 @@ daphne (HTTP and websockets) and one Celery worker; restarts a crashed one; Ctrl
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import time
@@ -16,7 +17,13 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from workbench.embedded_redis import embedded_redis_command, wait_until_ready
+from workbench.embedded_redis import (
+    embedded_redis_command,
+    forget_running,
+    record_running,
+    running_pid,
+    wait_until_ready,
+)
 from workbench.supervisor import Service, Supervisor, celery_worker_argv, child_environment, python_argv
 
 
@@ -58,7 +65,8 @@ class Command(BaseCommand):
 
         services = []
         redis_url = settings.REDIS_URL
-        if not redis_url:
+        if settings.EMBEDDED_REDIS:
+            self._check_not_running()
             command = embedded_redis_command(data_dir=settings.DATA_DIR)
             redis_url = command.url
             services.append(
@@ -96,10 +104,25 @@ class Command(BaseCommand):
         except Exception as error:
             supervisor.stop_all()
             raise CommandError(f"could not start the workbench: {error}") from error
+        if settings.EMBEDDED_REDIS:
+            record_running(data_dir=settings.DATA_DIR, url=redis_url, pid=os.getpid())
         self._greet(host, port)
-        code = supervisor.run()
+        try:
+            code = supervisor.run()
+        finally:
+            forget_running(data_dir=settings.DATA_DIR, pid=os.getpid())
         if code:
             raise CommandError("stopped after repeated crashes (see the lines above)")
+
+    def _check_not_running(self) -> None:
+        # Two run commands on one data dir would share its database with two brokers: the
+        # commands of a second terminal would reach one of them only.
+        pid = running_pid(settings.DATA_DIR)
+        if pid is not None:
+            raise CommandError(
+                f"a workbench is already running on this data dir (pid {pid}); stop it first, "
+                "or give this one another WORKBENCH_DATA_DIR"
+            )
 
     def _check_port_free(self, host: str, port: int) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

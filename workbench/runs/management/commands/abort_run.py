@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from workbench.core.commands import require_running_workbench
 from workbench.runs.models import Run
 from workbench.runs.services import RunError, run_abort, run_pause, run_resume
 
@@ -20,6 +21,8 @@ class Command(BaseCommand):
         run = Run.objects.filter(pk=run_id).first()
         if run is None:
             raise CommandError(f"no run with id {run_id}")
+        if action == "resume":
+            require_running_workbench()  # the resumed run goes back to the queue
         try:
             run = ACTIONS[action](run=run)
         except RunError as error:

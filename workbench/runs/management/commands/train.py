@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
 from trainer.config import NETWORKS, OPTIMIZERS
+from workbench.core.commands import require_running_workbench
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
@@ -54,6 +55,7 @@ class Command(BaseCommand):
             if not dataset.is_visible_to(owner):
                 raise CommandError(f"dataset {dataset.pk} does not belong to {owner.username}")
         config = self._config(options)
+        require_running_workbench()  # before any row exists: a run no worker hears would wait forever
         if options["pretrained_file"]:
             config["pretrained"] = self._upload(owner, options["pretrained_file"])
         try:
