@@ -19,13 +19,31 @@ function debounce(fn, ms = 300) {
 
 function fieldBox(name) { return form.querySelector(`.field[data-field="${name}"]`); }
 
+// Why the server refused the last submit, per field: it stays beside the field until the user
+// edits that field, whatever the live previews (which check less) say in the meantime.
+const refusals = {};
+for (const box of form.querySelectorAll(".field-errors")) {
+  const text = box.textContent.trim();
+  if (text) refusals[box.id.replace(/^errors-/, "")] = text;
+}
+
 function setFieldError(name, message) {
   const box = $(`errors-${name}`);
   if (!box) return;
-  box.textContent = message || "";
+  const shown = message || refusals[name] || "";
+  if (box.textContent.trim() !== shown) box.textContent = shown;
   const field = fieldBox(name);
-  if (field) field.classList.toggle("has-error", Boolean(message));
+  if (field) field.classList.toggle("has-error", Boolean(shown));
 }
+
+function forgetRefusal(event) {
+  const name = event.target.name;
+  if (!(name in refusals)) return;
+  delete refusals[name];
+  setFieldError(name, "");
+}
+form.addEventListener("input", forgetRefusal);
+form.addEventListener("change", forgetRefusal);
 
 // ------------------------------------------------------------------ dataset
 function dataset() { return datasets[form.elements.dataset.value] || null; }
