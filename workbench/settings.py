@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "workbench.runs",
     "datasets",
     "workbench.inference",
+    "workbench.benchmarks",
     "drf_spectacular",
     "drf_spectacular_sidecar",
 ]
@@ -265,6 +266,9 @@ WORKER_TIMEOUT_SECONDS = env_float("WORKBENCH_WORKER_TIMEOUT_SECONDS", 20.0, min
 SIMULATED_GPUS = env_int("WORKBENCH_SIMULATED_GPUS", 0, minimum=0)
 if PRODUCTION and SIMULATED_GPUS:
     raise ImproperlyConfigured("WORKBENCH_SIMULATED_GPUS cannot be used with WORKBENCH_PRODUCTION")
+# The memory each simulated GPU has: a benchmark on simulated GPUs records a batch that needs more
+# as out of memory, as a real GPU of this size would (trainer/footprint.py).
+SIMULATED_GPU_MEMORY_MB = env_int("WORKBENCH_SIMULATED_GPU_MEMORY_MB", 16384, minimum=1)
 # A run interrupted by a lost worker is resumed from its checkpoint at most this many times.
 # The Slurm executor (docs/deployment.md): runs may go to a Slurm cluster as batch jobs. The
 # workbench drives Slurm's own command line tools, which find the cluster through SLURM_CONF
@@ -279,6 +283,8 @@ SLURM_SBATCH_OPTIONS = env_str("WORKBENCH_SLURM_SBATCH_OPTIONS")
 SLURM_JOB_PREFIX = env_str("WORKBENCH_SLURM_JOB_PREFIX", "wb")
 # The Python that runs the trainer on the compute nodes (the same venv path on shared storage).
 SLURM_PYTHON = env_str("WORKBENCH_SLURM_PYTHON") or sys.executable
+# CPUs asked per GPU (sbatch --cpus-per-task, for the data loaders); 0 leaves Slurm's default.
+SLURM_CPUS_PER_GPU = env_int("WORKBENCH_SLURM_CPUS_PER_GPU", 0, minimum=0)
 SLURM_POLL_SECONDS = env_float("WORKBENCH_SLURM_POLL_SECONDS", 2.0, minimum=0.2)
 SLURM_COMMAND_TIMEOUT_SECONDS = env_float("WORKBENCH_SLURM_COMMAND_TIMEOUT_SECONDS", 20.0, minimum=1.0)
 if SLURM_ENABLED and not SLURM_PARTITION:

@@ -95,6 +95,8 @@ def _run_create(request):
             config=serializer.trainer_config(),
             gpus=data["gpus"],
             priority=data["priority"],
+            executor=data["executor"],
+            nodes=data["nodes"],
         )
     except RequestError as error:
         raise drf_error(error) from None
@@ -115,7 +117,7 @@ def sweep_create(request):
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     dataset = _submission_dataset(request, data)
-    fields = {key: data[key] for key in ("name", "network", "gpus", "priority")}
+    fields = {key: data[key] for key in ("name", "network", "gpus", "priority", "executor", "nodes")}
     try:
         runs = services.sweep_create(
             owner=request.user,

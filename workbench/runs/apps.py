@@ -7,5 +7,6 @@ class RunsConfig(AppConfig):
     verbose_name = "Training runs"
 
     def ready(self) -> None:
-        # Connects this app's receivers of the workers' heartbeat signals.
-        from workbench.runs import receivers  # noqa: F401
+        # Connects this app's receivers of the workers' heartbeat signals, and the Slurm
+        # follower's start at worker_ready (it starts only where WORKBENCH_SLURM=1).
+        from workbench.runs import receivers, slurm_follow  # noqa: F401

@@ -54,12 +54,18 @@ def stop_trainers_for_worker_exit() -> None:
         _worker_exiting.set()
 
 
-def trainer_config(run: Run, devices: list[Device]) -> tuple[dict, dict[str, str]]:
-    """The trainer's config for this attempt and the environment that pins its devices."""
+def run_config(run: Run) -> dict:
+    """The run's trainer config with what the workbench fills in, but the devices (each executor's)."""
     config = copy.deepcopy(run.config)
     config["run_dir"] = str(run.run_dir)
     config["network"] = run.network
     config.setdefault("data", {})["dataset"] = str(run.dataset.path)
+    return config
+
+
+def trainer_config(run: Run, devices: list[Device]) -> tuple[dict, dict[str, str]]:
+    """The trainer's config for this attempt and the environment that pins its devices."""
+    config = run_config(run)
     gpus = [device for device in devices if device.kind == Device.Kind.GPU]
     if gpus and not any(device.simulated for device in gpus):
         config["devices"] = list(range(len(gpus)))

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from workbench.core.groups import run_group_name
 from workbench.runs.devices import DeviceRequest
+from workbench.slurm.commands import ACTIVE_STATES as SLURM_ACTIVE_STATES
 
 
 class RunQuerySet(models.QuerySet):
@@ -28,6 +29,10 @@ class Run(models.Model):
         FAILED = "failed"
         ABORTED = "aborted"
         INTERRUPTED = "interrupted"
+
+    class Executor(models.TextChoices):
+        LOCAL = "local"  # the workbench's own queue and its workers' GPUs
+        SLURM = "slurm"  # a batch job on the Slurm cluster (workbench/runs/slurm_jobs.py)
 
     class StopRequest(models.TextChoices):
         NONE = ""
@@ -51,6 +56,12 @@ class Run(models.Model):
     # The trainer's config (trainer.config.TrainConfig fields) without run_dir, dataset and devices,
     # which the launch fills in.
     config = models.JSONField(default=dict)
+    executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.LOCAL)
+    # Nodes the run spans (Slurm only); the device request is per node.
+    nodes = models.PositiveSmallIntegerField(default=1)
+    # The Slurm job of the current attempt, and its state as last seen ("" before submission).
+    slurm_job_id = models.CharField(max_length=32, blank=True)
+    slurm_state = models.CharField(max_length=24, blank=True)
     host = models.ForeignKey(
         "workers.WorkerHost", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
@@ -100,6 +111,15 @@ class Run(models.Model):
         return run_group_name(self.pk)
 
     @property
+    def on_slurm(self) -> bool:
+        return self.executor == self.Executor.SLURM
+
+    @property
+    def has_live_slurm_job(self) -> bool:
+        """Submitted, and not yet seen to end ("" right after sbatch: active until squeue says)."""
+        return bool(self.slurm_job_id) and (not self.slurm_state or self.slurm_state in SLURM_ACTIVE_STATES)
+
+    @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
 
@@ -128,7 +148,8 @@ class Run(models.Model):
         return DeviceRequest.from_dict(self.device_request)
 
     def device_request_text(self) -> str:
-        return self.devices_wanted.text
+        per_node = self.devices_wanted.text
+        return f"{self.nodes} nodes x {per_node}" if self.nodes > 1 else per_node
 
 
 # Stored in place of the holder in a wait reason; never names the holder, whoever reads it.

@@ -58,7 +58,9 @@ class Inventory:
         hosts = list(online_hosts())
         free: dict[int, list[Device]] = defaultdict(list)
         held: dict[int, list[Device]] = defaultdict(list)
-        for device in Device.objects.filter(host__in=hosts).select_related("run").order_by("host_id", "kind", "index"):
+        # A device reserved by a benchmark (Device.reserved_by) is neither free nor a run's: not offered.
+        devices = Device.objects.filter(host__in=hosts, reserved_by="")
+        for device in devices.select_related("run").order_by("host_id", "kind", "index"):
             (held if device.run_id else free)[device.host_id].append(device)
         return cls(hosts=hosts, free=free, held=held)
 
@@ -138,36 +140,80 @@ def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, st
     return None, f"needs {count} GPU{plural} on one host, {most_free} free", None
 
 
-def estimate_start(run: Run, inventory: Inventory) -> timezone.datetime | None:
-    """When enough devices should be free, from the time left of the runs that hold them."""
-    request = run.devices_wanted
+@dataclass
+class _Seat:
+    """A device in the estimate's play of the queue: who holds it, and when it comes free."""
+
+    pk: int
+    kind: str
+    index: int
+    run: Run | None
+    free_at: timezone.datetime | None  # None: when is not known
+
+
+def expected_seconds(run: Run, *, now: timezone.datetime) -> float | None:
+    """Time `run` still needs: its last reported ETA (a paused or interrupted run keeps it), else
+    the length of the last done run like it (network, dataset, devices, epochs, batch), less what
+    it has run already. None when nothing says."""
+    if run.eta_seconds is not None:
+        return run.eta_seconds
+    likes = Run.objects.filter(
+        state=Run.State.DONE, network=run.network, dataset_id=run.dataset_id, started_at__isnull=False
+    ).exclude(pk=run.pk)
+    for like in likes.order_by("-finished_at")[:20]:
+        same = all(like.config.get(key) == run.config.get(key) for key in ("epochs", "batch_size"))
+        if same and like.device_request == run.device_request and like.finished_at:
+            ran = (now - run.started_at).total_seconds() if run.state == Run.State.RUNNING and run.started_at else 0
+            left = (like.finished_at - like.started_at).total_seconds() - ran
+            return left if left > 0 else None
+    return None
+
+
+def _inventory_at(hosts: list[WorkerHost], seats: dict[int, list[_Seat]], moment) -> Inventory:
+    free: dict[int, list] = defaultdict(list)
+    held: dict[int, list] = defaultdict(list)
+    for host in hosts:
+        for seat in seats[host.pk]:
+            ready = seat.free_at is not None and seat.free_at <= moment
+            (free if ready else held)[host.pk].append(seat)
+    return Inventory(hosts=hosts, free=free, held=held)
+
+
+def estimate_starts(waiting: list[Run], inventory: Inventory) -> dict[int, timezone.datetime | None]:
+    """When each waiting run should start: the queue (`waiting`, in queue order) played forward
+    with the scheduler's own placement loop (plan) over `inventory`, each held device coming free
+    when its holder's time runs out, each run started in the play holding its devices for its
+    own expected length. None where that rests on a run whose length nothing tells."""
     now = timezone.now()
-    best = None
+    lengths: dict[int, float | None] = {}
+
+    def length_of(run: Run) -> float | None:
+        if run.pk not in lengths:
+            lengths[run.pk] = expected_seconds(run, now=now)
+        return lengths[run.pk]
+
+    seats: dict[int, list[_Seat]] = defaultdict(list)
     for host in inventory.hosts:
-        if request.is_cpu:
-            holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.CPU]
-            need = 1
-        elif request.is_specific:
-            if host.hostname != request.host:
+        for device in inventory.free[host.pk] + inventory.held[host.pk]:
+            left = length_of(device.run) if device.run else 0
+            free_at = None if left is None else now + timedelta(seconds=left)
+            seats[host.pk].append(_Seat(device.pk, device.kind, device.index, device.run, free_at))
+    estimates: dict[int, timezone.datetime | None] = {run.pk: None for run in waiting}
+    remaining, moment = list(waiting), now
+    while remaining:
+        for step in list(plan(_inventory_at(inventory.hosts, seats, moment), remaining)):
+            if step.outcome != "start":
                 continue
-            wanted = set(request.indices)
-            holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU and d.index in wanted]
-            need = len({h.pk for h in holders})
-        else:
-            count = request.device_count
-            if inventory.gpu_count(host) < count:
-                continue
-            holders = [d.run for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU]
-            need = count - len(inventory.free_gpus(host))
-        finish_times = sorted(now + timedelta(seconds=r.eta_seconds) for r in holders if r.eta_seconds is not None)
-        if need <= 0:
-            candidate = now
-        elif len(finish_times) >= need and len(finish_times) == len(holders):
-            candidate = finish_times[need - 1]
-        else:
-            continue  # a holder has no estimate yet
-        best = candidate if best is None or candidate < best else best
-    return best
+            estimates[step.run.pk] = moment
+            remaining.remove(step.run)
+            length = length_of(step.run)
+            for seat in step.placement.devices:
+                seat.free_at = None if length is None else moment + timedelta(seconds=length)
+        later = [seat.free_at for host in seats.values() for seat in host if seat.free_at and seat.free_at > moment]
+        if not later:
+            break
+        moment = min(later)
+    return estimates
 
 
 # ------------------------------------------------------------------------------- allocation
@@ -195,7 +241,7 @@ def allocate(run: Run, placement: Placement) -> bool:
             )
             if not started:
                 raise AllocationConflict
-            taken = Device.objects.filter(pk__in=device_ids, run__isnull=True).update(run=run)
+            taken = Device.objects.filter(pk__in=device_ids, run__isnull=True, reserved_by="").update(run=run)
             if taken != len(device_ids):
                 raise AllocationConflict
             transaction.on_commit(lambda: launch(run.pk, attempt, placement.host.queue))
@@ -229,7 +275,11 @@ def relaunch_unclaimed() -> int:
     grace = 2 * settings.WORKER_TIMEOUT_SECONDS
     cutoff = timezone.now() - timedelta(seconds=grace)
     unclaimed = Run.objects.filter(
-        state=Run.State.RUNNING, trainer_pid__isnull=True, launched_attempt__lt=F("attempt"), started_at__lt=cutoff
+        state=Run.State.RUNNING,
+        executor=Run.Executor.LOCAL,
+        trainer_pid__isnull=True,
+        launched_attempt__lt=F("attempt"),
+        started_at__lt=cutoff,
     ).select_related("host")
     sent = 0
     for run in unclaimed:
@@ -249,7 +299,8 @@ def relaunch_unclaimed() -> int:
 def reclaim_lost_runs() -> int:
     """Runs whose worker stopped sending heartbeats, or restarted, are interrupted (or failed)."""
     reclaimed = 0
-    for run in Run.objects.filter(state=Run.State.RUNNING).select_related("host"):
+    # A Slurm run has no worker of ours: Slurm keeps it, and slurm_follow.py follows it.
+    for run in Run.objects.filter(state=Run.State.RUNNING, executor=Run.Executor.LOCAL).select_related("host"):
         why = lost_worker(run.host, run.host_boot_id)
         if why:
             reclaimed += interrupt(run, why)
@@ -344,18 +395,22 @@ def schedule() -> dict:
     """One scheduling pass; returns counts for logs and tests."""
     reclaimed = reclaim_lost_runs()
     relaunched = relaunch_unclaimed()
-    pending = list(Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner"))
+    pending = list(
+        Run.objects.filter(state__in=Run.PENDING_STATES, executor=Run.Executor.LOCAL).select_related("dataset", "owner")
+    )
     inventory = Inventory.load()
     started = 0
-    for step in plan(inventory, queue_order(pending), claim=allocate):
+    steps = list(plan(inventory, queue_order(pending), claim=allocate))
+    estimates = estimate_starts([step.run for step in steps if step.outcome in ("behind", "wait")], inventory)
+    for step in steps:
         run = step.run
         if step.outcome == "dataset":
             _dataset_not_ready(run)
         elif step.outcome == "behind":
             reason = f"behind {step.ahead} run{'s' if step.ahead != 1 else ''} of higher priority"
-            _set_waiting(run, Run.State.WAITING, reason, estimate_start(run, inventory))
+            _set_waiting(run, Run.State.WAITING, reason, estimates[run.pk])
         elif step.outcome == "wait":
-            _set_waiting(run, Run.State.WAITING, step.reason, estimate_start(run, inventory), step.holder)
+            _set_waiting(run, Run.State.WAITING, step.reason, estimates[run.pk], step.holder)
         started += step.outcome == "start"
     return {"reclaimed": reclaimed, "relaunched": relaunched, "started": started, "pending": len(pending) - started}
 
@@ -373,7 +428,7 @@ def placement_preview(*, user, request: DeviceRequest | dict) -> dict:
         dataset=Dataset(status=Dataset.Status.READY),
     )
     probe.pk = -1
-    order = queue_order([*queue_positions(), probe])
+    order = queue_order([*(run for run in queue_positions() if not run.on_slurm), probe])
     step = next(step for step in plan(Inventory.load(), order) if step.run is probe)
     if step.outcome == "start":
         where = ", ".join(device.label for device in step.placement.devices)

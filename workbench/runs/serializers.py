@@ -39,6 +39,7 @@ class RunSerializer(serializers.ModelSerializer):
             "id", "name", "owner", "dataset", "dataset_name", "network", "state", "priority",
             "device_request", "requested_devices", "devices", "progress", "eta_seconds", "wait_reason",
             "estimated_start", "attempt", "error", "notes", "sweep", "created_at", "started_at", "finished_at",
+            "executor", "nodes", "slurm_job_id", "slurm_state",
         ]  # fmt: skip
 
     def get_wait_reason(self, run: Run) -> str:
@@ -68,7 +69,13 @@ class RunCreateSerializer(serializers.Serializer):
     batch_size = serializers.IntegerField(required=False, min_value=1)
     lr = serializers.FloatField(required=False, min_value=0)
     solver = serializers.ChoiceField(choices=OPTIMIZERS, required=False)
-    gpus = serializers.CharField(required=False, default="auto")
+    gpus = serializers.CharField(
+        required=False, default="auto", help_text="auto | cpu | N | HOST:0,1 (per node on Slurm)"
+    )
+    executor = serializers.ChoiceField(
+        choices=["local", "slurm"], required=False, default="local", help_text="slurm: a batch job (when enabled)"
+    )
+    nodes = serializers.IntegerField(required=False, default=1, help_text="nodes the run spans (Slurm only)")
     priority = serializers.IntegerField(required=False, default=0)
     config = serializers.DictField(required=False, default=dict)
 

@@ -27,6 +27,7 @@ from workbench.runs.series import event_payload
 from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
+    check_executor,
     parse_device_request,
     sweep_validate,
     validate_trainer_config,
@@ -147,6 +148,8 @@ def run_create(
     device_request: DeviceRequest | dict,
     priority: int = 0,
     sweep: str = "",
+    executor: str = Run.Executor.LOCAL,
+    nodes: int = 1,
 ) -> Run:
     """A new run in the queue; its config has been validated by the caller (run_submit, sweep_create)."""
     if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
@@ -161,14 +164,17 @@ def run_create(
             device_request=DeviceRequest.of(device_request).to_dict(),
             priority=priority,
             sweep=sweep,
+            executor=executor,
+            nodes=nodes,
         )
-        RunTransition.objects.create(run=run, from_state="", to_state=Run.State.QUEUED, reason="submitted")
+        submitted = "submitted to Slurm" if executor == Run.Executor.SLURM else "submitted"
+        RunTransition.objects.create(run=run, from_state="", to_state=Run.State.QUEUED, reason=submitted)
         # A folder under a brand-new id can only be left over from a deleted database.
         shutil.rmtree(run.run_dir, ignore_errors=True)
         run_events_append(
             run_id=run.pk,
             events=[
-                {"type": protocol.STATUS, "state": Run.State.QUEUED, "message": "submitted", "source": "workbench"}
+                {"type": protocol.STATUS, "state": Run.State.QUEUED, "message": submitted, "source": "workbench"}
             ],
         )
         transaction.on_commit(queue_scheduling)
@@ -185,11 +191,16 @@ def run_submit(
     config: dict,
     gpus: str | int | None = "auto",
     priority: int = 0,
+    executor: str | None = None,
+    nodes: int | str | None = 1,
 ) -> Run:
-    """Validates a run request (devices, trainer config) and queues it; RequestError names the field."""
-    request = parse_device_request(gpus).resolved(gpus_online=gpus_online())
-    config = validate_trainer_config(config, network=network, request=request, owner=owner)
+    """Validates a run request (executor, devices per node, trainer config) and queues it;
+    RequestError names the field."""
+    request, executor, nodes = resolve_placement(gpus=gpus, executor=executor, nodes=nodes)
+    config = validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes)
     return run_create(
+        executor=executor,
+        nodes=nodes,
         owner=owner,
         dataset=dataset,
         name=name or f"{network} on {dataset.name}",
@@ -200,15 +211,27 @@ def run_submit(
     )
 
 
+def resolve_placement(*, gpus, executor, nodes) -> tuple[DeviceRequest, str, int]:
+    """The device request per node, the executor and the node count, checked; "auto" is one GPU
+    on Slurm (the cluster has them, or sbatch says it has none) and locally one GPU when a worker
+    has GPUs, else the CPU."""
+    request = parse_device_request(gpus)
+    executor, nodes = check_executor(executor, nodes, request)
+    on_slurm = executor == Run.Executor.SLURM
+    return request.resolved(gpus_online=on_slurm or gpus_online()), executor, nodes
+
+
 def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> list[Run]:
     """One run per combination of `grid` ({"lr": [...], "batch_size": [...]}) over the run fields
     of `base_request` (name, network, config, gpus, priority), sharing one sweep name. Every
     combination is validated before any run exists, then all are created in one transaction: all
     or nothing, and the scheduler hears of them only once they are all there."""
     network = base_request.get("network", "")
-    request = parse_device_request(base_request.get("gpus", "auto")).resolved(gpus_online=gpus_online())
+    request, executor, nodes = resolve_placement(
+        gpus=base_request.get("gpus", "auto"), executor=base_request.get("executor"), nodes=base_request.get("nodes")
+    )
     checked = sweep_validate(
-        config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner
+        config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner, nodes=nodes
     )
     base = base_request.get("name") or f"{network} on {dataset.name}"
     sweep = f"{base[:50]} · {uuid.uuid4().hex[:6]}"
@@ -224,6 +247,8 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
                 device_request=request,
                 priority=base_request.get("priority") or 0,
                 sweep=sweep,
+                executor=executor,
+                nodes=nodes,
             )
             for combination, config in checked
         ]
@@ -237,7 +262,10 @@ def _request_stop(*, run: Run, kind: str, to_state: str, verb: str) -> Run:
     # The state may change under us (the scheduler starting the run): look again and retry.
     for _ in range(5):
         run.refresh_from_db()
-        if run.state in Run.PENDING_STATES or (run.state == Run.State.PAUSED and kind == Run.StopRequest.ABORT):
+        if run.has_live_slurm_job and run.state in (*Run.PENDING_STATES, Run.State.RUNNING):
+            # The job is Slurm's: the follower (slurm_follow.py) signals or cancels it and ends the run.
+            done = bool(Run.objects.filter(pk=run.pk, state=run.state).update(stop_request=kind))
+        elif run.state in Run.PENDING_STATES or (run.state == Run.State.PAUSED and kind == Run.StopRequest.ABORT):
             done = run_finish(run=run, to_state=to_state, reason=f"{verb} by the user", from_states=[run.state])
         elif run.state == Run.State.RUNNING:
             # The task watching the trainer sees this, sends SIGTERM (checkpoint), then SIGKILL.

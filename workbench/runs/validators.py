@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.management.base import CommandError
 from rest_framework.exceptions import ValidationError
 
@@ -85,6 +86,29 @@ def parse_device_request(text: str | int | None) -> DeviceRequest:
     raise RequestError("gpus", f"{value!r} is not one of auto, cpu, a count such as 2, or HOST:0,1")
 
 
+MAX_NODES = 64
+
+
+def check_executor(executor: Any, nodes: Any, request: DeviceRequest) -> tuple[str, int]:
+    """Where the run goes: "local" (the workbench's queue) or "slurm" (a batch job, when enabled),
+    over how many nodes (Slurm only); `request` is the devices per node. Returns both, checked."""
+    executor = "local" if executor in (None, "") else executor
+    if executor not in ("local", "slurm"):
+        raise RequestError("executor", f"{executor!r} is not one of local, slurm")
+    if executor == "slurm" and not settings.SLURM_ENABLED:
+        raise RequestError("executor", "Slurm is not enabled on this workbench; use local")
+    nodes = 1 if nodes in (None, "") else nodes
+    if isinstance(nodes, str) and nodes.strip().isdigit():
+        nodes = int(nodes)
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= MAX_NODES:
+        raise RequestError("nodes", f"{nodes!r} is not a whole number between 1 and {MAX_NODES}")
+    if nodes > 1 and executor != "slurm":
+        raise RequestError("nodes", "a run over several nodes needs the Slurm executor")
+    if executor == "slurm" and request.is_specific:
+        raise RequestError("gpus", "Slurm chooses the GPUs; ask for a number of GPUs per node, or cpu")
+    return executor, nodes
+
+
 def check_model_parallel(model_parallel: Any, request: DeviceRequest) -> None:
     """A network split over several devices needs GPUs, in groups of `model_parallel`; the
     trainer's own check (on validate_trainer_config's probe) covers the value's type and range."""
@@ -142,15 +166,17 @@ def resolve_pretrained(value: Any, *, owner, network: str) -> str:
     return str(source.file)
 
 
-def validate_trainer_config(config: dict, *, network: str, request: DeviceRequest, owner=None) -> dict:
+def validate_trainer_config(
+    config: dict, *, network: str, request: DeviceRequest, owner=None, nodes: int = 1
+) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
-    asks for; returns the config to store, its `pretrained` reference resolved to the file for
-    `owner` (a config naming weights without an owner is refused)."""
+    asks for on each of `nodes` nodes; returns the config to store, its `pretrained` reference
+    resolved to the file for `owner` (a config naming weights without an owner is refused)."""
     if not isinstance(config, dict):
         raise RequestError("config", "expected an object")
     config = {**config}
     pretrained = config.pop("pretrained", None)
-    for reserved in ("run_dir", "devices", "network"):
+    for reserved in ("run_dir", "devices", "network", "nodes"):
         if reserved in config:
             raise RequestError(f"config.{reserved}", "set by the workbench, leave it out")
     if "dataset" in (config.get("data") or {}):
@@ -163,6 +189,7 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
         "pretrained": None,  # resolved below by the server; the trainer checks the file at launch
         "run_dir": "/nonexistent/run",
         "devices": ["cpu"] * count,
+        "nodes": nodes,
         "data": {**(config.get("data") or {}), "dataset": "/nonexistent/dataset"},
     }
     if probe.get("precision") == "fp16":
@@ -223,7 +250,7 @@ def sweep_config(config: dict, combination: dict[str, Any]) -> dict:
 
 
 def sweep_validate(
-    *, config: dict, grid: Any, network: str, request: DeviceRequest, owner=None
+    *, config: dict, grid: Any, network: str, request: DeviceRequest, owner=None, nodes: int = 1
 ) -> list[tuple[dict, dict]]:
     """Every combination of `grid` applied to `config` and validated as one run would be, before
     any is created: [(combination, config to store)]; an error on a swept value names sweep.<key>."""
@@ -242,7 +269,7 @@ def sweep_validate(
     for combination in combinations:
         try:
             stored = validate_trainer_config(
-                sweep_config(config, combination), network=network, request=request, owner=owner
+                sweep_config(config, combination), network=network, request=request, owner=owner, nodes=nodes
             )
         except RequestError as error:
             swept = {"config." + ".".join(SWEEP_FIELDS[key]): key for key in combination}

@@ -26,7 +26,11 @@ class Command(BaseCommand):
         parser.add_argument("--network", required=True, choices=NETWORKS)
         parser.add_argument("--epochs", type=float, required=True)
         parser.add_argument("--batch-size", type=int, required=True, help="global batch size")
-        parser.add_argument("--gpus", default="auto", help="auto | cpu | N | HOST:0,1 (default auto)")
+        parser.add_argument(
+            "--gpus", default="auto", help="auto | cpu | N | HOST:0,1 (default auto); per node on Slurm"
+        )
+        parser.add_argument("--executor", choices=("local", "slurm"), help="where it runs (default local)")
+        parser.add_argument("--nodes", type=int, default=1, help="nodes to span (Slurm only; default 1)")
         parser.add_argument("--lr", type=float, help="base learning rate")
         parser.add_argument("--solver", choices=OPTIMIZERS)
         parser.add_argument("--name", default="")
@@ -67,6 +71,8 @@ class Command(BaseCommand):
                 config=config,
                 gpus=options["gpus"],
                 priority=options["priority"],
+                executor=options["executor"],
+                nodes=options["nodes"],
             )
         except RequestError as error:
             raise command_error(error) from None

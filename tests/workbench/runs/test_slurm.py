@@ -1,0 +1,211 @@
+"""Runs on a real Slurm cluster: munged, slurmctld and two slurmd on this machine (two nodes of
+two GRES GPUs each, placeholders: the trainer uses gloo on the CPU, as simulated GPUs say), a
+real worker following the jobs, real trainers over two nodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.conftest import start_worker
+from tests.support.slurm_cluster import PARTITION, SlurmCluster, slurm_available
+from tests.workbench.runs.conftest import TINY_CONFIG
+from tests.workbench.runs.test_worker_runs import metric_steps, wait_for, wait_for_state
+from trainer.checkpoint import CheckpointStore
+from workbench.runs.models import Run
+from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
+from workbench.slurm import commands
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not slurm_available(), reason="Slurm is not installed (make test installs it)"),
+]
+
+# Long enough to act on while it trains; checkpoints every epoch so a stop has one to resume.
+LONG_CONFIG = {**TINY_CONFIG, "epochs": 500, "val_interval": 5, "snapshot_interval": 1, "keep_last": 2}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm_worker(cluster, django_db_setup):
+    worker = start_worker(
+        "slurm-worker",
+        WORKBENCH_SLURM="1",
+        WORKBENCH_SLURM_PARTITION=PARTITION,
+        WORKBENCH_SLURM_POLL_SECONDS="1",
+        WORKBENCH_SIMULATED_GPUS="2",
+        WORKBENCH_RUN_STOP_GRACE_SECONDS="50",
+        **cluster.env,
+    )
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def slurm(settings, cluster, slurm_worker, transactional_db, monkeypatch):
+    """This test process submits to Slurm as the worker does; every job is gone afterwards."""
+    settings.SLURM_ENABLED = True
+    settings.SLURM_PARTITION = PARTITION
+    for key, value in cluster.env.items():
+        monkeypatch.setenv(key, value)
+    yield cluster
+    slurm_worker.check_alive()
+    cluster.cancel_all()
+
+
+def submit(owner, dataset, *, config=LONG_CONFIG, gpus="2", nodes=1, name="on slurm") -> Run:
+    return run_submit(
+        owner=owner, dataset=dataset, name=name, network="lenet", config=config, gpus=gpus, executor="slurm", nodes=nodes
+    )
+
+
+def job_of(run: Run) -> commands.Job:
+    run.refresh_from_db()
+    return commands.jobs(name_prefix="wb-run")[run.slurm_job_id]
+
+
+def trained_steps(run: Run, at_least: int) -> bool:
+    steps = metric_steps(run)
+    return bool(steps) and steps[-1] >= at_least
+
+
+def test_it_trains_over_two_nodes_to_the_weights_of_four_processes(slurm, owner, make_dataset):
+    dataset = make_dataset(owner, train=48, val=9)
+    config = {**TINY_CONFIG, "epochs": 1, "batch_size": 8, "metrics_interval": 2, "data": {"random_flip": True}}
+    config["solver"] = {"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9}
+    spanning = submit(owner, dataset, config=config, gpus="2", nodes=2, name="2 nodes x 2")
+    local = run_submit(owner=owner, dataset=dataset, name="local 4", network="lenet", config=config, gpus="cpu")
+    assert spanning.device_request_text() == "2 nodes x 2 GPUs"
+    wait_for_state(spanning, Run.State.DONE, Run.State.FAILED, Run.State.ABORTED, timeout=400)
+    assert spanning.state == Run.State.DONE, spanning.error
+    reasons = list(spanning.transitions.values_list("reason", flat=True))
+    assert any(f"job {spanning.slurm_job_id}" in reason and "n[1-2]" in reason for reason in reasons), reasons
+    assert metric_steps(spanning) == [2, 4, 6]
+    launch = json.loads((spanning.run_dir / "launch-1.json").read_text())
+    assert launch["nodes"] == 2 and launch["devices"] == ["cpu", "cpu"]
+
+    # The same training in one process of four ranks on the local executor... run here directly.
+    from tests.trainer.conftest import make_config
+    from trainer.events import ListReporter
+    from trainer.run import train
+
+    local.delete()
+    four = make_config(spanning.run_dir.parent / "four", dataset.path, devices="cpu x 4", **config)
+    assert train(four, reporter=ListReporter()) == 0
+    one = CheckpointStore.load(CheckpointStore(four.run_dir).latest())
+    two = CheckpointStore.load(CheckpointStore(spanning.run_dir).latest())
+    assert one["step"] == two["step"] == 6
+    for key, value in one["model"].items():
+        torch.testing.assert_close(two["model"][key], value, rtol=1e-4, atol=1e-5)
+
+
+def test_it_shows_slurms_reason_while_a_job_waits_for_gpus(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    holders = [submit(owner, dataset, nodes=2, name="holder")]
+    wait_for_state(holders[0], Run.State.RUNNING, timeout=120)
+    waiting = submit(owner, dataset, gpus="2", name="waiter")
+
+    def reason() -> str:
+        waiting.refresh_from_db()
+        return "Resources" in waiting.wait_reason and waiting.wait_reason
+
+    text = wait_for(reason, "Slurm's pending reason", timeout=60)
+    assert waiting.state == Run.State.WAITING
+    assert text == f"Slurm job {waiting.slurm_job_id}: waiting for the GPUs or nodes it asked for to free up (Slurm: Resources)"
+    run_abort(run=waiting)
+    wait_for_state(waiting, Run.State.ABORTED, timeout=60)
+    assert not job_of(waiting).is_active
+    run_abort(run=holders[0])
+    wait_for_state(holders[0], Run.State.ABORTED, timeout=180)
+
+
+def test_it_aborts_with_a_checkpoint_and_leaves_no_process(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, nodes=2)
+    wait_for(lambda: trained_steps(run, 20), "training on Slurm", timeout=240)
+    run_abort(run=run)
+    wait_for_state(run, Run.State.ABORTED, timeout=200)
+    assert run.reason if hasattr(run, "reason") else True
+    assert run.transitions.last().reason == "aborted by the user"
+    assert sorted((run.run_dir / "checkpoints").glob("step_*.pt"))
+    job = job_of(run)
+    assert not job.is_active
+    # No trainer is left on either node.
+    processes = json.loads((run.run_dir / "processes.json").read_text())["ranks"]
+    processes += json.loads((run.run_dir / "processes.node1.json").read_text())["ranks"]
+    import psutil
+
+    assert not [pid for pid in processes if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+
+def test_it_resumes_a_requeued_job_from_its_checkpoint_without_gaps(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 6})
+    wait_for(lambda: trained_steps(run, 30), "training on Slurm", timeout=240)
+    slurm.command("scontrol", "requeue", run.slurm_job_id)
+    wait_for(lambda: run.refresh_from_db() or run.attempt == 2, "the requeue to be seen", timeout=120)
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=400)
+    assert run.state == Run.State.DONE, run.error
+    reasons = list(run.transitions.values_list("reason", flat=True))
+    assert any(reason.startswith("requeued by Slurm") for reason in reasons), reasons
+    steps = metric_steps(run)
+    assert steps == list(range(1, steps[-1] + 1))  # every step once, in order
+    second = [json.loads(line) for line in (run.run_dir / "events-2.jsonl").read_text().splitlines()]
+    resumed = next(e for e in second if e.get("type") == "status" and e.get("state") == "running")
+    assert resumed["resumed_from_step"] > 0
+
+
+def test_it_aborts_a_run_whose_job_was_cancelled_in_slurm(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1")
+    wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
+    slurm.command("scancel", run.slurm_job_id)
+    wait_for_state(run, Run.State.ABORTED, Run.State.FAILED, timeout=180)
+    assert run.state == Run.State.ABORTED
+    assert run.transitions.last().reason == f"cancelled in Slurm (scancel, by an administrator or the job's account) (job {run.slurm_job_id})"
+
+
+def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 8})
+    wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
+    from workbench.runs.slurm_follow import controller_status
+
+    slurm.stop_controller()
+    try:
+        wait_for(lambda: controller_status().get("answers") is False, "the follower to see the controller down", 90)
+        run.refresh_from_db()
+        assert run.state == Run.State.RUNNING
+        before = metric_steps(run)[-1]
+        # The curves go on: the events are on shared storage, not with the controller.
+        wait_for(lambda: trained_steps(run, before + 5), "events while the controller is down", timeout=120)
+    finally:
+        slurm.start_controller()
+    wait_for(lambda: controller_status().get("answers") is True, "the controller to answer again", 90)
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=400)
+    assert run.state == Run.State.DONE, run.error
+    steps = metric_steps(run)
+    assert steps == list(range(1, steps[-1] + 1))
+
+
+def test_it_pauses_and_resumes_with_a_new_job(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 6})
+    wait_for(lambda: trained_steps(run, 10), "training on Slurm", timeout=240)
+    first_job = run.slurm_job_id
+    run_pause(run=run)
+    wait_for_state(run, Run.State.PAUSED, timeout=200)
+    run_resume(run=run)
+    wait_for(lambda: run.refresh_from_db() or (run.slurm_job_id not in ("", first_job)), "a new job", timeout=60)
+    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=400)
+    assert run.state == Run.State.DONE, run.error
+    steps = metric_steps(run)
+    assert steps == list(range(1, steps[-1] + 1))

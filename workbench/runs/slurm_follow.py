@@ -1,0 +1,123 @@
+"""The follower of the Slurm runs: two threads in a worker's main process while WORKBENCH_SLURM=1.
+
+- the events thread stores and publishes what each running job's trainer appends to its events
+  file on shared storage, every half second: the same ingest as a local run's (sequence
+  numbers, the ledger that makes it exactly once, replay and downsampling downstream);
+- the control thread asks squeue every SLURM_POLL_SECONDS and brings each run in line with its
+  job (slurm_reconcile.py): submits, Slurm's pending reason and start estimate, running,
+  requeued, stopped, ended.
+
+Two threads, so that a controller that hangs (squeue waits out its timeout) does not hold up the
+live curves: the events are on shared storage and need no controller. One worker follows at a
+time, whichever holds the lease in the cache; if it dies, another takes over within the lease,
+and the ledgers make the handover lose and double nothing. While the controller does not
+answer, runs keep their state, the GPUs page says so (controller_status), and the next answer
+brings everything up to date.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections
+
+from workbench.runs import slurm_reconcile
+from workbench.runs.models import Run
+from workbench.runs.series import SNAPSHOT_ROWS
+from workbench.slurm import commands
+
+log = logging.getLogger(__name__)
+
+EVENTS_SECONDS = 0.5
+LEASE_KEY = "workbench:slurm-follower"
+STATUS_KEY = "workbench:slurm-controller"
+_stop = threading.Event()
+
+
+def lease_seconds() -> int:
+    # Outlasts a control pass that waits out a command's timeout, or two followers would act.
+    return int(3 * settings.SLURM_COMMAND_TIMEOUT_SECONDS + 3 * settings.SLURM_POLL_SECONDS)
+
+
+def hold_lease(holder: str) -> bool:
+    """Whether `holder` follows now (it took or renewed the lease)."""
+    if cache.add(LEASE_KEY, holder, timeout=lease_seconds()):
+        return True
+    if cache.get(LEASE_KEY) == holder:
+        cache.touch(LEASE_KEY, lease_seconds())
+        return True
+    return False
+
+
+def controller_status() -> dict:
+    """What the last control pass learnt: {"answers": bool, "message": str, "at": epoch seconds}
+    ({} when no follower has looked yet)."""
+    return cache.get(STATUS_KEY) or {}
+
+
+def _record_controller(answers: bool, message: str = "") -> None:
+    cache.set(STATUS_KEY, {"answers": answers, "message": message, "at": time.time()}, timeout=3600)
+
+
+def control_pass() -> None:
+    try:
+        jobs = commands.jobs(name_prefix=f"{settings.SLURM_JOB_PREFIX}-run")
+        slurm_reconcile.reconcile(jobs)
+    except commands.SlurmUnavailable as error:
+        if controller_status().get("answers", True):
+            log.warning("Slurm: %s; the runs keep their state until it answers", error)
+        _record_controller(False, str(error))
+        return
+    _record_controller(True)
+
+
+def events_pass() -> int:
+    stored = 0
+    for run in Run.objects.filter(executor=Run.Executor.SLURM, state=Run.State.RUNNING).select_related("dataset"):
+        before = run.last_seq
+        try:
+            stored += slurm_reconcile.follow_events(run)
+        except Exception:
+            log.exception("run %s: could not store its events", run.pk)
+            continue
+        run.refresh_from_db(fields=["last_seq"])
+        if before // SNAPSHOT_ROWS != run.last_seq // SNAPSHOT_ROWS:
+            slurm_reconcile.launcher.snapshot(run)
+    return stored
+
+
+def _loop(holder: str, every: float, step) -> None:
+    while not _stop.is_set():
+        started = time.monotonic()
+        try:
+            close_old_connections()
+            if hold_lease(holder):
+                step()
+        except Exception:
+            # A database or cache hiccup must not end the follower: the next pass tries again.
+            log.exception("Slurm follower pass failed")
+        _stop.wait(max(0.05, every - (time.monotonic() - started)))
+
+
+@worker_ready.connect
+def start_follower(sender=None, **kwargs) -> None:
+    if not settings.SLURM_ENABLED:
+        return
+    holder = f"{sender.hostname if sender is not None else 'worker'}:{time.time()}"
+    _stop.clear()
+    for name, every, step in (
+        ("slurm-events", EVENTS_SECONDS, events_pass),
+        ("slurm-control", settings.SLURM_POLL_SECONDS, control_pass),
+    ):
+        threading.Thread(target=_loop, args=(holder, every, step), name=name, daemon=True).start()
+    log.info("following Slurm partition %s every %.1fs", settings.SLURM_PARTITION, settings.SLURM_POLL_SECONDS)
+
+
+@worker_shutdown.connect
+def stop_follower(sender=None, **kwargs) -> None:
+    _stop.set()

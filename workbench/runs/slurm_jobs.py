@@ -1,0 +1,156 @@
+"""A run's attempt as a Slurm batch job: the script, the sbatch options, submission and stopping.
+
+The job runs `python -m trainer train` once per node (`srun --ntasks-per-node=1`); each of
+those starts its node's processes, and all of them meet on the job's first node (address from
+`scontrol show node`, port derived from the job id: trainer/cluster.py). Output goes to the run
+folder on shared storage: the events file the workbench follows (the same JSON lines as a local
+run), each other node's outcome beside it, and Slurm's output as the run's trainer.log.
+
+A job Slurm requeues (`scontrol requeue`, preemption, a failed node) runs the same script again
+with SLURM_RESTART_COUNT raised: it writes the next attempt's events file and resumes from the
+last checkpoint. The job name, `<prefix>-run<id>-a<first attempt>`, is how the follower finds
+its jobs and knows which attempt a restarted job is on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+
+from django.conf import settings
+from django.db import transaction
+
+from workbench.runs.launcher import IngestLedger, run_config
+from workbench.runs.models import Run
+from workbench.runs.services import run_finish, run_transition
+from workbench.slurm import commands
+
+log = logging.getLogger(__name__)
+
+_JOB_NAME = re.compile(r"^(?P<prefix>.+)-run(?P<run>\d+)-a(?P<attempt>\d+)$")
+
+
+def job_name(run_id: int, attempt: int) -> str:
+    return f"{settings.SLURM_JOB_PREFIX}-run{run_id}-a{attempt}"
+
+
+def parse_job_name(name: str) -> tuple[int, int] | None:
+    """(run id, first attempt) of one of this workbench's job names, else None."""
+    match = _JOB_NAME.match(name)
+    if match is None or match.group("prefix") != settings.SLURM_JOB_PREFIX:
+        return None
+    return int(match.group("run")), int(match.group("attempt"))
+
+
+def gpus_per_node(run: Run) -> int:
+    request = run.devices_wanted
+    return 0 if request.is_cpu else request.device_count
+
+
+def slurm_trainer_config(run: Run) -> dict:
+    """The trainer config of the job: each node's devices and the node count. Slurm's GRES
+    placeholders of a test cluster have no CUDA behind them: with simulated GPUs (the same setting
+    that makes a local worker announce fake GPUs, refused in production) each GPU is a gloo
+    process on the CPU."""
+    config = run_config(run)
+    gpus = gpus_per_node(run)
+    if gpus and not settings.SIMULATED_GPUS:
+        config["devices"] = list(range(gpus))  # CUDA_VISIBLE_DEVICES holds the job's GPUs, from 0
+    else:
+        config["devices"] = ["cpu"] * max(1, gpus)
+    config["nodes"] = run.nodes
+    return config
+
+
+def sbatch_options(run: Run, attempt: int) -> list[str]:
+    gpus = gpus_per_node(run)
+    options = [
+        f"--job-name={job_name(run.pk, attempt)}",
+        f"--partition={settings.SLURM_PARTITION}",
+        f"--nodes={run.nodes}",
+        "--ntasks-per-node=1",
+        f"--chdir={run.run_dir}",
+        f"--output={run.log_path}",
+        "--open-mode=append",
+        "--requeue",
+    ]
+    if gpus:
+        options.append(f"--gres=gpu:{gpus}")
+    if settings.SLURM_CPUS_PER_GPU:
+        options.append(f"--cpus-per-task={max(1, gpus) * settings.SLURM_CPUS_PER_GPU}")
+    if settings.SLURM_ACCOUNT:
+        options.append(f"--account={settings.SLURM_ACCOUNT}")
+    return options + shlex.split(settings.SLURM_SBATCH_OPTIONS)
+
+
+def batch_script(run: Run, attempt: int, config_name: str) -> str:
+    """The job's script. Its #SBATCH lines repeat the options it was submitted with, so the file
+    alone says how to submit it again by hand."""
+    python = shlex.quote(settings.SLURM_PYTHON)
+    lines = ["#!/bin/bash", f"# Run {run.pk} of the workbench: {run.name}".replace("\n", " ")]
+    lines += [f"#SBATCH {shlex.quote(option)}" for option in sbatch_options(run, attempt)]
+    lines += [
+        "set -u",
+        f"export PYTHONPATH={shlex.quote(str(settings.BASE_DIR))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        # The first node hosts the rendezvous: its address as Slurm knows it, and a port per job.
+        'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        'MASTER_ADDR=$(scontrol show node "$first" -o | tr " " "\\n" | sed -n "s/^NodeAddr=//p")',
+        "export MASTER_ADDR=${MASTER_ADDR:-$first}",
+        "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))",
+        # A requeued job runs this again: the next attempt, from the last checkpoint.
+        f"attempt=$(({attempt} + ${{SLURM_RESTART_COUNT:-0}}))",
+        'resume=""',
+        '[ "$attempt" -gt 1 ] && resume="--resume"',
+        'echo "--- attempt $attempt: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
+        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {python} -m trainer train "
+        f'--config {shlex.quote(config_name)} --events "events-$attempt.jsonl" --placement-from-environment $resume',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def submit(run: Run) -> str | None:
+    """Submits the run's next attempt as a job; the job id, or None when another follower pass
+    submitted it first or the run is no longer waiting to be submitted. Slurm refusing the job
+    fails the run with Slurm's reason; a controller that does not answer leaves it queued."""
+    attempt = run.attempt + 1
+    claimed = Run.objects.filter(
+        pk=run.pk, state__in=(Run.State.QUEUED, Run.State.INTERRUPTED), attempt=run.attempt, stop_request=""
+    ).update(attempt=attempt, slurm_job_id="", slurm_state="")
+    if not claimed:
+        return None
+    run.refresh_from_db()
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    config_name = f"launch-{attempt}.json"
+    (run.run_dir / config_name).write_text(json.dumps(slurm_trainer_config(run), indent=2))
+    script = run.run_dir / f"slurm-{attempt}.sh"
+    script.write_text(batch_script(run, attempt, config_name))
+    IngestLedger(run, attempt).start()
+    try:
+        job_id = commands.submit(script, options=sbatch_options(run, attempt))
+    except commands.SlurmUnavailable:
+        # Not submitted: the next pass tries again with the same attempt number.
+        Run.objects.filter(pk=run.pk, attempt=attempt, slurm_job_id="").update(attempt=attempt - 1)
+        raise
+    except commands.SlurmError as error:
+        run_finish(
+            run=run,
+            to_state=Run.State.FAILED,
+            reason=f"Slurm refused the job: {error}",
+            from_states=(Run.State.QUEUED, Run.State.INTERRUPTED),
+        )
+        return None
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(slurm_job_id=job_id, slurm_state="PENDING")
+        run_transition(
+            run=run,
+            to_state=Run.State.WAITING,
+            from_states=(Run.State.QUEUED, Run.State.INTERRUPTED),
+            reason=f"submitted to Slurm as job {job_id} (attempt {attempt})",
+            wait_reason="waiting for Slurm to start it",
+            wait_holder=None,
+            launched_attempt=attempt,
+        )
+    log.info("run %s attempt %s: Slurm job %s", run.pk, attempt, job_id)
+    return job_id

@@ -1,0 +1,257 @@
+"""What one look at Slurm's queue means for each Slurm run: submit, follow its state, stop it,
+and end it when its job ends, with Slurm's reason in plain words.
+
+Slurm, not the workbench, decides where and when a job runs; this module only brings the run's
+row in line with what squeue (or sacct) says, and is safe to repeat: every change is a
+conditional update, and a look that finds nothing new changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from datasets.models import Dataset
+from trainer import protocol
+from workbench.runs import launcher, slurm_jobs
+from workbench.runs.models import Run
+from workbench.runs.scheduler import interrupt
+from workbench.runs.services import run_finish, run_transition
+from workbench.slurm import commands, words
+from workbench.slurm.commands import Job
+
+log = logging.getLogger(__name__)
+
+# A job squeue does not list yet right after sbatch, or no longer lists: how long to believe it
+# may still appear before the run is ended from what its trainer wrote.
+FORGOTTEN_GRACE_SECONDS = 30.0
+# Slurm's end states after which a new job resumes the run (bounded by RUN_MAX_ATTEMPTS).
+RESUMABLE_ENDS = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
+
+
+def following() -> list[Run]:
+    return list(
+        Run.objects.filter(executor=Run.Executor.SLURM, state__in=Run.ACTIVE_STATES).select_related("dataset", "owner")
+    )
+
+
+def reconcile(jobs: dict[str, Job]) -> None:
+    """One pass over the Slurm runs against `jobs` (this workbench's jobs that squeue lists)."""
+    runs = following()
+    known = {run.slurm_job_id for run in runs if run.slurm_job_id}
+    missing = [run.slurm_job_id for run in runs if run.slurm_job_id and run.slurm_job_id not in jobs]
+    history = commands.accounting(missing) if missing else {}
+    for run in runs:
+        try:
+            reconcile_run(run, jobs.get(run.slurm_job_id) or history.get(run.slurm_job_id))
+        except commands.SlurmUnavailable:
+            raise
+        except Exception:
+            log.exception("run %s: could not follow its Slurm job %s", run.pk, run.slurm_job_id)
+    cancel_orphans(jobs, known)
+
+
+def reconcile_run(run: Run, job: Job | None) -> None:
+    if not run.has_live_slurm_job:
+        if run.state in (Run.State.QUEUED, Run.State.INTERRUPTED, Run.State.WAITING):
+            submit_when_ready(run)
+        return
+    if job is None:
+        forgotten(run)
+        return
+    if job.state != run.slurm_state:
+        Run.objects.filter(pk=run.pk).update(slurm_state=job.state)
+    if job.is_active and restarted(run, job):
+        return
+    if run.stop_request and job.is_active:
+        stop(run, job)
+    elif job.state == "PENDING" or job.state.startswith("REQUEUE"):
+        pending(run, job)
+    elif job.is_running:
+        running(run, job)
+    elif not job.is_active:
+        ended(run, job)
+
+
+def submit_when_ready(run: Run) -> None:
+    if run.stop_request:
+        final = Run.State.ABORTED if run.stop_request == Run.StopRequest.ABORT else Run.State.PAUSED
+        run_finish(run=run, to_state=final, reason=f"{final} by the user", from_states=Run.PENDING_STATES)
+        return
+    status = run.dataset.status
+    if status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
+        reason = f"dataset {run.dataset.name!r} {status}: {run.dataset.error or 'no details'}"
+        run_finish(run=run, to_state=Run.State.FAILED, reason=reason, from_states=Run.PENDING_STATES)
+    elif status != Dataset.Status.READY:
+        Run.objects.filter(pk=run.pk).update(wait_reason="dataset still building")
+    else:
+        slurm_jobs.submit(run)
+
+
+def restarted(run: Run, job: Job) -> bool:
+    """Slurm requeued the job (scontrol requeue, preemption, a failed node): its next start is
+    the next attempt. Past RUN_MAX_ATTEMPTS the job is cancelled and the run fails."""
+    parsed = slurm_jobs.parse_job_name(job.name)
+    attempt = (parsed[1] if parsed else run.attempt) + job.restarts
+    if attempt <= run.attempt:
+        return False
+    follow_events(run)  # the rest of the attempt that was cut short, before the next one writes
+    if attempt > settings.RUN_MAX_ATTEMPTS:
+        commands.cancel(job.job_id)
+        reason = (
+            f"Slurm requeued job {job.job_id} {job.restarts} times; attempts are limited to {settings.RUN_MAX_ATTEMPTS}"
+        )
+        run_finish(run=run, to_state=Run.State.FAILED, reason=reason, from_states=Run.ACTIVE_STATES)
+        return True
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(attempt=attempt, launched_attempt=attempt)
+        launcher.IngestLedger(run, attempt).start()
+        run_transition(
+            run=run,
+            to_state=Run.State.WAITING,
+            from_states=(Run.State.RUNNING, Run.State.WAITING),
+            reason=f"requeued by Slurm (job {job.job_id}, attempt {attempt}); it resumes from its last checkpoint",
+            wait_reason=words.pending_words(job.reason),
+        )
+    return True
+
+
+def pending(run: Run, job: Job) -> None:
+    reason = f"Slurm job {job.job_id}: {words.pending_words(job.reason)}"
+    if run.state == Run.State.RUNNING:
+        run_transition(run=run, to_state=Run.State.WAITING, from_states=[Run.State.RUNNING], reason=reason)
+    if run.wait_reason != reason or run.estimated_start != job.start:
+        Run.objects.filter(pk=run.pk, state__in=Run.PENDING_STATES).update(
+            wait_reason=reason, wait_holder=None, estimated_start=job.start
+        )
+
+
+def running(run: Run, job: Job) -> None:
+    if run.state == Run.State.RUNNING:
+        return
+    fields = {"wait_reason": "", "estimated_start": None}
+    if run.started_at is None:
+        fields["started_at"] = timezone.now()
+    run_transition(
+        run=run,
+        to_state=Run.State.RUNNING,
+        from_states=Run.PENDING_STATES,
+        reason=f"started by Slurm on {job.nodes} (job {job.job_id}, attempt {run.attempt})",
+        **fields,
+    )
+
+
+def stop(run: Run, job: Job) -> None:
+    """Abort or pause: SIGTERM to the trainers, which stop together and save a checkpoint; the
+    job then ends by itself. A job that ignores it is cancelled after the grace period."""
+    key = f"workbench:slurm-stop:{job.job_id}"
+    if not job.is_running:
+        commands.cancel(job.job_id)  # nothing started: nothing to save
+        return
+    if cache.add(key, time.time(), timeout=int(10 * settings.RUN_STOP_GRACE_SECONDS) + 60):
+        log.info("run %s: SIGTERM to Slurm job %s (%s)", run.pk, job.job_id, run.stop_request)
+        commands.signal_job(job.job_id, "TERM")
+    elif time.time() - float(cache.get(key) or time.time()) > settings.RUN_STOP_GRACE_SECONDS:
+        log.warning("run %s: job %s ignored SIGTERM; cancelling it", run.pk, job.job_id)
+        commands.cancel(job.job_id)
+
+
+def forgotten(run: Run) -> None:
+    """squeue does not list the job, and there is no accounting to ask: just submitted (wait),
+    or ended long ago while nobody followed it (end it from what its trainer wrote)."""
+    key = f"workbench:slurm-unlisted:{run.slurm_job_id}"
+    cache.add(key, time.time(), timeout=3600)
+    if time.time() - float(cache.get(key) or time.time()) < FORGOTTEN_GRACE_SECONDS:
+        return
+    ended(run, Job(run.slurm_job_id, "", "UNKNOWN", "", None, "", 0))
+
+
+def ended(run: Run, job: Job) -> None:
+    # Seen to end: no longer a live job (a later pass may submit the next attempt).
+    Run.objects.filter(pk=run.pk).update(slurm_state=job.state if job.state != "UNKNOWN" else "GONE")
+    follow_events(run)
+    launcher.snapshot(run)
+    status = last_status(run.run_dir, run.attempt)
+    code = status.get("exit_code")
+    if run.stop_request == Run.StopRequest.ABORT:
+        state, reason = Run.State.ABORTED, "aborted by the user"
+    elif run.stop_request == Run.StopRequest.PAUSE and code != protocol.EXIT_DONE:
+        state, reason = (
+            Run.State.PAUSED,
+            "paused by the user; resume submits a new job that continues from the checkpoint",
+        )
+    elif code == protocol.EXIT_DONE:
+        state, reason = Run.State.DONE, status.get("message") or "finished"
+    elif code in protocol.FAILURE_REASONS:
+        state, reason = Run.State.FAILED, status.get("message") or protocol.FAILURE_REASONS[code]
+    elif job.state in RESUMABLE_ENDS or job.state == "UNKNOWN":
+        why = words.end_words(job.state) if job.state != "UNKNOWN" else "its job ended while nobody followed it"
+        interrupt(run, f"{why} (job {job.job_id})")
+        return
+    elif job.state == "CANCELLED":
+        state, reason = Run.State.ABORTED, f"{words.end_words(job.state)} (job {job.job_id})"
+    else:
+        state, reason = Run.State.FAILED, f"{words.end_words(job.state)} (job {job.job_id}) without a final report"
+    run_finish(run=run, to_state=state, reason=reason, from_states=Run.ACTIVE_STATES)
+
+
+def last_status(run_dir: Path, attempt: int) -> dict:
+    """The attempt's final status: the first node's, unless another node failed first (the rank
+    that died names the cause; the others only lose their peer)."""
+    statuses = []
+    for path in [run_dir / f"events-{attempt}.jsonl", *sorted(run_dir.glob(f"events-{attempt}.node*.jsonl"))]:
+        try:
+            lines = path.read_bytes().splitlines()
+        except FileNotFoundError:
+            continue
+        status = protocol.final_status(protocol.read_events(lines))
+        if status:
+            statuses.append(status)
+    if not statuses:
+        return {}
+    failures = [s for s in statuses if s.get("exit_code") not in (*protocol.EXIT_OK, None)]
+    return min(failures, key=lambda s: s.get("time") or 0) if failures else statuses[0]
+
+
+def follow_events(run: Run) -> int:
+    """Stores what the run's current attempt wrote since the last look, exactly once: the run's
+    row is locked while its ledger is read and moved, so two followers never store a line twice."""
+    path = run.run_dir / f"events-{run.attempt}.jsonl"
+    if not path.exists():
+        return 0
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().filter(pk=run.pk).values_list("attempt", flat=True).first()
+        if locked != run.attempt:
+            return 0
+        ledger = launcher.IngestLedger(run, run.attempt)
+        offset = ledger.offset()
+        if offset is None:
+            ledger.start()
+            offset = 0
+        events = launcher.ingest(run, launcher.EventTail(path, offset), ledger, launcher.EventFilter(run))
+    return len(events)
+
+
+def cancel_orphans(jobs: dict[str, Job], known: set[str]) -> None:
+    """Jobs of this workbench that no active run follows (a run aborted while its job was being
+    submitted, a deleted run, a database restored from a backup) are cancelled; a job that its
+    run lost track of (the worker died between sbatch and storing its id) is adopted."""
+    for job in jobs.values():
+        if not job.is_active or job.job_id in known:
+            continue
+        parsed = slurm_jobs.parse_job_name(job.name)
+        if parsed is None:
+            continue
+        run_id, attempt = parsed
+        adopted = Run.objects.filter(
+            pk=run_id, executor=Run.Executor.SLURM, attempt=attempt, slurm_job_id="", state__in=Run.ACTIVE_STATES
+        ).update(slurm_job_id=job.job_id, slurm_state=job.state)
+        if not adopted:
+            log.warning("cancelling Slurm job %s (%s): no active run follows it", job.job_id, job.name)
+            commands.cancel(job.job_id)
