@@ -3,6 +3,7 @@
 from django.urls import path
 
 from datasets.consumers import DatasetConsumer
+from workbench.benchmarks.consumers import BenchmarkConsumer
 from workbench.consumers import DashboardConsumer
 from workbench.runs.consumers import RunConsumer
 
@@ -10,4 +11,5 @@ websocket_urlpatterns = [
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
     path("ws/runs/<int:pk>/", RunConsumer.as_asgi()),
     path("ws/datasets/<int:pk>/", DatasetConsumer.as_asgi()),
+    path("ws/benchmarks/<int:pk>/", BenchmarkConsumer.as_asgi()),
 ]

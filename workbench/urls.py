@@ -33,10 +33,12 @@ urlpatterns = [
     path("admin/password_change/", RedirectView.as_view(url=reverse_lazy("password_change"))),
     path("admin/", admin.site.urls),
     path("runs/", include("workbench.runs.urls")),
+    path("benchmarks/", include("workbench.benchmarks.urls")),
     path("datasets/", include("datasets.urls")),
     path("api/datasets/", include("datasets.api_urls")),
     path("api/", include(api_patterns)),
     path("api/", include("workbench.runs.api_urls")),
+    path("api/", include("workbench.benchmarks.api_urls")),
     path("", include("workbench.inference.urls")),
     path("api/", include("workbench.inference.api_urls")),
 ]

@@ -29,6 +29,11 @@ def dataset_group_name(dataset_id: int) -> str:
     return f"dataset-{dataset_id}"
 
 
+def benchmark_group_name(benchmark_id: int) -> str:
+    """A benchmark page's socket (/ws/benchmarks/<id>/): its cells as they are measured."""
+    return f"benchmark-{benchmark_id}"
+
+
 def group_publish(group: str, message: dict, *, alias: str = "default") -> None:
     layer = get_channel_layer(alias)
     if layer is None:

@@ -16,7 +16,6 @@ from workbench.workers.models import Device, WorkerHost
 
 log = logging.getLogger(__name__)
 
-SIMULATED_GPU_MEMORY_MB = 16384
 
 
 def host_queue_name(hostname: str) -> str:
@@ -79,7 +78,8 @@ def simulated_gpus(count: int) -> list[dict]:
             "kind": "gpu",
             "index": index,
             "name": f"Simulated GPU {index}",
-            "memory_total_mb": SIMULATED_GPU_MEMORY_MB,
+            # What a benchmark's trainer enforces as the GPU's capacity (trainer/footprint.py).
+            "memory_total_mb": settings.SIMULATED_GPU_MEMORY_MB,
             "memory_used_mb": 0,
             "utilization_percent": 0.0,
             "temperature_c": None,
@@ -124,7 +124,7 @@ def host_heartbeat(*, hostname: str, boot_id: uuid.UUID, devices: list[dict]) ->
             Device.objects.update_or_create(host=host, kind=key[0], index=key[1], defaults=values)
         # A GPU that disappeared (driver reset, simulated count lowered) is no longer offered;
         # one still held by a run stays until the run ends.
-        for device in Device.objects.filter(host=host, run__isnull=True):
+        for device in Device.objects.filter(host=host, run__isnull=True, reserved_by=""):
             if (device.kind, device.index) not in seen:
                 device.delete()
     return host

@@ -65,6 +65,10 @@ class Device(models.Model):
     simulated = models.BooleanField(default=False)
     # The allocation itself: set and cleared only by conditional updates (services.allocation).
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="devices")
+    # Held by something that is not a run (a benchmark: "benchmark:<id>"), which needs the device
+    # to itself; the runs' scheduler leaves such a device alone. Set and cleared by conditional
+    # updates like `run` (workbench/benchmarks/scheduling.py).
+    reserved_by = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         db_table = "runs_device"  # made by the runs app, which owned devices before workers did

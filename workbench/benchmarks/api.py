@@ -1,0 +1,45 @@
+"""REST API of benchmarks: submit and list, one benchmark with its cells, cancel."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+from workbench.benchmarks import services
+from workbench.benchmarks.selectors import benchmark_for, benchmark_payload, benchmarks_visible_to, summary
+from workbench.runs.validators import RequestError, drf_error
+
+
+@extend_schema(methods=["GET"], summary="Benchmarks you may see (at most 200), newest first")
+@extend_schema(
+    methods=["POST"],
+    summary="Submit a benchmark: networks x GPU counts x per-GPU batch sizes, queued for its GPUs",
+    request=dict,
+)
+@api_view(["GET", "POST"])
+def benchmark_list(request):
+    if request.method == "POST":
+        try:
+            benchmark = services.benchmark_submit(owner=request.user, request=dict(request.data))
+        except RequestError as error:
+            raise drf_error(error) from None
+        return Response(benchmark_payload(benchmark), status=status.HTTP_201_CREATED)
+    return Response({"results": [summary(b) for b in benchmarks_visible_to(request.user)[:200]]})
+
+
+@extend_schema(summary="A benchmark: its state, its cells with speed-up and efficiency, its tables")
+@api_view(["GET"])
+def benchmark_detail(request, pk: int):
+    return Response(benchmark_payload(benchmark_for(request.user, pk)))
+
+
+@extend_schema(summary="Cancel a benchmark (the cells measured so far are kept)", request=None)
+@api_view(["POST"])
+def benchmark_cancel(request, pk: int):
+    benchmark = benchmark_for(request.user, pk)
+    if not services.benchmark_cancel(benchmark=benchmark):
+        return Response({"detail": f"benchmark {pk} is {benchmark.state}; nothing to cancel"}, status=409)
+    benchmark.refresh_from_db()
+    return Response(summary(benchmark), status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,32 @@
+"""The new-benchmark form: text fields the validators read the same way as the CLI's options."""
+
+from __future__ import annotations
+
+from django import forms
+
+from trainer.bench_config import MODES
+from trainer.config import NETWORKS, PRECISIONS
+
+NETWORK_CHOICES = [(name, name) for name in NETWORKS if name != "custom"]
+
+
+class BenchmarkForm(forms.Form):
+    name = forms.CharField(required=False, max_length=200)
+    networks = forms.MultipleChoiceField(choices=NETWORK_CHOICES, initial=["resnet50"])
+    image_size = forms.IntegerField(initial=224, min_value=4)
+    gpus = forms.CharField(initial="1,2", help_text="GPU counts, the table's columns: 1,2,4")
+    batch_sizes = forms.CharField(initial="32,64,128", help_text="per GPU, the table's rows")
+    precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
+    data = forms.CharField(initial="synthetic", help_text="synthetic, or dataset:<id> (the real input pipeline)")
+    layout = forms.CharField(initial="data", help_text="data (one process per GPU) or stages x groups: 2x1, 2x2")
+    modes = forms.ChoiceField(
+        choices=[("train", "forward + backward"), ("forward", "forward only"), ("both", "both")], initial="train"
+    )
+    steps = forms.IntegerField(initial=10, min_value=1)
+    warmup_steps = forms.IntegerField(initial=3, min_value=0)
+    find_largest = forms.BooleanField(required=False, label="Find the largest batch that fits")
+
+    def request(self) -> dict:
+        data = dict(self.cleaned_data)
+        data["modes"] = list(MODES) if data["modes"] == "both" else [data["modes"]]
+        return data

@@ -1,0 +1,100 @@
+"""A benchmark: a queued job that measures a table of cells (images/s per GPU count and batch
+size) on GPUs it holds to itself, and the cells it measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from workbench.core.groups import benchmark_group_name
+
+
+class BenchmarkQuerySet(models.QuerySet):
+    def visible_to(self, user) -> models.QuerySet:
+        """Who may see a benchmark: its owner, and staff (selectors.py reads through this)."""
+        return self if user.is_staff else self.filter(owner=user)
+
+
+class Benchmark(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        WAITING = "waiting"  # for its GPUs; `wait_reason` says why
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    PENDING_STATES = (State.QUEUED, State.WAITING)
+    ACTIVE_STATES = (State.QUEUED, State.WAITING, State.RUNNING)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="benchmarks")
+    name = models.CharField(max_length=200)
+    # What was asked, as validators.validate_benchmark_request cleaned it (networks, gpus, ...).
+    request = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    reason = models.CharField(max_length=500, blank=True)  # the last transition's words
+    wait_reason = models.CharField(max_length=300, blank=True)
+    host = models.ForeignKey("workers.WorkerHost", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    host_boot_id = models.UUIDField(null=True, blank=True)
+    device_labels = models.JSONField(default=list)  # "sim0@host: GPU 0", for the page
+    launched = models.BooleanField(default=False)  # claimed by a worker's task
+    cancel_requested = models.BooleanField(default=False)
+    progress = models.FloatField(default=0.0)
+    largest_batches = models.JSONField(default=list)  # the `largest_batch` events
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = BenchmarkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-queued_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"benchmark #{self.pk} {self.name}"
+
+    def is_visible_to(self, user) -> bool:
+        return user.is_staff or self.owner_id == user.pk
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def group_name(self) -> str:
+        return benchmark_group_name(self.pk)
+
+    @property
+    def reservation(self) -> str:
+        """What its devices' `reserved_by` reads while it holds them."""
+        return f"benchmark:{self.pk}"
+
+    @property
+    def gpus_needed(self) -> int:
+        return max(self.request.get("gpus") or [1])
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(settings.DATA_DIR) / "benchmarks" / str(self.pk)
+
+
+class BenchmarkCell(models.Model):
+    """One measured cell, as the trainer's `cell` event reported it (`data`)."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="cells")
+    seq = models.PositiveIntegerField()
+    network = models.CharField(max_length=40)
+    gpus = models.PositiveIntegerField()
+    batch_size = models.PositiveIntegerField()
+    status = models.CharField(max_length=8)  # ok | oom | error
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["benchmark", "seq"]
+        constraints = [models.UniqueConstraint(fields=["benchmark", "seq"], name="unique_cell_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.network} x{self.gpus} batch {self.batch_size}: {self.status}"

@@ -1,0 +1,137 @@
+"""Runs one benchmark on this worker: writes the trainer's benchmark config, starts
+`python -m trainer benchmark` on the reserved GPUs, stores each cell as it is measured, watches
+for a cancel, and ends the benchmark (which gives the GPUs back)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from datasets.models import Dataset
+from trainer import protocol
+from workbench.benchmarks.models import Benchmark
+from workbench.benchmarks.services import benchmark_finish, cells_append, largest_batch_append, progress_update
+from workbench.runs.launcher import EventTail
+from workbench.workers.models import Device
+from workbench.workers.processes import start_child
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+CANCEL_GRACE_SECONDS = 10.0
+
+
+def trainer_config(benchmark: Benchmark, devices: list[Device]) -> tuple[dict, dict[str, str]]:
+    """The trainer's benchmark config and the environment that pins its GPUs. Simulated GPUs
+    train on the CPU (one gloo process each) and bring their memory as the capacity to enforce."""
+    request = benchmark.request
+    stages = 1 if request["layout"] == "data" else int(request["layout"].split("x")[0])
+    config = {
+        "run_dir": str(benchmark.run_dir),
+        "networks": request["networks"],
+        "image_size": request["image_size"],
+        "gpu_counts": request["gpus"],
+        "batch_sizes": request["batch_sizes"],
+        "precisions": [request["precision"]],
+        "modes": request["modes"],
+        "model_parallel": stages,
+        "steps": request["steps"],
+        "warmup_steps": request["warmup_steps"],
+        "find_largest": request["find_largest"],
+    }
+    if request.get("dataset"):
+        config["data"] = str(Dataset.objects.get(pk=request["dataset"]).path)
+    if devices and all(device.simulated for device in devices):
+        config["devices"] = ["cpu"] * len(devices)
+        config["memory_capacity_mb"] = min(device.memory_total_mb for device in devices) or None
+        visible = ""
+    else:
+        config["devices"] = list(range(len(devices)))
+        visible = ",".join(str(device.index) for device in devices)
+        config["channels_last"] = True
+    return config, {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def claim(benchmark_id: int) -> bool:
+    """Only the first delivery of the launch starts a trainer."""
+    return bool(
+        Benchmark.objects.filter(pk=benchmark_id, state=Benchmark.State.RUNNING, launched=False).update(launched=True)
+    )
+
+
+def run_job(*, benchmark_id: int) -> str:
+    if not claim(benchmark_id):
+        return "duplicate"
+    benchmark = Benchmark.objects.get(pk=benchmark_id)
+    if benchmark.cancel_requested:
+        benchmark_finish(benchmark=benchmark, state=Benchmark.State.CANCELLED, reason="cancelled before it started")
+        return Benchmark.State.CANCELLED
+    devices = list(Device.objects.filter(reserved_by=benchmark.reservation).order_by("index"))
+    config, env = trainer_config(benchmark, devices)
+    benchmark.run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = benchmark.run_dir / "benchmark.json"
+    config_path.write_text(json.dumps(config, indent=2))
+    events_path = benchmark.run_dir / "events.jsonl"
+    argv = [sys.executable, "-m", "trainer", "benchmark", "--config", str(config_path), "--events", str(events_path)]
+    with (benchmark.run_dir / "trainer.log").open("ab") as trainer_log:
+        # Its own process group, so a cancel reaches every rank and data loader.
+        process = start_child(argv, stdout=trainer_log, env=env, own_session=True)
+    log.info("benchmark %s: trainer pid %s on %s", benchmark.pk, process.pid, config["devices"])
+    code, last_status, cancelled = watch(benchmark, process, EventTail(events_path))
+    return finish(benchmark, code, last_status, cancelled)
+
+
+def store(benchmark: Benchmark, events: list[dict]) -> dict:
+    cells = [event for event in events if event.get("type") == protocol.CELL]
+    if cells:
+        cells_append(benchmark=benchmark, cells=cells)
+    for event in events:
+        if event.get("type") == protocol.LARGEST_BATCH:
+            largest_batch_append(benchmark=benchmark, found=event)
+    progress = next((e for e in reversed(events) if e.get("type") == protocol.PROGRESS), None)
+    if progress is not None:
+        progress_update(benchmark=benchmark, percent=float(progress.get("percent") or 0))
+    return protocol.final_status(events)
+
+
+def watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> tuple[int, dict, bool]:
+    last_status: dict = {}
+    signalled_at: float | None = None
+    while True:
+        code = process.poll()
+        last_status = store(benchmark, tail.read()) or last_status
+        if code is not None:
+            return code, last_status, signalled_at is not None
+        state, cancel = Benchmark.objects.values_list("state", "cancel_requested").get(pk=benchmark.pk)
+        if (cancel or state != Benchmark.State.RUNNING) and signalled_at is None:
+            signalled_at = time.monotonic()
+            _kill_group(process, signal.SIGTERM)
+        elif signalled_at is not None and time.monotonic() - signalled_at > CANCEL_GRACE_SECONDS:
+            _kill_group(process, signal.SIGKILL)
+        time.sleep(POLL_SECONDS)
+
+
+def finish(benchmark: Benchmark, code: int, last_status: dict, cancelled: bool) -> str:
+    message = last_status.get("message") or ""
+    if cancelled:
+        state = Benchmark.State.CANCELLED
+        reason = f"cancelled by the user; {benchmark.cells.count()} cells measured are kept"
+    elif code == protocol.EXIT_DONE:
+        state, reason = Benchmark.State.DONE, message or "finished"
+    else:
+        state = Benchmark.State.FAILED
+        reason = message or protocol.FAILURE_REASONS.get(code, f"the trainer exited with code {code}")
+    benchmark_finish(benchmark=benchmark, state=state, reason=reason)
+    return state
+
+
+def _kill_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,49 @@
+"""Reads of benchmarks for a user (the same 404 for missing and not yours), and the one shape a
+benchmark takes in the API, the page and the socket: its state and its cells, derived."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+
+from trainer import bench_table
+from workbench.benchmarks.models import Benchmark
+
+
+def benchmarks_visible_to(user):
+    return Benchmark.objects.visible_to(user).select_related("owner")
+
+
+def benchmark_for(user, pk: int) -> Benchmark:
+    return get_object_or_404(benchmarks_visible_to(user), pk=pk)
+
+
+def cells_of(benchmark: Benchmark) -> list[dict]:
+    return [cell.data for cell in benchmark.cells.all()]
+
+
+def summary(benchmark: Benchmark) -> dict:
+    return {
+        "id": benchmark.pk,
+        "name": benchmark.name,
+        "owner": benchmark.owner.username,
+        "state": benchmark.state,
+        "reason": benchmark.reason,
+        "wait_reason": benchmark.wait_reason,
+        "progress": round(benchmark.progress, 4),
+        "request": benchmark.request,
+        "devices": benchmark.device_labels,
+        "queued_at": benchmark.queued_at.isoformat(),
+        "started_at": benchmark.started_at.isoformat() if benchmark.started_at else None,
+        "finished_at": benchmark.finished_at.isoformat() if benchmark.finished_at else None,
+    }
+
+
+def benchmark_payload(benchmark: Benchmark) -> dict:
+    """The summary, every cell with its speed-up and efficiency, and the tables they make."""
+    cells = bench_table.derive(cells_of(benchmark))
+    return {
+        **summary(benchmark),
+        "cells": cells,
+        "tables": bench_table.tables(cells),
+        "largest_batches": benchmark.largest_batches,
+    }

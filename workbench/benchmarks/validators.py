@@ -1,0 +1,127 @@
+"""Every rule on a benchmark request, for the form, `POST /api/benchmarks/` and `manage.py
+benchmark` alike: each refusal a RequestError of (field, message) pairs (the adapters of
+workbench/runs/validators.py turn it into form errors, 400 bodies and command errors)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from datasets.models import Dataset
+from datasets.selectors import datasets_visible_to
+from trainer.bench_config import MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
+from trainer.config import ConfigError
+from workbench.runs.validators import RequestError
+
+DEFAULTS: dict[str, Any] = {
+    "networks": ["resnet50"],
+    "image_size": 224,
+    "gpus": [1],
+    "batch_sizes": [32, 64],
+    "precision": "fp32",
+    "data": SYNTHETIC,
+    "layout": "data",
+    "steps": 10,
+    "warmup_steps": 3,
+    "modes": ["train"],
+    "find_largest": False,
+}
+FIELDS = (*DEFAULTS, "name")
+# The request's names for the trainer's config fields, so a trainer refusal names what was sent.
+_FIELD_OF = {"networks": "networks", "gpu_counts": "gpus", "precisions": "precision", "model_parallel": "layout"}
+
+
+def int_list(value: Any) -> Any:
+    """ "1,2,4" -> [1, 2, 4] (the CLI and the form send text; the API sends lists)."""
+    if isinstance(value, str):
+        parts = [part for part in re.split(r"[\s,]+", value.strip()) if part]
+        return [int(part) if part.isdecimal() else part for part in parts]
+    return value
+
+
+def name_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part for part in re.split(r"[\s,]+", value.strip()) if part]
+    return value
+
+
+def _dataset_of(value: str, owner) -> Dataset | None:
+    """`synthetic` -> None; `dataset:<id>` -> the owner's ready dataset."""
+    if value == SYNTHETIC:
+        return None
+    match = re.fullmatch(r"dataset:(\d+)", str(value))
+    if not match:
+        raise RequestError("data", "give 'synthetic' or 'dataset:<id>' (a dataset of yours)")
+    dataset = datasets_visible_to(owner).filter(pk=int(match.group(1))).first()
+    if dataset is None:
+        raise RequestError("data", f"no dataset {match.group(1)} of yours")
+    if dataset.status != Dataset.Status.READY:
+        raise RequestError("data", f"dataset {dataset.pk} is {dataset.status}, not ready")
+    return dataset
+
+
+def _layout(value: Any, gpus: list) -> tuple[str, int]:
+    try:
+        stages, groups = parse_layout(str(value))
+    except ConfigError as error:
+        raise RequestError("layout", error.message) from None
+    if groups is not None and gpus != [stages * groups] and gpus != DEFAULTS["gpus"]:
+        raise RequestError("layout", f"{value} uses {stages * groups} GPUs; leave gpus out or give {stages * groups}")
+    return ("data" if stages == 1 else f"{stages}x{groups or 1}"), stages
+
+
+def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]:
+    """The cleaned request (what Benchmark.request stores), or RequestError naming the field."""
+    if not isinstance(data, dict):
+        raise RequestError(None, "expected an object")
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise RequestError(unknown[0], f"unknown field (known: {', '.join(FIELDS)})")
+    request = {**DEFAULTS, **{k: v for k, v in data.items() if v not in (None, "")}}
+    for key in ("gpus", "batch_sizes"):
+        request[key] = int_list(request[key])
+    for key in ("image_size", "steps", "warmup_steps"):
+        if isinstance(request[key], str) and request[key].strip().isdecimal():
+            request[key] = int(request[key])
+    if isinstance(request["find_largest"], str):
+        request["find_largest"] = request["find_largest"].lower() in ("1", "true", "yes", "on")
+    request["networks"] = name_list(request["networks"])
+    request["modes"] = name_list(request["modes"])
+    if request["modes"] == ["both"]:
+        request["modes"] = list(MODES)
+    request["layout"], stages = _layout(request["layout"], request["gpus"])
+    if stages > 1 and request["gpus"] == DEFAULTS["gpus"]:
+        request["gpus"] = [stages * int(request["layout"].split("x")[1])]
+    dataset = _dataset_of(request["data"], owner)
+    cfg = BenchmarkConfig(
+        run_dir="(checked later)",
+        networks=request["networks"],
+        image_size=request["image_size"],
+        # As many devices as the widest column: what the scheduler will grant.
+        devices=list(range(max([g for g in request["gpus"] if isinstance(g, int)] or [1]))),
+        gpu_counts=request["gpus"],
+        batch_sizes=request["batch_sizes"],
+        precisions=[request["precision"]],
+        modes=request["modes"],
+        model_parallel=stages,
+        steps=request["steps"],
+        warmup_steps=request["warmup_steps"],
+    )
+    try:
+        validate_benchmark(cfg, check_paths=False)
+    except ConfigError as error:
+        raise RequestError(_FIELD_OF.get(error.field or "", error.field), error.message) from None
+    if not isinstance(request["find_largest"], bool):
+        raise RequestError("find_largest", "must be true or false")
+    name = str(request.get("name") or f"{', '.join(cfg.networks)} {request['precision']} x{max(cfg.gpu_counts)}")
+    if len(name) > 200:
+        raise RequestError("name", "at most 200 characters")
+    return {
+        **request,
+        "name": name,
+        "networks": cfg.networks,
+        "gpus": cfg.gpu_counts,
+        "batch_sizes": cfg.batch_sizes,
+        "modes": cfg.modes,
+        "dataset": dataset.pk if dataset else None,
+    }

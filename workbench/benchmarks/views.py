@@ -1,0 +1,77 @@
+"""The benchmark pages: the list with the new-benchmark form, one benchmark (its tables filled
+live and its charts), its CSV and markdown, and two benchmarks compared cell by cell."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from trainer import bench_table
+from workbench.benchmarks import services
+from workbench.benchmarks.forms import BenchmarkForm
+from workbench.benchmarks.references import REFERENCES
+from workbench.benchmarks.selectors import benchmark_for, benchmark_payload, benchmarks_visible_to, cells_of
+from workbench.runs.validators import RequestError, add_form_errors
+
+
+@login_required
+def benchmark_list(request):
+    form = BenchmarkForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            benchmark = services.benchmark_submit(owner=request.user, request=form.request())
+        except RequestError as error:
+            add_form_errors(form, error)
+        else:
+            return redirect("benchmark-detail", pk=benchmark.pk)
+    benchmarks = benchmarks_visible_to(request.user)[:200]
+    return render(request, "benchmarks/list.html", {"form": form, "benchmarks": benchmarks})
+
+
+@login_required
+def benchmark_detail(request, pk: int):
+    benchmark = benchmark_for(request.user, pk)
+    page = {
+        **benchmark_payload(benchmark),
+        "socket_path": f"/ws/benchmarks/{benchmark.pk}/",
+        "cancel_url": reverse("api-benchmark-cancel", args=[benchmark.pk]),
+        "references": REFERENCES,
+    }
+    others = benchmarks_visible_to(request.user).exclude(pk=pk)[:100]
+    return render(request, "benchmarks/detail.html", {"benchmark": benchmark, "page": page, "others": others})
+
+
+def _download(text: str, name: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(text, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+def benchmark_csv(request, pk: int):
+    benchmark = benchmark_for(request.user, pk)
+    return _download(bench_table.to_csv(cells_of(benchmark)), f"benchmark-{pk}.csv", "text/csv")
+
+
+@login_required
+def benchmark_markdown(request, pk: int):
+    benchmark = benchmark_for(request.user, pk)
+    text = bench_table.markdown(cells_of(benchmark), title=f"Benchmark #{pk}: {benchmark.name}")
+    return _download(text, f"benchmark-{pk}.md", "text/markdown")
+
+
+@login_required
+def benchmark_compare(request, pk: int, other: int):
+    left, right = benchmark_for(request.user, pk), benchmark_for(request.user, other)
+    pairs = bench_table.compare(bench_table.derive(cells_of(left)), bench_table.derive(cells_of(right)))
+    return render(request, "benchmarks/compare.html", {"left": left, "right": right, "pairs": pairs})
+
+
+@login_required
+@require_POST
+def benchmark_cancel(request, pk: int):
+    services.benchmark_cancel(benchmark=benchmark_for(request.user, pk))
+    return redirect("benchmark-detail", pk=pk)
