@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trainer throughput on a GPU machine: ResNet-50 224x224, bf16/fp32, batch 64/128/256,
+# Benchmark mode on a GPU machine (the same code as manage.py benchmark): ResNet-50 224x224, bf16/fp32, batch 64/128/256,
 # synthetic and LMDB data, 1 GPU and all GPUs. Prints a markdown table; ends within 8 minutes.
 # Usage: bench/gpu.sh [--budget-s 420] [--json out.json]      (from any directory)
 set -euo pipefail
