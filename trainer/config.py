@@ -111,6 +111,10 @@ class TrainConfig:
     snapshot_interval: float = 1.0  # epochs between checkpoints (0 = only at the end)
     keep_last: int = 3  # checkpoints kept besides the best
     best_metric: str = "top1"
+    # Early stopping: end the run when best_metric has not improved by more than the delta for
+    # this many validations in a row (0: off); the best checkpoint is kept as always.
+    early_stopping_patience: int = 0
+    early_stopping_min_delta: float = 0.0
     metrics_interval: int = 10  # steps between metrics events
     stop_check_interval: int = 10  # steps between multi-process "should we stop?" agreements
     dist_timeout_s: float = 300.0  # a collective that waits longer than this fails the run
@@ -244,6 +248,8 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     positive("val_interval", cfg.val_interval, allow_zero=True)
     positive("snapshot_interval", cfg.snapshot_interval, allow_zero=True)
     positive("keep_last", cfg.keep_last, integer=True)
+    positive("early_stopping_patience", cfg.early_stopping_patience, integer=True, allow_zero=True)
+    positive("early_stopping_min_delta", cfg.early_stopping_min_delta, allow_zero=True)
     positive("metrics_interval", cfg.metrics_interval, integer=True)
     positive("stop_check_interval", cfg.stop_check_interval, integer=True)
     positive("dist_timeout_s", cfg.dist_timeout_s)
