@@ -21,6 +21,7 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.custom_net import CustomNetError
 from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
+from trainer.early_stop import EarlyStopping, early_stopping_for
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
@@ -98,6 +99,7 @@ class Run:
     started: float = field(default_factory=time.perf_counter)
     start_step: int = 0
     stage_devices: list[torch.device] = field(default_factory=list)  # more than one: model parallel
+    early: EarlyStopping | None = None
 
     @property
     def epoch(self) -> float:
@@ -351,6 +353,8 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
             if run.step % val_every == 0 and run.step < run.total_steps:
                 validate_and_maybe_save(run, criterion, snapshot=run.step % snap_every == 0)
                 run.model_without_ddp.train()
+                if run.early is not None and run.early.triggered:
+                    return True
             elif run.step % snap_every == 0 and run.step < run.total_steps:
                 save_checkpoint(run)
             if _should_stop(run):
@@ -409,6 +413,8 @@ def validate_and_maybe_save(run: Run, criterion: nn.Module, *, snapshot: bool) -
         run.best = value
     if run.rank == 0:
         run.events.validation(step=run.step, epoch=round(run.epoch, 5), **result)
+    if run.early is not None:  # every rank sees the same (reduced) result: they stop together
+        run.early.update(value, epoch=run.epoch)
     if snapshot or better:
         save_checkpoint(run, is_best=better, metrics={**result, "epoch": round(run.epoch, 5)})
     return result
@@ -422,6 +428,8 @@ def fit(run: Run) -> Outcome:
         stopped = train_one_epoch(run, epoch, criterion)
         if run.step == before and not stopped:  # a loader that yields nothing would loop forever
             raise RuntimeError(f"epoch {epoch} produced no training batches (step {run.step})")
+        if stopped and run.early is not None and run.early.triggered:
+            return Outcome.done(run.early.reason(run.epoch), step=run.step, early_stopped=True, best=run.best)
         if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"
@@ -456,6 +464,7 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
     run: Run | None = None
     try:
         run = build_run(cfg, rank=rank, world=world, devices=devices, events=events, stop=stop)
+        run.early = early_stopping_for(cfg)
         if resume and not resume_from_latest(run):
             log.info("no checkpoint in %s; starting from scratch", run.store.dir)
         if rank == 0:

@@ -1,0 +1,41 @@
+"""Early stopping: a run whose validation accuracy stops improving ends at the right epoch, done,
+with its reason in the final status (the run's timeline), and the best checkpoint kept."""
+
+from __future__ import annotations
+
+from trainer.early_stop import EarlyStopping
+from trainer.events import ListReporter
+from trainer.protocol import EXIT_DONE, best_checkpoint
+from trainer.run import train
+
+from .conftest import make_config
+
+
+def test_it_counts_validations_without_an_improvement_larger_than_the_delta():
+    stopper = EarlyStopping("top1", patience=2, min_delta=0.01)
+    for epoch, value in enumerate([0.50, 0.60, 0.605, 0.70, 0.70, 0.709], start=1):
+        stopper.update(value, epoch=epoch)
+        assert stopper.triggered == (epoch == 6)
+    assert stopper.best == 0.70 and stopper.best_epoch == 4
+    loss = EarlyStopping("val_loss", patience=1, min_delta=0.0)
+    loss.update(1.0, epoch=1)
+    loss.update(0.9, epoch=2)
+    assert not loss.triggered
+    loss.update(0.95, epoch=3)
+    assert loss.triggered
+
+
+def test_it_ends_a_run_whose_validation_accuracy_stops_improving_at_the_right_epoch(tmp_path, gray8):
+    # A learning rate too small to move the weights: accuracy is the same at every validation,
+    # so with a patience of 2 the run ends after the third validation, at epoch 3 of 10.
+    cfg = make_config(
+        tmp_path / "run", gray8, epochs=10, solver={"base_lr": 1e-12}, early_stopping_patience=2, val_interval=1
+    )
+    reporter = ListReporter()
+    assert train(cfg, reporter=reporter) == EXIT_DONE
+    validations = reporter.of_type("validation")
+    assert [round(v["epoch"]) for v in validations] == [1, 2, 3]
+    final = reporter.events[-1]
+    assert final["state"] == "done" and final["early_stopped"] is True
+    assert final["message"].startswith("stopped early at epoch 3.00: top1 has not improved by more than 0")
+    assert best_checkpoint(cfg.run_dir) is not None
