@@ -3,6 +3,7 @@ README), TorchScript and ONNX (checked with onnxruntime against PyTorch on a tes
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import warnings
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
 from trainer.checkpoint import CheckpointStore
 from trainer.inference import Classifier, load_checkpoint_classifier
@@ -32,7 +34,7 @@ With the workbench installed:
 
     from trainer.inference import load_bundle
     from PIL import Image
-    classifier = load_bundle("{folder}")
+    classifier = load_bundle("{folder}")  # this folder, where the zip was unpacked
     print(classifier.classify([Image.open("cat.jpg")], top_k=5))
 
 With plain PyTorch (torch, numpy, Pillow{extra_packages}), from this folder:
@@ -118,7 +120,7 @@ def export_bundle(classifier: Classifier, config: dict[str, Any], out: Path) -> 
             height=pre["height"],
             resize_mode=pre["resize_mode"],
             crop_text=f"centre-crop to {pre['crop']}x{pre['crop']}, " if pre.get("crop") else "",
-            folder=out,
+            folder=out.name,
             load_model=load_model,
             extra_packages=extra_packages,
             pil_mode="L" if pre["channels"] == 1 else "RGB",
@@ -139,6 +141,66 @@ def export_torchscript(classifier: Classifier, path: Path) -> Path:
     return path
 
 
+class FixedAdaptiveAvgPool2d(nn.Module):
+    """`adaptive_avg_pool2d` for one input size, as two products with averaging matrices.
+
+    ONNX has only a global or fixed-window average pool, so PyTorch refuses to export an
+    adaptive pool whose output size does not divide its input size (LeNet on 32x32: 8x8 -> 7x7,
+    VGG-16 on 32x32: 1x1 -> 7x7). The sizes are known when exporting, and adaptive average
+    pooling is linear: out = Rows @ x @ Cols^T, with PyTorch's own bins
+    (floor(i * in / out) to ceil((i + 1) * in / out)).
+    """
+
+    def __init__(self, in_size: tuple[int, int], out_size: tuple[int, int]) -> None:
+        super().__init__()
+        self.register_buffer("rows", _bins(in_size[0], out_size[0]))
+        self.register_buffer("cols", _bins(in_size[1], out_size[1]).t().contiguous())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rows.to(x.dtype) @ x @ self.cols.to(x.dtype)
+
+
+def _bins(size: int, out: int) -> torch.Tensor:
+    weights = torch.zeros(out, size)
+    for i in range(out):
+        start, end = (i * size) // out, -(-(i + 1) * size // out)
+        weights[i, start:end] = 1.0 / (end - start)
+    return weights
+
+
+def onnx_ready(model: nn.Module, example: torch.Tensor) -> nn.Module:
+    """A copy of `model` that ONNX can hold at the example's size: every adaptive average pool
+    whose output does not divide its input becomes a FixedAdaptiveAvgPool2d (same numbers)."""
+    sizes: dict[str, tuple[int, int]] = {}
+
+    def record(name: str) -> Any:
+        def hook(_module: nn.Module, args: tuple) -> None:  # returns None: the input is left as it is
+            sizes.setdefault(name, tuple(args[0].shape[-2:]))
+
+        return hook
+
+    hooks = [
+        module.register_forward_pre_hook(record(name))
+        for name, module in model.named_modules()
+        if isinstance(module, nn.AdaptiveAvgPool2d)
+    ]
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    portable = copy.deepcopy(model)
+    for name, (height, width) in sizes.items():
+        pool = portable.get_submodule(name)
+        out = pool.output_size if isinstance(pool.output_size, tuple) else (pool.output_size, pool.output_size)
+        out_h, out_w = (height if out[0] is None else out[0]), (width if out[1] is None else out[1])
+        if height % out_h or width % out_w:
+            parent, _, child = name.rpartition(".")
+            setattr(portable.get_submodule(parent), child, FixedAdaptiveAvgPool2d((height, width), (out_h, out_w)))
+    return portable.eval()
+
+
 def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
     """Export with a dynamic batch axis and verify with onnxruntime: same top-1, close logits."""
     # onnxruntime is large and needed only to check an ONNX export
@@ -146,12 +208,13 @@ def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
 
     example = _example(classifier)
     model = classifier.model.eval()
+    portable = onnx_ready(model, example)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # The TorchScript-based exporter: fast and dependable for these convnets/ViT; the dynamo
         # exporter takes minutes on the CPU for the larger networks.
         torch.onnx.export(
-            model,
+            portable,
             (example,),
             str(path),
             input_names=["input"],
@@ -165,11 +228,13 @@ def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
     got = session.run(None, {"input": batch.cpu().numpy()})[0]
     with torch.no_grad():
         want = model(batch).float().cpu().numpy()
+    scale = float(np.abs(want).max())
     report = {
         "max_abs_diff": float(np.abs(got - want).max()),
+        "logit_scale": scale,
         "same_top1": bool((got.argmax(1) == want.argmax(1)).all()),
     }
-    if not report["same_top1"]:
+    if not report["same_top1"] or report["max_abs_diff"] > 1e-4 + 1e-3 * scale:
         raise RuntimeError(f"ONNX export disagrees with PyTorch on the test input: {report}")
     return report
 
@@ -201,3 +266,38 @@ def export_run(
         result["onnx"] = str(out / "model.onnx")
         result["onnx_check"] = export_onnx(classifier, out / "model.onnx")
     return result
+
+
+ONNX_FILE_LIMIT = 2 * 1024**3  # protobuf's limit on one message: bigger weights go in files beside it
+OWN_NETWORKS = ("lenet", "custom")  # not in torchvision: plain PyTorch cannot rebuild them from weights
+
+
+def format_notes(network: str, input_shape: tuple[int, int, int], parameters: int) -> dict[str, dict[str, Any]]:
+    """What each export format holds for this network, in plain words, before anyone asks for it:
+    {format: {"available": bool, "note": str}}. An unavailable format names the reason."""
+    c, h, w = input_shape
+    size = f"{c}×{h}×{w}"
+    weights = parameters * 4
+    if network in OWN_NETWORKS:
+        bundle = (
+            f"The weights alone: {network} is the workbench's own network, so plain PyTorch cannot rebuild it "
+            "from them; loading this zip needs the workbench installed. Choose TorchScript or ONNX for a file "
+            "that holds the whole network."
+        )
+    else:
+        bundle = f"The weights, loaded in plain PyTorch with torchvision's {network} builder (the README shows how)."
+    onnx = f"The whole network (opset 17) for {size} images and any batch size, checked with onnxruntime."
+    if weights > ONNX_FILE_LIMIT:
+        onnx += (
+            f" Its weights ({weights / 1024**3:.1f} GB) are over the 2 GB an ONNX file can hold, so they come "
+            "in files beside model.onnx; keep them in the same folder."
+        )
+    return {
+        "bundle": {"available": True, "note": bundle},
+        "torchscript": {
+            "available": True,
+            "note": f"The whole network, traced for {size} images and any batch size "
+            "(torch.jit.load, or libtorch in C++).",
+        },
+        "onnx": {"available": True, "note": onnx},
+    }

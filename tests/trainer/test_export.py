@@ -182,3 +182,11 @@ def test_it_writes_plain_pytorch_code_for_a_gray_torchvision_model(tmp_path, gra
     assert "1-channel data" in (tmp_path / "bundle" / "README.txt").read_text()
     db = DatumLMDB(gray8 / "val_db")
     _run_readme_code(tmp_path / "bundle", Image.fromarray(db[0][0][0]), tmp_path)
+
+
+def test_it_writes_a_readme_that_names_its_own_folder_not_a_temporary_one(tmp_path, trained_run):
+    out = tmp_path / "work" / "run7-bundle"
+    export_run(CheckpointStore(trained_run).best(), out, ("bundle",))
+    readme = (out / "README.txt").read_text()
+    assert 'load_bundle("run7-bundle")' in readme
+    assert str(tmp_path) not in readme and "/tmp" not in readme
