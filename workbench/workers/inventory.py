@@ -17,7 +17,6 @@ from workbench.workers.models import Device, WorkerHost
 log = logging.getLogger(__name__)
 
 
-
 def host_queue_name(hostname: str) -> str:
     return f"host.{hostname}"
 
