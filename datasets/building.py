@@ -106,7 +106,7 @@ def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | Non
         # which can hold internal paths or another library's internals.
         log.exception("dataset %s: build crashed", dataset_id)
         what = type(exc).__name__ + (f": {os_error_text(exc)}" if isinstance(exc, OSError) else "")
-        _fail(dataset_id, attempt, f"Internal error while building ({what}); see the server log.")
+        _fail(dataset_id, attempt, f"{Dataset.RETRYABLE_ERRORS[0]} ({what}); see the server log.")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -129,6 +129,19 @@ class Dataset(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
 
+    # How the failures start that another try may cure: the build's own crash, lost workers.
+    RETRYABLE_ERRORS = ("Internal error while building", "The build was interrupted")
+
+    @property
+    def rebuild_can_help(self) -> bool:
+        """Cancelled, crashed or interrupted builds may succeed again, and so may a server folder
+        fixed since; an uploaded archive the build refused would only be refused again."""
+        if self.status == self.Status.CANCELLED:
+            return True
+        if self.status != self.Status.FAILED:
+            return False
+        return not (self.source or {}).get("upload") or self.error.startswith(self.RETRYABLE_ERRORS)
+
     @property
     def eta_seconds(self) -> float | None:
         if self.status != self.Status.BUILDING or not self.images_per_second or not self.progress_total:

@@ -1,23 +1,29 @@
-"""The wizard's resize preview: one of the user's images, before and after the chosen mode."""
+"""The wizard's preview: one of the user's images, before and after the chosen mode, and the
+classes the source holds, so a source a build would refuse is refused on this step already."""
 
 from __future__ import annotations
 
 import base64
 import os
 import tarfile
+import time
 import zipfile
-from pathlib import Path
+from collections import Counter
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from datasets.archives import ArchiveError, archive_kind, open_zip, safe_member_path
 from datasets.images import ImageRefused, load_image, prepare_image, resize_image, to_array, to_png_bytes
 from datasets.names import is_utf8, os_error_text
-from datasets.sources import SourceError, read_labels_file
+from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 MAX_TRIES = 20
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
+# Reading a tar's member list means reading the whole (compressed) stream: past this, the preview
+# leaves the class count to the build.
+CLASS_SCAN_SECONDS = 3.0
 
 
 def _data_url(array: np.ndarray) -> str:
@@ -159,4 +165,64 @@ def _first_image(candidates, *, width: int, height: int, channels: int, resize_m
     raise SourceError(f"no image found to preview in the first {MAX_TRIES} files{detail}")
 
 
-__all__ = ["resize_preview", "prepare_image"]
+def _archive_member_files(path: Path) -> list[tuple[str, ...]] | None:
+    """The parts of each file's name in the archive; None when a tar is too long to list now."""
+    if archive_kind(path) == "zip":
+        with zipfile.ZipFile(path) as archive:
+            return [PurePosixPath(i.filename).parts for i in archive.infolist() if not i.is_dir()]
+    deadline = time.monotonic() + CLASS_SCAN_SECONDS
+    names = []
+    with tarfile.open(path, mode="r|*", encoding="utf-8", errors="surrogateescape") as archive:
+        for member in archive:
+            if time.monotonic() > deadline:
+                return None
+            if member.isreg():
+                names.append(PurePosixPath(member.name).parts)
+    return names
+
+
+def _folder_member_files(root: Path, enough: int) -> list[tuple[str, ...]]:
+    names = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False):
+            found = 0
+            for _name, _path in _folder_candidates(Path(entry.path)):
+                found += 1
+                names.append((entry.name, _name))
+                if found >= enough:
+                    break  # enough to count the class as usable
+    return names
+
+
+def _class_counts(names: list[tuple[str, ...]], *, unwrap: bool) -> Counter:
+    """Files per class folder, the way a build reads the source (sources.unwrap_single_folder)."""
+    parts = [p for p in names if not any(x.startswith(".") or x in IGNORED_FOLDERS for x in p)]
+    for _ in range(4 if unwrap else 0):
+        if len({p[0] for p in parts}) == 1 and all(len(p) > 1 for p in parts) and any(len(p) > 2 for p in parts):
+            parts = [p[1:] for p in parts]
+        else:
+            break
+    return Counter(p[0] for p in parts if len(p) > 1)
+
+
+def source_classes(*, kind: str, path: Path, min_per_class: int) -> dict[str, int] | None:
+    """{class: files} of an archive or a folder, refused (SourceError, in the build's words) when
+    fewer than two classes hold `min_per_class` files; None for the kinds whose classes come from
+    a labels file, and for a tar too long to list within the preview's time."""
+    if kind == "archive":
+        names = _archive_member_files(path)
+        counts = None if names is None else _class_counts(names, unwrap=True)
+    elif kind == "folder":
+        counts = _class_counts(_folder_member_files(path, min_per_class), unwrap=False)
+    else:
+        return None
+    if counts is None:
+        return None
+    usable = {name: n for name, n in sorted(counts.items()) if n >= min_per_class}
+    if len(usable) < 2:
+        found = ", ".join(repr(name) for name in usable) or "none"
+        raise SourceError(f"{path.name}: a classifier needs at least 2 classes with images; usable classes: {found}")
+    return usable
+
+
+__all__ = ["resize_preview", "prepare_image", "source_classes"]

@@ -118,7 +118,8 @@ def reclaim_lost_builds() -> int:
         row = this_build(dataset.pk, dataset.build_attempts)
         if dataset.build_attempts >= BUILD_MAX_ATTEMPTS:
             error = (
-                f"The build was interrupted {dataset.build_attempts} times; the last time {why}. Rebuild to try again."
+                f"{Dataset.RETRYABLE_ERRORS[1]} {dataset.build_attempts} times; "
+                f"the last time {why}. Rebuild to try again."
             )
             changed = row.update(status=Dataset.Status.FAILED, error=error, finished_at=timezone.now())
         else:

@@ -17,6 +17,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.uploadhandler import StopUpload, TemporaryFileUploadHandler
 
+from datasets.archives import archive_kind
 from datasets.models import Dataset
 
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -215,6 +216,13 @@ def upload_append(*, user_id: int, token: str, offset: int, stream, length: int)
     if received == state["size"]:
         os.replace(folder / PART, folder / state["filename"])
         (folder / META).unlink()
+        if archive_kind(folder / state["filename"]) is None:
+            # Refused while the user is still on the step where the file was chosen.
+            shutil.rmtree(folder, ignore_errors=True)
+            raise UploadError(
+                f"{state['filename']} is not a zip or tar archive (judged by its content, not its name); "
+                "choose a zip, tar or tar.gz of class folders."
+            )
     return upload_status(user_id=user_id, token=token)
 
 

@@ -32,6 +32,7 @@ function show(index) {
   nav.hidden = false;
   back.disabled = current === 0;
   next.hidden = current === steps.length - 1;
+  next.disabled = false;
   const name = steps[current].dataset.step;
   if (name === "preview") loadPreview();
   if (name === "confirm") fillSummary();
@@ -133,6 +134,8 @@ fileInput.addEventListener("change", async () => {
     const name = form.querySelector("[name=name]");
     if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
   } catch (err) {
+    bar.hidden = true;
+    fileInput.value = ""; // choosing a corrected file of the same name starts a new upload
     setText("upload-status", `Upload refused: ${err.message}`);
   }
 });
@@ -143,6 +146,8 @@ async function loadPreview() {
   box.hidden = true;
   errors.hidden = true;
   setText("preview-status", "Loading a preview…");
+  // A source the build would refuse goes no further than this step.
+  next.disabled = true;
   const body = new FormData(form);
   try {
     const data = await postForm(form.dataset.previewUrl, body);
@@ -150,14 +155,17 @@ async function loadPreview() {
     document.getElementById("preview-resized").src = data.resized;
     setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
     setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
-    setText("preview-status", "One of your images, before and after resizing.");
+    const classes = Object.entries(data.classes || {});
+    setText("preview-status", "One of your images, before and after resizing."
+      + (classes.length ? ` ${classes.length} classes: ${classes.map(([name, n]) => `${name} (${n})`).join(", ")}.` : ""));
     box.hidden = false;
+    next.disabled = false;
   } catch (err) {
     if (err.body?.errors) {
       // One line per field: the form's own messages.
       errors.textContent = Object.entries(err.body.errors)
         .map(([field, list]) => (field === "__all__" ? "" : `${field}: `) + list.join(" ")).join("\n");
-      setText("preview-status", "The preview could not be made:");
+      setText("preview-status", "Fix this first (Back to change the source or the options):");
     } else {
       errors.textContent = `The preview request failed: ${err.message}`;
     }

@@ -100,9 +100,10 @@ def test_it_previews_the_first_image_after_resizing(owner_client, import_root, m
     root = import_root / "p"
     (root / "a").mkdir(parents=True)
     noise_image((40, 20)).save(root / "a" / "wide.png")
-    response = owner_client.post(
-        "/datasets/new/preview/", {"source_path": str(root), "image_width": 16, "image_height": 16, "resize_mode": mode}
-    )
+    (root / "b").mkdir()  # a source the build takes: two classes (of one image each, allowed here)
+    noise_image((8, 8)).save(root / "b" / "small.png")
+    fields = {"source_path": str(root), "image_width": 16, "image_height": 16, "resize_mode": mode, "min_per_class": 1}
+    response = owner_client.post("/datasets/new/preview/", fields)
     body = response.json()
     assert response.status_code == 200, body
     assert body["file"] == "a/wide.png" and body["original_size"] == [40, 20]
@@ -130,8 +131,10 @@ def test_it_previews_an_image_inside_an_uploaded_archive(owner_client, owner, tm
             yield archive.read_bytes()
 
     token, _ = upload_save(user_id=owner.pk, uploaded_file=Uploaded())
-    body = owner_client.post("/datasets/new/preview/", {"upload": token, "image_width": 10, "image_height": 10}).json()
+    fields = {"upload": token, "image_width": 10, "image_height": 10, "min_per_class": 1}
+    body = owner_client.post("/datasets/new/preview/", fields).json()
     assert body["file"] == "z/a/img_0.png" and body["original_size"] == [30, 10]
+    assert body["classes"] == {"a": 1, "b": 1}
 
 
 @pytest.mark.django_db
