@@ -2,6 +2,7 @@
 // editor with live shapes, the live learning-rate preview, the live devices table and whether the
 // run would start now or wait. Every check the page shows comes from the server's own code.
 import { getJSON, postForm, sendJSON } from "../workbench/http.js";
+import { networkGraph } from "../inference/netgraph.js";
 
 const form = document.getElementById("run-form");
 const datasets = JSON.parse(document.getElementById("dataset-facts-data").textContent);
@@ -204,7 +205,18 @@ function useTemplate() { layers = TEMPLATE.map((l) => ({ ...l })); syncLayers();
 $("add-layer").addEventListener("click", () => { layers.push({ type: typeSelect.value, ...LAYERS[typeSelect.value].defaults }); syncLayers(); });
 $("layer-template").addEventListener("click", useTemplate);
 
+// The chosen network drawn as its graph of layers for this dataset's images (static/inference/netgraph.js).
+const showGraph = networkGraph($("network-graph"));
+function refreshGraph() {
+  const d = dataset();
+  if (!d) return;
+  const params = new URLSearchParams({ network: network(), dataset: d.id, crop_size: form.elements.crop_size.value });
+  if (network() === "custom") params.set("custom_layers", JSON.stringify(layers));
+  showGraph(`${$("network-graph").dataset.graphUrl}?${params}`);
+}
+
 const refreshShapes = debounce(async () => {
+  refreshGraph();
   const d = dataset();
   if (network() !== "custom" || !d) return;
   try {

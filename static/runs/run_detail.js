@@ -6,6 +6,7 @@ import {
   CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountLazily,
 } from "./charts.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
+import { networkGraph } from "../inference/netgraph.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
 const FINISHED = ["done", "failed", "aborted"];
@@ -341,6 +342,15 @@ const plotlyReady = window.Plotly
   : new Promise((resolve) => { plotly.addEventListener("load", resolve, { once: true }); });
 plotlyReady.then(() => performance.mark("plotly-ready"));
 Promise.all([plotlyReady, historyReady]).then(() => mountLazily(charts, store));
+
+// The network's picture is drawn when first opened (a large network is a few hundred boxes).
+const graphCard = $("network-graph");
+graphCard.addEventListener("toggle", () => {
+  if (graphCard.open && !graphCard.dataset.drawn) {
+    graphCard.dataset.drawn = "1";
+    networkGraph(graphCard)(graphCard.dataset.graphUrl);
+  }
+});
 window.setInterval(tick, 1000);
 if (PENDING.includes(page.state)) refreshDetail();
 

@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import IsAuthenticated
 
-from workbench.inference import api, docs
+from workbench.inference import api, docs, network_api
 
 urlpatterns = [
     path("runs/<int:pk>/classify/", api.classify, name="api-run-classify"),
@@ -13,6 +13,8 @@ urlpatterns = [
     path("runs/<int:pk>/inside/", api.inside, name="api-run-inside"),
     path("runs/<int:pk>/checkpoints/", api.checkpoints, name="api-run-checkpoints"),
     path("runs/<int:pk>/download/", api.download, name="api-run-download"),
+    path("runs/<int:pk>/network/", network_api.run_network, name="api-run-network"),
+    path("networks/graph/", network_api.network_graph, name="api-network-graph"),
     path("inference/jobs/<int:pk>/", api.job_detail, name="api-inference-job"),
     path("inference/jobs/<int:pk>/rows/", api.job_rows, name="api-inference-job-rows"),
     path("inference/jobs/<int:pk>/results.csv", api.job_csv, name="api-inference-job-csv"),

@@ -1,0 +1,96 @@
+"""A network's picture (its graph of layers with output shapes and parameter counts) and what each
+export format holds for it, for the new-run page (a network not trained yet), the run page and the
+download page. Computed with torch on the meta device (no memory, no compute), cached per shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+from datasets.models import Dataset
+from workbench.runs.models import Run
+from workbench.runs.validators import RequestError
+
+
+@dataclass(frozen=True)
+class NetworkInput:
+    network: str
+    channels: int
+    height: int
+    width: int
+    classes: int
+    layers: str = "[]"  # the custom network's layers as JSON text (hashable, for the cache)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.channels, self.height, self.width)
+
+
+def input_for(*, network: str, dataset: Dataset, crop_size: int | None, custom_layers: list | None) -> NetworkInput:
+    """The input a run of `network` on `dataset` trains on (a centre crop when it crops)."""
+    side = crop_size if crop_size and crop_size > 0 else None
+    return NetworkInput(
+        network=network,
+        channels=dataset.channels,
+        height=side or dataset.image_height,
+        width=side or dataset.image_width,
+        classes=max(1, len(dataset.labels or [])),
+        layers=json.dumps(custom_layers or [], sort_keys=True),
+    )
+
+
+def input_of_run(run: Run) -> NetworkInput:
+    config = run.config or {}
+    return input_for(
+        network=run.network,
+        dataset=run.dataset,
+        crop_size=(config.get("data") or {}).get("crop_size"),
+        custom_layers=config.get("custom_layers"),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def graph_of(spec: NetworkInput) -> dict:
+    """The graph (trainer.netgraph.network_graph); RequestError names what the network cannot take."""
+    # torch (with the trainer) is loaded on the first such request, not by every web process
+    from trainer.custom_net import CustomNetError
+    from trainer.netgraph import network_graph
+    from trainer.networks import InputSpec, NetworkError, check_input_size
+
+    field = "custom_layers" if spec.network == "custom" else "network"
+    layers = json.loads(spec.layers)
+    if spec.network == "custom" and not layers:
+        raise RequestError("custom_layers", "add at least one layer, ending with a linear layer")
+    trainer_spec = InputSpec(spec.channels, spec.height, spec.width, spec.classes, layers)
+    try:
+        check_input_size(spec.network, trainer_spec)
+        return network_graph(spec.network, trainer_spec)
+    except (NetworkError, CustomNetError) as error:
+        raise RequestError(field, str(error)) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters(spec: NetworkInput) -> int:
+    # torch (with the trainer) is loaded on the first such request, not by every web process
+    import torch
+
+    from trainer.networks import InputSpec, build_model
+
+    with torch.device("meta"):
+        model = build_model(spec.network, InputSpec(*spec.shape, spec.classes, json.loads(spec.layers)))
+    return sum(p.numel() for p in model.parameters())
+
+
+def export_notes(*, run: Run) -> dict[str, dict]:
+    """{format: {available, note}} for the run's network, said on the download page beforehand."""
+    # torch (with the trainer) is loaded on the first such request, not by every web process
+    from trainer.export import format_notes
+
+    spec = input_of_run(run)
+    try:
+        parameters = _parameters(spec)
+    except ValueError:  # a network that cannot be built any more: the export will say why
+        parameters = 0
+    return format_notes(spec.network, spec.shape, parameters)
