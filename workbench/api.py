@@ -7,7 +7,7 @@ import uuid
 from celery.result import AsyncResult
 from django.db import transaction
 from django.http import JsonResponse
-from django.views.defaults import page_not_found
+from django.views.defaults import page_not_found, server_error
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.authtoken.models import Token
@@ -116,3 +116,11 @@ def not_found(request, exception=None):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
     return page_not_found(request, exception)
+
+
+def internal_error(request):
+    """handler500: the API answers JSON; pages get templates/500.html in the workbench's layout."""
+    if request.path.startswith("/api/"):
+        body = {"detail": "Internal server error; the details are in the server log."}
+        return JsonResponse(body, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    return server_error(request)

@@ -43,6 +43,8 @@ if len(SECRET_KEY) < 50:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A refused form (an expired page, a token of a past session) explains itself in the layout.
+CSRF_FAILURE_VIEW = "workbench.views.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",

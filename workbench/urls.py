@@ -10,6 +10,7 @@ from workbench.forms import ThrottledAdminAuthenticationForm
 # the same "too many attempts" message as the login page.
 admin.site.login_form = ThrottledAdminAuthenticationForm
 handler404 = "workbench.api.not_found"
+handler500 = "workbench.api.internal_error"
 
 api_patterns = [
     path("me/", api.me, name="api-me"),

@@ -73,3 +73,10 @@ class PasswordChangeView(auth_views.PasswordChangeView):
 
     def get_form_kwargs(self):
         return {**super().get_form_kwargs(), "request": self.request}
+
+
+@login_not_required
+def csrf_failure(request, reason: str = ""):
+    """CSRF_FAILURE_VIEW: the refusal in the workbench's layout, with the user's own menu, and a
+    fresh token for the page they reload."""
+    return render(request, "403_csrf.html", {"reason": reason}, status=403)
