@@ -7,7 +7,7 @@ from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from workbench.inference import services
+from workbench.inference import networks, services
 from workbench.inference.api import csv_response
 from workbench.inference.exports import EXPORT_FORMATS
 from workbench.inference.forms import JobForm
@@ -16,6 +16,8 @@ from workbench.inference.selectors import jobs_visible_to
 from workbench.runs.models import Run
 from workbench.runs.selectors import run_for
 from workbench.runs.validators import add_form_errors
+
+FORMAT_LABELS = {"bundle": "Bundle (PyTorch weights)", "torchscript": "TorchScript", "onnx": "ONNX"}
 
 
 def _job_page(request, run: Run, kind: str, template: str):
@@ -106,8 +108,7 @@ def inside_page(request, pk: int):
 
 def export_page(request, pk: int):
     run = run_for(request.user, pk)
-    return render(
-        request,
-        "inference/export.html",
-        {"run": run, "checkpoints": services.checkpoint_choices(run=run), "formats": EXPORT_FORMATS},
-    )
+    checkpoints = services.checkpoint_choices(run=run)
+    notes = networks.export_notes(run=run) if checkpoints else {}
+    formats = [{"value": fmt, "label": FORMAT_LABELS[fmt], **notes.get(fmt, {})} for fmt in EXPORT_FORMATS]
+    return render(request, "inference/export.html", {"run": run, "checkpoints": checkpoints, "formats": formats})
