@@ -4,6 +4,7 @@ classes the source holds, so a source a build would refuse is refused on this st
 from __future__ import annotations
 
 import base64
+import io
 import os
 import tarfile
 import time
@@ -12,14 +13,27 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 import numpy as np
+from PIL import Image
 
 from datasets.archives import ArchiveError, archive_kind, open_zip, safe_member_path
-from datasets.images import ImageRefused, load_image, prepare_image, resize_image, to_array, to_png_bytes
+from datasets.images import (
+    FORMATS,
+    ImageRefused,
+    load_image,
+    prepare_image,
+    resize_image,
+    to_array,
+    to_png_bytes,
+)
 from datasets.names import is_utf8, os_error_text
 from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 MAX_TRIES = 20
+# Images whose size and channels are read (headers only) to propose the options that fit them.
+SAMPLE_IMAGES = 20
+# Modes whose images are grey: the proposal keeps them as one channel.
+GREY_MODES = {"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
 # Reading a tar's member list means reading the whole (compressed) stream: past this, the preview
 # leaves the class count to the build.
@@ -143,26 +157,52 @@ def resize_preview(
 
 def _first_image(candidates, *, width: int, height: int, channels: int, resize_mode: str) -> dict:
     problems = []
+    result = None
+    shapes: Counter = Counter()
     for tries, (name, source) in enumerate(candidates):
-        if tries >= MAX_TRIES:
+        if (result is None and tries >= MAX_TRIES) or sum(shapes.values()) >= SAMPLE_IMAGES:
             break
+        data = source if isinstance(source, bytes) else None
         try:
-            data = source if isinstance(source, bytes) else Path(source).read_bytes()
+            data = data if data is not None else Path(source).read_bytes()
+            if result is not None:
+                shapes[_shape(data)] += 1
+                continue
             image = load_image(data)
+            shapes[(image.width, image.height, 1 if image.mode in GREY_MODES else 3)] += 1
             original = to_array(image, channels)
             image.close()
             resized = resize_image(original, height, width, resize_mode, rng=np.random.default_rng(0))
-        except (ImageRefused, OSError) as exc:
-            problems.append(f"{name}: {os_error_text(exc)}")  # an OSError's own text holds the full path
+        except (ImageRefused, OSError, ValueError, Image.DecompressionBombError) as exc:
+            if result is None:
+                problems.append(f"{name}: {os_error_text(exc)}")  # an OSError's own text holds the full path
             continue
-        return {
+        result = {
             "file": name,
             "original": _data_url(original),
             "original_size": [original.shape[1], original.shape[0]],
             "resized": _data_url(resized),
         }
-    detail = f" ({'; '.join(problems[:3])})" if problems else ""
-    raise SourceError(f"no image found to preview in the first {MAX_TRIES} files{detail}")
+    if result is None:
+        detail = f" ({'; '.join(problems[:3])})" if problems else ""
+        raise SourceError(f"no image found to preview in the first {MAX_TRIES} files{detail}")
+    result["proposed"] = _proposal(shapes)
+    return result
+
+
+def _shape(data: bytes) -> tuple[int, int, int]:
+    """Width, height and channels from an image's header, without decoding it."""
+    with Image.open(io.BytesIO(data), formats=FORMATS) as image:
+        return image.width, image.height, 1 if image.mode in GREY_MODES else 3
+
+
+def _proposal(shapes: Counter) -> dict:
+    """The options that keep the sampled images as they are: the size most of them have, grey
+    when all of them are grey."""
+    (width, height, _), count = shapes.most_common(1)[0]
+    grey = all(c == 1 for _w, _h, c in shapes)
+    sampled = sum(shapes.values())
+    return {"width": width, "height": height, "channels": 1 if grey else 3, "sampled": sampled, "same_size": count}
 
 
 def _archive_member_files(path: Path) -> list[tuple[str, ...]] | None:

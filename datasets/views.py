@@ -86,6 +86,9 @@ def dataset_preview(request):
         return JsonResponse({"errors": {"__all__": [str(exc)]}}, status=400)
     preview.update(kind=c["kind"], width=c["image_width"], height=c["image_height"], resize_mode=c["resize_mode"])
     preview["classes"] = classes
+    if proposed := preview.get("proposed"):  # the largest side a dataset may have holds here too
+        proposed.update(width=min(proposed["width"], settings.MAX_IMAGE_SIDE))
+        proposed.update(height=min(proposed["height"], settings.MAX_IMAGE_SIDE))
     return JsonResponse(preview)
 
 

@@ -34,6 +34,7 @@ function show(index) {
   next.hidden = current === steps.length - 1;
   next.disabled = false;
   const name = steps[current].dataset.step;
+  if (name === "options") proposeOptions();
   if (name === "preview") loadPreview();
   if (name === "confirm") fillSummary();
 }
@@ -139,6 +140,32 @@ fileInput.addEventListener("change", async () => {
     setText("upload-status", `Upload refused: ${err.message}`);
   }
 });
+
+// The options that keep the user's images as they are (their common size, grey when they all
+// are), read by the server from the images themselves; proposed until the user sets their own.
+const SHAPE_FIELDS = ["image_width", "image_height", "channels"];
+let shapeTouched = false;
+for (const name of SHAPE_FIELDS) {
+  for (const type of ["input", "change"]) {
+    form.querySelector(`[name=${name}]`).addEventListener(type, (event) => { if (event.isTrusted) shapeTouched = true; });
+  }
+}
+
+async function proposeOptions() {
+  if (shapeTouched || !sourceReady()) return;
+  let data = null;
+  try { data = await postForm(form.dataset.previewUrl, new FormData(form)); } catch { return; } // the preview step says why
+  const proposed = data.proposed;
+  if (!proposed || shapeTouched) return;
+  form.querySelector("[name=image_width]").value = proposed.width;
+  form.querySelector("[name=image_height]").value = proposed.height;
+  form.querySelector("[name=channels]").value = String(proposed.channels);
+  const note = document.getElementById("options-proposal");
+  note.textContent = `Proposed from your images: ${proposed.width}×${proposed.height}, `
+    + `${proposed.channels === 1 ? "grey" : "colour"} (${proposed.same_size} of the ${proposed.sampled} images looked at `
+    + "have this size). Change them to resize every image to another size.";
+  note.hidden = false;
+}
 
 async function loadPreview() {
   const box = document.getElementById("preview");
