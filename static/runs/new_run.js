@@ -3,6 +3,7 @@
 // run would start now or wait. Every check the page shows comes from the server's own code.
 import { getJSON, postForm, sendJSON } from "../workbench/http.js";
 import { networkGraph } from "../inference/netgraph.js";
+import { largestBatchFinder } from "./largest_batch.js";
 
 const form = document.getElementById("run-form");
 const datasets = JSON.parse(document.getElementById("dataset-facts-data").textContent);
@@ -397,3 +398,4 @@ showNetwork();
 showDataset();
 showDeviceFields();
 refreshDevices();
+largestBatchFinder({ form, button: $("find-batch"), status: $("find-batch-status"), network, dataset });

@@ -8,7 +8,13 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from workbench.benchmarks import services
-from workbench.benchmarks.selectors import benchmark_for, benchmark_payload, benchmarks_visible_to, summary
+from workbench.benchmarks.selectors import (
+    benchmark_for,
+    benchmark_payload,
+    benchmarks_visible_to,
+    largest_batch_answer,
+    summary,
+)
 from workbench.runs.validators import RequestError, drf_error
 
 
@@ -43,3 +49,24 @@ def benchmark_cancel(request, pk: int):
         return Response({"detail": f"benchmark {pk} is {benchmark.state}; nothing to cancel"}, status=409)
     benchmark.refresh_from_db()
     return Response(summary(benchmark), status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(
+    summary="Find the largest batch for a run: queued as a one-cell benchmark on the run's GPUs",
+    description="Body: dataset (id), network, crop_size, precision, gpus (a count), model_parallel. "
+    "Poll GET /api/benchmarks/<id>/largest-batch/ for the answer: batch_size is the run's global batch.",
+    request=dict,
+)
+@api_view(["POST"])
+def largest_batch_submit(request):
+    try:
+        benchmark = services.largest_batch_submit(owner=request.user, request=dict(request.data))
+    except RequestError as error:
+        raise drf_error(error) from None
+    return Response(largest_batch_answer(benchmark), status=status.HTTP_201_CREATED)
+
+
+@extend_schema(summary="The run form's largest-batch finder: its state, and its answer once done")
+@api_view(["GET"])
+def largest_batch_detail(request, pk: int):
+    return Response(largest_batch_answer(benchmark_for(request.user, pk)))

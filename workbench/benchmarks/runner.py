@@ -43,6 +43,10 @@ def trainer_config(benchmark: Benchmark, devices: list[Device]) -> tuple[dict, d
         "steps": request["steps"],
         "warmup_steps": request["warmup_steps"],
         "find_largest": request["find_largest"],
+        # Requests stored before these fields existed measure as they did then.
+        "find_limit": request.get("find_limit", 4096),
+        "channels": request.get("channels", 3),
+        "num_classes": request.get("num_classes", 1000),
     }
     if request.get("dataset"):
         config["data"] = str(Dataset.objects.get(pk=request["dataset"]).path)

@@ -47,3 +47,25 @@ def benchmark_payload(benchmark: Benchmark) -> dict:
         "tables": bench_table.tables(cells),
         "largest_batches": benchmark.largest_batches,
     }
+
+
+def largest_batch_answer(benchmark: Benchmark) -> dict:
+    """The run form's finder as it stands: waiting (why), running, or its answer, the run's
+    global batch (per-GPU batch found x the processes the run splits it over)."""
+    request = benchmark.request
+    stages = 1 if request.get("layout", "data") == "data" else int(request["layout"].split("x")[0])
+    processes = max(1, (request.get("gpus") or [1])[0] // stages)
+    found = (benchmark.largest_batches or [{}])[0]
+    per_gpu = found.get("batch_size")
+    return {
+        "id": benchmark.pk,
+        "state": benchmark.state,
+        "reason": benchmark.reason,
+        "wait_reason": benchmark.wait_reason,
+        "devices": benchmark.device_labels,
+        "per_gpu_batch": per_gpu,
+        "processes": processes,
+        "batch_size": per_gpu * processes if per_gpu else None,
+        "limit": found.get("limit"),
+        "message": found.get("message", ""),
+    }

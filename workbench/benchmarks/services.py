@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from trainer import bench_table
 from workbench.benchmarks.models import Benchmark, BenchmarkCell
-from workbench.benchmarks.validators import validate_benchmark_request
+from workbench.benchmarks.validators import largest_batch_request, validate_benchmark_request
 from workbench.core.groups import group_publish
+from workbench.runs.validators import RequestError
 from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,26 @@ def benchmark_submit(*, owner, request: dict) -> Benchmark:
         )
         transaction.on_commit(queue_scheduling)
     return benchmark
+
+
+# The benchmark's names for what the run form's finder sends, so a refusal names the form's field.
+_FINDER_FIELD = {
+    "data": "dataset",
+    "networks": "network",
+    "layout": "model_parallel",
+    "image_size": "crop_size",
+    "find_limit": "dataset",
+}
+
+
+def largest_batch_submit(*, owner, request: dict) -> Benchmark:
+    """The new-run form's "find the largest batch": a one-cell benchmark with the finder, queued
+    for the run's GPUs like any benchmark (they are its own while it measures)."""
+    try:
+        benchmark_request, _ = largest_batch_request(request, owner=owner)
+        return benchmark_submit(owner=owner, request=benchmark_request)
+    except RequestError as error:
+        raise RequestError.of([(_FINDER_FIELD.get(f or "", f), text) for f, text in error.errors]) from None
 
 
 def benchmark_finish(*, benchmark: Benchmark, state: str, reason: str) -> bool:

@@ -25,6 +25,9 @@ DEFAULTS: dict[str, Any] = {
     "warmup_steps": 3,
     "modes": ["train"],
     "find_largest": False,
+    "find_limit": 4096,  # the largest batch the finder tries
+    "channels": 3,  # synthetic images' channels and classes (a dataset's, for the run form's finder)
+    "num_classes": 1000,
 }
 FIELDS = (*DEFAULTS, "name")
 # The request's names for the trainer's config fields, so a trainer refusal names what was sent.
@@ -80,7 +83,7 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
     request = {**DEFAULTS, **{k: v for k, v in data.items() if v not in (None, "")}}
     for key in ("gpus", "batch_sizes"):
         request[key] = int_list(request[key])
-    for key in ("image_size", "steps", "warmup_steps"):
+    for key in ("image_size", "steps", "warmup_steps", "find_limit", "channels", "num_classes"):
         if isinstance(request[key], str) and request[key].strip().isdecimal():
             request[key] = int(request[key])
     if isinstance(request["find_largest"], str):
@@ -106,6 +109,9 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
         model_parallel=stages,
         steps=request["steps"],
         warmup_steps=request["warmup_steps"],
+        find_limit=request["find_limit"],
+        channels=request["channels"],
+        num_classes=request["num_classes"],
     )
     try:
         validate_benchmark(cfg, check_paths=False)
@@ -125,3 +131,62 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
         "modes": cfg.modes,
         "dataset": dataset.pk if dataset else None,
     }
+
+
+# ----------------------------------------------------------------------------- the run form's finder
+
+FINDER_FIELDS = ("dataset", "network", "crop_size", "precision", "gpus", "model_parallel")
+
+
+def _whole(data: dict, name: str, default: int, low: int, high: int) -> int:
+    value = data.get(name)
+    if value in (None, ""):
+        return default
+    if isinstance(value, str) and value.strip().isdecimal():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise RequestError(name, f"{value!r} is not a whole number from {low} to {high}")
+    return value
+
+
+def largest_batch_request(data: dict[str, Any], *, owner) -> tuple[dict[str, Any], int]:
+    """The new-run form's "find the largest batch": a one-cell benchmark that finds it for the
+    run's network, image size (the dataset's, or its crop), precision and GPUs; the request for
+    validate_benchmark_request and the processes the run's global batch is split over."""
+    if not isinstance(data, dict):
+        raise RequestError(None, "expected an object")
+    unknown = sorted(set(data) - set(FINDER_FIELDS))
+    if unknown:
+        raise RequestError(unknown[0], f"unknown field (known: {', '.join(FINDER_FIELDS)})")
+    if not str(data.get("dataset", "")).isdecimal():
+        raise RequestError("dataset", "give the id of a ready dataset of yours")
+    dataset = _dataset_of(f"dataset:{data['dataset']}", owner)
+    network = data.get("network")
+    if network == "custom":
+        raise RequestError("network", "the finder measures the built-in networks, not a custom one")
+    gpus = _whole(data, "gpus", 1, 1, 64)
+    stages = _whole(data, "model_parallel", 1, 1, 64)
+    if gpus % stages:
+        raise RequestError("model_parallel", f"{gpus} GPU(s) cannot form groups of {stages}")
+    crop = _whole(data, "crop_size", 0, 0, 4096)
+    # Not square: the longer side, so the batch found fits the real images too.
+    side = crop or max(dataset.image_width, dataset.image_height)
+    processes = gpus // stages
+    train = int((dataset.splits or {}).get("train", {}).get("count", 0))
+    request = {
+        "name": f"largest batch: {network} {side}px {data.get('precision') or 'fp32'} x{gpus}",
+        "networks": [network],
+        "image_size": side,
+        "channels": dataset.channels,
+        "num_classes": max(2, len(dataset.labels or [])),
+        "gpus": [gpus],
+        "batch_sizes": [1],
+        "precision": data.get("precision") or "fp32",
+        "layout": "data" if stages == 1 else f"{stages}x{processes}",
+        "steps": 1,
+        "warmup_steps": 0,
+        "find_largest": True,
+        # No batch beyond the training set: the run could not use it.
+        "find_limit": max(1, train // processes) if train else DEFAULTS["find_limit"],
+    }
+    return request, processes
