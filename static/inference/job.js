@@ -67,6 +67,7 @@ function showTest(r) {
   const base = card.dataset.mistakes.replace(/0\.png$/, "");
   const gallery = document.getElementById("mistakes");
   if (!r.mistakes.length) gallery.innerHTML = '<p class="empty">No mistakes.</p>';
+  showTopPerClass(r);
   gallery.replaceChildren(...r.mistakes.map((m) => {
     const figure = document.createElement("figure");
     const img = document.createElement("img");
@@ -79,18 +80,51 @@ function showTest(r) {
   }));
 }
 
+// DIGITS's "Top N per category": one row of thumbnails per class (tests of this version on).
+function showTopPerClass(r) {
+  const classes = r.top_per_class || [];
+  if (!classes.length) return;
+  const base = card.dataset.top.replace(/0_0\.png$/, "");
+  document.getElementById("top-per-class-card").hidden = false;
+  document.getElementById("top-n").textContent = Math.max(...classes.map((c) => c.images.length));
+  document.getElementById("top-per-class").replaceChildren(...classes.map((c) => {
+    const row = document.createElement("div");
+    row.className = "top-class";
+    const title = document.createElement("h3");
+    title.textContent = c.label;
+    const gallery = document.createElement("div");
+    gallery.className = "gallery";
+    gallery.replaceChildren(...c.images.map((image) => {
+      const figure = document.createElement("figure");
+      const wrong = image.true !== c.label;
+      if (wrong) figure.className = "wrong";
+      const img = document.createElement("img");
+      img.src = base + image.file;
+      img.alt = `${image.name}: ${percent(image.probability)} ${c.label}${wrong ? `, really ${image.true}` : ""}`;
+      const caption = document.createElement("figcaption");
+      caption.textContent = `${percent(image.probability)}${wrong ? ` · really ${image.true}` : ""}`;
+      figure.append(img, caption);
+      return figure;
+    }));
+    row.append(title, gallery);
+    return row;
+  }));
+}
+
 function drawConfusion(r, normalised) {
   const labels = r.labels;
   const raw = r.confusion;
   const z = normalised
     ? raw.map((row) => { const total = row.reduce((a, b) => a + b, 0); return row.map((v) => (total ? v / total : 0)); })
     : raw;
+  // An empty cell says nothing (a page of "0 (0.0%)" hides the cells that matter); hover still tells.
   const text = raw.map((row, i) => row.map((v, j) => (normalised ? `${v} (${percent(z[i][j])})` : String(v))));
+  const cellText = raw.map((row, i) => row.map((v, j) => (v ? text[i][j] : "")));
   Plotly.react("confusion", [{
-    type: "heatmap", x: labels, y: labels, z, text, hoverongaps: false,
+    type: "heatmap", x: labels, y: labels, z, text: cellText, customdata: text, hoverongaps: false,
     colorscale: [[0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"], [1, "#08306b"]],
     texttemplate: labels.length <= 20 ? "%{text}" : "", zmin: 0, zmax: normalised ? 1 : undefined,
-    hovertemplate: "true %{y}<br>predicted %{x}<br>%{text}<extra></extra>",
+    hovertemplate: "true %{y}<br>predicted %{x}<br>%{customdata}<extra></extra>",
     colorbar: { title: { text: normalised ? "share" : "images" } },
   }], {
     margin: { l: 90, r: 20, t: 20, b: 90 }, height: Math.min(900, Math.max(360, 34 * labels.length + 150)),

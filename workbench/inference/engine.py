@@ -37,6 +37,8 @@ from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, STATUS, Outcome
 
 BATCH = 64
 MAX_MISTAKES = 24
+TOP_PER_CLASS = 8  # images per class in "Top N per category"
+MAX_TOP_CLASSES = 100  # a gallery row per class; more would be a page nobody scrolls
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm")
 
 Progress = Callable[[int, int], None]
@@ -341,6 +343,39 @@ def save_mistakes(
     return mistakes
 
 
+def save_top_per_class(
+    y_true: np.ndarray,
+    probs: np.ndarray,
+    seen_chw: np.ndarray,
+    labels: list[str],
+    out: Path,
+    names: list[str] | None = None,
+    n: int = TOP_PER_CLASS,
+) -> list[dict[str, Any]]:
+    """DIGITS's "Top N per category": for each class (the first MAX_TOP_CLASSES), the n images
+    the model gives the highest probability of that class, as PNGs of the images as it saw them,
+    each with its true class (a confident wrong one stands out)."""
+    folder = out / "top"
+    folder.mkdir(parents=True, exist_ok=True)
+    classes = []
+    for c in range(min(len(labels), MAX_TOP_CLASSES)):
+        order = np.argsort(-probs[:, c], kind="stable")[:n]
+        images = []
+        for rank, i in enumerate(order):
+            chw = seen_chw[i]
+            Image.fromarray(chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)).save(folder / f"{c}_{rank}.png")
+            images.append(
+                {
+                    "file": f"{c}_{rank}.png",
+                    "name": names[i] if names else f"#{int(i)}",
+                    "true": labels[int(y_true[i])],
+                    "probability": float(probs[i, c]),
+                }
+            )
+        classes.append({"label": labels[c], "images": images})
+    return classes
+
+
 # ----------------------------------------------------------------------------- jobs
 
 
@@ -363,6 +398,7 @@ def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
         names = [p.relative_to(root).as_posix() for p, _ in items if p in decoded]
     result = test_metrics(y, probs, labels)
     result["mistakes"] = save_mistakes(y, probs, seen, labels, out, names)
+    result["top_per_class"] = save_top_per_class(y, probs, seen, labels, out, names)
     result["skipped"] = skipped
     return result
 

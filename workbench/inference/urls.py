@@ -12,5 +12,6 @@ urlpatterns = [
     path("runs/<int:pk>/jobs/<int:job_pk>/", views.job_page, name="inference-job"),
     path("runs/<int:pk>/jobs/<int:job_pk>/results.csv", views.job_csv, name="inference-job-csv"),
     path("runs/<int:pk>/jobs/<int:job_pk>/mistakes/<int:index>.png", views.job_mistake, name="inference-mistake"),
+    path("runs/<int:pk>/jobs/<int:job_pk>/top/<int:label>_<int:rank>.png", views.job_top, name="inference-top"),
     path("runs/<int:pk>/jobs/<int:job_pk>/delete/", views.job_delete, name="inference-job-delete"),
 ]

@@ -78,6 +78,15 @@ def job_mistake(request, pk: int, job_pk: int, index: int):
     return FileResponse(path.open("rb"), content_type="image/png")
 
 
+def job_top(request, pk: int, job_pk: int, label: int, rank: int):
+    """One image of the test's "Top N per category" gallery."""
+    job = _get_job(request, pk, job_pk)
+    path = job.folder / "out" / "top" / f"{label}_{rank}.png"
+    if not path.is_file():
+        raise Http404("no such image")
+    return FileResponse(path.open("rb"), content_type="image/png")
+
+
 @require_POST
 def job_delete(request, pk: int, job_pk: int):
     job = _get_job(request, pk, job_pk)
