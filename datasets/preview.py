@@ -18,6 +18,7 @@ from PIL import Image
 from datasets.archives import ArchiveError, archive_kind, open_zip, safe_member_path
 from datasets.images import (
     FORMATS,
+    RESIZE_MODES,
     ImageRefused,
     load_image,
     prepare_image,
@@ -182,6 +183,11 @@ def _first_image(candidates, *, width: int, height: int, channels: int, resize_m
             "original": _data_url(original),
             "original_size": [original.shape[1], original.shape[0]],
             "resized": _data_url(resized),
+            # Every mode on the same image, side by side, so the choice is made by looking.
+            "modes": {
+                mode: _data_url(resize_image(original, height, width, mode, rng=np.random.default_rng(0)))
+                for mode in RESIZE_MODES
+            },
         }
     if result is None:
         detail = f" ({'; '.join(problems[:3])})" if problems else ""

@@ -167,6 +167,43 @@ async function proposeOptions() {
   note.hidden = false;
 }
 
+// The four resize modes side by side on the previewed image; "Use" picks one for the build.
+const MODE_WORDS = { squash: "squash: stretched to fit", crop: "crop: fills, edges cut", fill: "fill: fits, noise around", half_crop: "half crop: between the two" };
+function showModes(data) {
+  const box = document.getElementById("preview-modes-box");
+  box.hidden = !data.modes;
+  if (!data.modes) return;
+  const mark = () => document.querySelectorAll("#preview-modes figure").forEach((figure) => {
+    const chosen = figure.dataset.mode === form.elements.resize_mode.value;
+    figure.classList.toggle("chosen", chosen);
+    figure.querySelector("button").textContent = chosen ? "Chosen" : "Use this mode";
+    figure.querySelector("button").disabled = chosen;
+  });
+  document.getElementById("preview-modes").replaceChildren(...Object.entries(data.modes).map(([mode, url]) => {
+    const figure = document.createElement("figure");
+    figure.dataset.mode = mode;
+    const img = document.createElement("img");
+    img.src = url;
+    img.alt = `Resized with ${mode}`;
+    const caption = document.createElement("figcaption");
+    caption.textContent = `${MODE_WORDS[mode] || mode} `;
+    const use = document.createElement("button");
+    use.type = "button";
+    use.className = "secondary";
+    use.addEventListener("click", () => {
+      form.elements.resize_mode.value = mode;
+      form.elements.resize_mode.dispatchEvent(new Event("change", { bubbles: true }));
+      document.getElementById("preview-resized").src = url;
+      setText("preview-resized-caption", `${mode} → ${data.width}×${data.height}`);
+      mark();
+    });
+    caption.append(use);
+    figure.append(img, caption);
+    return figure;
+  }));
+  mark();
+}
+
 async function loadPreview() {
   const box = document.getElementById("preview");
   const errors = document.getElementById("preview-errors");
@@ -182,6 +219,7 @@ async function loadPreview() {
     document.getElementById("preview-resized").src = data.resized;
     setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
     setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
+    showModes(data);
     const classes = Object.entries(data.classes || {});
     setText("preview-status", "One of your images, before and after resizing."
       + (classes.length ? ` ${classes.length} classes: ${classes.map(([name, n]) => `${name} (${n})`).join(", ")}.` : ""));
