@@ -28,7 +28,7 @@ def test_it_shows_every_resize_mode_on_the_user_s_image_and_uses_the_one_picked(
     page.wait_for_selector("#preview-modes figure img[src^='data:image/png']")
     modes = page.eval_on_selector_all("#preview-modes figure", "els => els.map((el) => el.dataset.mode)")
     assert modes == ["squash", "crop", "fill", "half_crop"]
-    page.wait_for_function("[...document.querySelectorAll('#preview-modes img')].every((img) => img.naturalWidth === 16)")
+    page.wait_for_function("[...document.querySelectorAll('#preview-modes img')].every((i) => i.naturalWidth === 16)")
     # A 40x20 image into 16x16: fill and half crop pad with noise, squash and crop do not (the
     # test images are of one colour, so squash and crop look alike).
     sources = page.eval_on_selector_all("#preview-modes img", "els => els.map((el) => el.src)")
