@@ -282,6 +282,11 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
             f"(devices {cfg.devices}); use a count of devices that {cfg.model_parallel} divides",
             field="model_parallel",
         )
+    if cfg.early_stopping_patience and not cfg.val_interval:
+        raise ConfigError(
+            "needs validations during the run: set val_interval above 0 (epochs between validations)",
+            field="early_stopping_patience",
+        )
     if cfg.model_parallel > 1 and cfg.compile:
         raise ConfigError(
             "not available with model_parallel > 1 (the stages move tensors between devices)", field="compile"

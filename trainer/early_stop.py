@@ -1,6 +1,7 @@
 """Early stopping: end a run when its validation metric (`best_metric`) has not improved by more
 than `early_stopping_min_delta` for `early_stopping_patience` validations in a row. The best
-checkpoint is kept as always; the final status says why it ended, so the run's timeline does."""
+checkpoint is kept as always; the final status says why it ended, so the run's timeline does.
+Its count is saved in every checkpoint, so a run resumed after an interruption keeps counting."""
 
 from __future__ import annotations
 
@@ -27,6 +28,17 @@ class EarlyStopping:
             return
         self.stale += 1
         self.triggered = self.stale >= self.patience
+
+    def state(self) -> dict:
+        """What a checkpoint keeps, so a resumed run goes on counting where it was."""
+        return {"best": self.best, "best_epoch": self.best_epoch, "stale": self.stale}
+
+    def load(self, state: dict | None) -> None:
+        """From a checkpoint's `state()`; a checkpoint written without one (or with early stopping
+        off) starts counting afresh."""
+        if state:
+            self.best, self.best_epoch, self.stale = state["best"], float(state["best_epoch"]), int(state["stale"])
+            self.triggered = self.stale >= self.patience
 
     def reason(self, epoch: float) -> str:
         return (

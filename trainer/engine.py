@@ -229,6 +229,7 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
         "step": run.step,
         "epoch": run.epoch,
         "best": run.best,
+        "early_stopping": run.early.state() if run.early is not None else None,
         "meter": run.meter.state(),
         "rng": rngs,
         "config": run.cfg.to_dict(),
@@ -252,6 +253,8 @@ def resume_from_latest(run: Run) -> bool:
     run.scaler.load_state_dict(state["scaler"])
     run.step = run.start_step = int(state["step"])
     run.best = state.get("best")
+    if run.early is not None:
+        run.early.load(state.get("early_stopping"))
     rngs = state["rng"]
     set_rng_state(rngs[run.rank] if len(rngs) == run.world else rngs[0])
     meter = state.get("meter") or {}

@@ -3,9 +3,13 @@ with its reason in the final status (the run's timeline), and the best checkpoin
 
 from __future__ import annotations
 
+import pytest
+import torch
+
+from trainer.config import ConfigError
 from trainer.early_stop import EarlyStopping
 from trainer.events import ListReporter
-from trainer.protocol import EXIT_DONE, best_checkpoint
+from trainer.protocol import EXIT_DONE, best_checkpoint, latest_checkpoint
 from trainer.run import train
 
 from .conftest import make_config
@@ -39,3 +43,25 @@ def test_it_ends_a_run_whose_validation_accuracy_stops_improving_at_the_right_ep
     assert final["state"] == "done" and final["early_stopped"] is True
     assert final["message"].startswith("stopped early at epoch 3.00: top1 has not improved by more than 0")
     assert best_checkpoint(cfg.run_dir) is not None
+
+
+def test_it_keeps_counting_after_a_resume_from_the_checkpoint(tmp_path, gray8):
+    # Two epochs with a patience it cannot reach: the checkpoint holds one stale validation.
+    still = {"solver": {"base_lr": 1e-12}, "val_interval": 1}
+    first = make_config(tmp_path / "run", gray8, epochs=2, early_stopping_patience=3, **still)
+    assert train(first, reporter=ListReporter()) == EXIT_DONE
+    state = torch.load(latest_checkpoint(first.run_dir), weights_only=False)["early_stopping"]
+    assert state["stale"] == 1 and state["best_epoch"] == 1
+    # Resumed for longer: epochs 3 and 4 are its second and third stale validations, so it ends
+    # at epoch 4 (counting afresh would have run to epoch 6).
+    longer = make_config(tmp_path / "run", gray8, epochs=10, early_stopping_patience=3, **still)
+    reporter = ListReporter()
+    assert train(longer, reporter=reporter, resume=True) == EXIT_DONE
+    assert [round(v["epoch"]) for v in reporter.of_type("validation")] == [3, 4]
+    assert reporter.events[-1]["message"].startswith("stopped early at epoch 4.00")
+
+
+def test_it_refuses_early_stopping_without_validations_during_the_run(tmp_path, gray8):
+    with pytest.raises(ConfigError, match="set val_interval above 0") as error:
+        make_config(tmp_path / "run", gray8, early_stopping_patience=2, val_interval=0)
+    assert error.value.field == "early_stopping_patience"

@@ -172,7 +172,24 @@ class RunForm(forms.Form):
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32", label="Mixed precision")
     channels_last = forms.BooleanField(required=False)
     compile = forms.BooleanField(required=False, label="torch.compile")
-    best_metric = forms.ChoiceField(choices=[(m, m) for m in BEST_METRICS], initial="top1")
+    best_metric = forms.ChoiceField(
+        choices=[(m, m) for m in BEST_METRICS], initial="top1", help_text="the best checkpoint's; early stopping's"
+    )
+    early_stopping_patience = forms.IntegerField(
+        initial=0,
+        required=False,
+        min_value=0,
+        max_value=100000,
+        label="Early stopping patience",
+        help_text="validations without improvement before the run stops (0: off)",
+    )
+    early_stopping_min_delta = forms.FloatField(
+        initial=0.0,
+        required=False,
+        min_value=0,
+        label="Early stopping min delta",
+        help_text="smaller gains do not count",
+    )
     num_workers = forms.IntegerField(initial=2, min_value=0, max_value=64, label="Data loader workers")
 
     device_mode = forms.ChoiceField(choices=DEVICE_CHOICES, initial="auto", widget=forms.RadioSelect, label="Devices")
@@ -311,6 +328,8 @@ class RunForm(forms.Form):
             "channels_last": d["channels_last"],
             "compile": d["compile"],
             "best_metric": d["best_metric"],
+            "early_stopping_patience": d.get("early_stopping_patience") or 0,
+            "early_stopping_min_delta": d.get("early_stopping_min_delta") or 0.0,
             "data": data,
         }
         if d.get("network") == "custom":

@@ -13,7 +13,7 @@ from workbench.runs.pretrained import reference_for_path
 COPIED = {
     "config": (
         "epochs", "grad_accum", "val_interval", "snapshot_interval", "seed", "precision", "channels_last",
-        "compile", "best_metric", "model_parallel",
+        "compile", "best_metric", "model_parallel", "early_stopping_patience", "early_stopping_min_delta",
     ),
     "solver": (
         "optimizer", "momentum", "weight_decay", "lr_policy", "gamma", "power", "step_size", "min_lr",
