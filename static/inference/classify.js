@@ -12,6 +12,8 @@ if (card) {
   async function classify(file) {
     lastFile = file;
     error.textContent = "";
+    // The result on show belongs to the previous image: it goes before this one's answer comes.
+    document.getElementById("classify-result").hidden = true;
     const data = new FormData();
     data.append("image", file);
     data.append("checkpoint", document.getElementById("classify-checkpoint").value);
@@ -21,7 +23,7 @@ if (card) {
       show(await postForm(card.dataset.api, data));
       zone.textContent = `${file.name}: drop another image, or click to choose one`;
     } catch (exc) {
-      error.textContent = exc.message;
+      error.textContent = exc.message; // it names the file
       zone.textContent = "Drop an image here, or click to choose one";
     }
     zone.appendChild(fileInput);

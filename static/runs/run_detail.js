@@ -46,6 +46,17 @@ function setState(state) {
   $("run-pause").hidden = !(state === "running" || PENDING.includes(state));
   $("run-resume").hidden = state !== "paused";
   if (state !== "running") $("run-eta").textContent = "–";
+  // What the page said of the action that led here ("Run #16 is queued") is stale once it moves on.
+  if (state !== page.state) document.querySelector("main > .messages")?.remove();
+  showEpoch();
+}
+
+// "2.93 of 3" while it trains (the last metric's epoch); a run that is done did all its epochs.
+function showEpoch() {
+  const total = typeof page.epochs === "number" ? page.epochs : null;
+  const epoch = header.state === "done" && total !== null ? total : header.epoch;
+  if (epoch === null) return;
+  $("run-epoch").textContent = total === null ? epoch.toFixed(2) : `${Number(epoch.toFixed(2))} of ${total}`;
 }
 
 function setProgress(percent) {
@@ -195,7 +206,7 @@ function afterApply(logs) {
     header.detailStale = false;
     refreshDetail();
   }
-  if (header.epoch !== null) $("run-epoch").textContent = header.epoch.toFixed(2);
+  showEpoch();
   if (header.bestTop1 !== null) $("run-best").textContent = `${(100 * header.bestTop1).toFixed(2)}% (top-1)`;
   scheduleDraw();
 }

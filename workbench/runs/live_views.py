@@ -64,6 +64,7 @@ def run_detail(request, pk: int):
         "state": run.state,
         "progress": run.progress,
         "eta_seconds": run.eta_seconds,
+        "epochs": (run.config or {}).get("epochs"),
         "started_at": run.started_at.timestamp() if run.started_at else None,
         "finished_at": run.finished_at.timestamp() if run.finished_at else None,
         "socket_path": f"/ws/runs/{run.pk}/",

@@ -1,0 +1,51 @@
+"""The run page in Chromium keeps no stale words: the "is queued" message of the submit goes once
+the run moves on, and a finished run shows all its epochs, not the last metric's 2.93."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from datasets.models import Dataset
+from tests.conftest import log_in
+from tests.support.trainer_data import make_dataset_folder
+from tests.workbench.runs.conftest import parked_host
+from tests.workbench.runs.test_e2e_live import off_the_loop
+from workbench.runs.models import Run
+from workbench.runs.services import run_events_append, run_finish, run_transition
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def test_it_drops_the_queued_message_and_shows_every_epoch_when_done(live_server_url, page, owner):
+    dataset = Dataset.objects.create(
+        owner=owner, name="digits", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+        labels=["0", "1", "2"], splits={"train": {"count": 240}, "val": {"count": 60}},
+    )  # fmt: skip
+    make_dataset_folder(dataset.path)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
+    # Eight GPUs: no worker of the suite has them, so the run waits until this test moves it.
+    page.check("input[name=device_mode][value=count]")
+    page.fill("#id_gpu_count", "8")
+    page.fill("#id_epochs", "3")
+    page.fill("#id_batch_size", "8")
+    page.click("#create-run")
+    page.wait_for_url(lambda url: "/runs/new/" not in url)
+    run = Run.objects.get()
+    assert f"Run #{run.pk}" in page.inner_text("main > .messages") and "is queued" in page.inner_text("main")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+
+    host = parked_host()
+    off_the_loop(run_transition, run=run, to_state=Run.State.RUNNING, from_states=Run.PENDING_STATES,
+                 reason="go", host=host, host_boot_id=host.boot_id)  # fmt: skip
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'running'")
+    assert page.locator("main > .messages").count() == 0
+
+    events = [{"type": "metrics", "time": time.time(), "step": 88, "epoch": 2.93, "loss": 0.5, "lr": 0.01}]
+    off_the_loop(run_events_append, run_id=run.pk, events=events)
+    page.wait_for_function("document.getElementById('run-epoch').textContent === '2.93 of 3'")
+    off_the_loop(run_finish, run=run, to_state=Run.State.DONE, reason="finished")
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'done'")
+    assert page.inner_text("#run-epoch") == "3 of 3"
