@@ -212,6 +212,11 @@ export const CHARTS = {
 // One Plotly chart bound to series of a store. Mounted lazily (when scrolled into view); new
 // points go in with Plotly.extendTraces; a whole redraw happens only when a control changes,
 // a new series appears, or the store replaced a series.
+// Log axes: whole values at 1, 2 and 5 of each decade ("0.1 0.2 0.5 1 2"), not Plotly's digits
+// for the minor ticks ("2 1 9 8 7 ... 0.1"). Plotly shows the ones inside the range.
+const LOG_VALUES = Array.from({ length: 13 }, (_, i) => i - 6).flatMap((e) => [1, 2, 5].map((m) => Number(`${m}e${e}`)));
+export const LOG_TICKS = { tickmode: "array", tickvals: LOG_VALUES, ticktext: LOG_VALUES.map((v) => String(v)) };
+
 export class ChartView {
   constructor(element, spec, view, { fetchRange } = {}) {
     this.el = element;
@@ -282,7 +287,8 @@ export class ChartView {
     const xaxis = { title: { text: AXIS_TITLES[this.view.x] }, type: this.view.x === "time" ? "date" : "linear" };
     const layout = {
       margin: { t: 10, r: 60, b: 45, l: 60 },
-      legend: { orientation: "h", y: -0.25 },
+      // Above the plot, pushing the margin as it wraps: below it, it sat on the x axis title.
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" },
       hovermode: "x unified",
       uirevision: this.view.x,
       xaxis,
@@ -290,6 +296,7 @@ export class ChartView {
     };
     layout.yaxis = { ...(layout.yaxis || {}) };
     if (this.spec.logToggle) layout.yaxis.type = this.view.log ? "log" : "linear";
+    if (this.spec.logToggle && this.view.log) Object.assign(layout.yaxis, LOG_TICKS);
     if (!this.bindings.length) {
       layout.annotations = [{ text: this.spec.empty || "No points yet.", showarrow: false, xref: "paper", yref: "paper",
         x: 0.5, y: 0.5, font: { color: "#5c6675" } }];
