@@ -24,6 +24,31 @@ function cellText(cell) {
   return { text, title };
 }
 
+// Published numbers (the server sends those of this benchmark's image size, networks, precision
+// and modes) in a row of their own, each under its GPU count, with its source.
+function appendReferences(body, table) {
+  const matching = (page.references || []).filter((r) => r.network === table.network &&
+    r.precision === table.precision && r.mode === table.mode && table.gpus.includes(r.gpus));
+  if (!matching.length) return;
+  const tr = body.insertRow();
+  tr.className = "reference";
+  tr.insertCell().textContent = "published";
+  for (const gpus of table.gpus) {
+    const td = tr.insertCell();
+    const reference = matching.find((r) => r.gpus === gpus);
+    if (!reference) continue;
+    td.dataset.referenceGpus = gpus;
+    const link = document.createElement("a");
+    link.href = reference.url;
+    link.rel = "noopener";
+    link.textContent = `${fmt(reference.images_per_sec)} (${reference.setting}, ${reference.hardware})`;
+    link.title = reference.source;
+    const source = document.createElement("small");
+    source.textContent = ` ${reference.source}`;
+    td.append(link, source);
+  }
+}
+
 function tableElement(table) {
   const section = document.createElement("section");
   section.className = "card bench-table";
@@ -52,6 +77,7 @@ function tableElement(table) {
       if (cell) td.dataset.status = cell.status;
     });
   }
+  appendReferences(body, table);
   section.append(title, grid);
   return section;
 }

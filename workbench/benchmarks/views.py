@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from trainer import bench_table
 from workbench.benchmarks import services
 from workbench.benchmarks.forms import BenchmarkForm
-from workbench.benchmarks.references import REFERENCES
+from workbench.benchmarks.references import REFERENCES, references_for
 from workbench.benchmarks.selectors import benchmark_for, benchmark_payload, benchmarks_visible_to, cells_of
 from workbench.runs.validators import RequestError, add_form_errors
 
@@ -38,10 +38,12 @@ def benchmark_detail(request, pk: int):
         **benchmark_payload(benchmark),
         "socket_path": f"/ws/benchmarks/{benchmark.pk}/",
         "cancel_url": reverse("api-benchmark-cancel", args=[benchmark.pk]),
-        "references": REFERENCES,
+        # The page puts each under its GPU count in the matching table, as the cells arrive.
+        "references": references_for(benchmark.request),
     }
+    context = {"benchmark": benchmark, "page": page, "published": REFERENCES}
     others = benchmarks_visible_to(request.user).exclude(pk=pk)[:100]
-    return render(request, "benchmarks/detail.html", {"benchmark": benchmark, "page": page, "others": others})
+    return render(request, "benchmarks/detail.html", {**context, "others": others})
 
 
 def _download(text: str, name: str, content_type: str) -> HttpResponse:
@@ -60,6 +62,13 @@ def benchmark_csv(request, pk: int):
 def benchmark_markdown(request, pk: int):
     benchmark = benchmark_for(request.user, pk)
     text = bench_table.markdown(cells_of(benchmark), title=f"Benchmark #{pk}: {benchmark.name}")
+    published = references_for(benchmark.request)
+    if published:
+        text += "\nPublished reference numbers (measured elsewhere, not here):\n\n" + "".join(
+            f"- {r['network']} {r['image_size']}px {r['setting']}, {r['hardware']}: {r['images_per_sec']:,} images/s "
+            f"({r['source']}, {r['url']})\n"
+            for r in published
+        )
     return _download(text, f"benchmark-{pk}.md", "text/markdown")
 
 
