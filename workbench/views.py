@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 from datasets.selectors import datasets_visible_to
 from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm, ThrottledPasswordChangeForm
 from workbench.health import health_report
-from workbench.runs.selectors import runs_visible_to
+from workbench.runs.selectors import runs_visible_to, slurm_partition_for
 from workbench.workers.inventory import hosts_for_display
 
 
@@ -25,7 +25,8 @@ def home(request):
 
 
 def gpus(request):
-    return render(request, "workbench/gpus.html", {"hosts": hosts_for_display(request.user)})
+    context = {"hosts": hosts_for_display(request.user), "slurm": slurm_partition_for(request.user)}
+    return render(request, "workbench/gpus.html", context)
 
 
 @login_not_required

@@ -7,6 +7,7 @@ import json
 import math
 
 from django import forms
+from django.conf import settings
 
 from datasets.models import Dataset
 from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS
@@ -15,6 +16,7 @@ from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
 from workbench.runs.validators import (
     RequestError,
     add_form_errors,
+    check_executor,
     check_pretrained,
     parse_device_request,
     sweep_validate,
@@ -204,6 +206,22 @@ class RunForm(forms.Form):
         "runs over the groups: for networks too big for one GPU's memory. The number of GPUs must be a multiple of it.",
     )
     gpus = forms.MultipleChoiceField(choices=(), required=False, widget=forms.CheckboxSelectMultiple)
+    # Offered only where Slurm is enabled (the field is removed otherwise).
+    executor = forms.ChoiceField(
+        choices=[("local", "The workbench's workers"), ("slurm", "The Slurm cluster (a batch job)")],
+        initial="local",
+        required=False,
+        widget=forms.RadioSelect,
+        label="Runs on",
+    )
+    nodes = forms.IntegerField(
+        initial=1,
+        min_value=1,
+        max_value=64,
+        required=False,
+        label="Nodes",
+        help_text="Slurm only: the run spans this many nodes, with the GPUs above on each (one process per GPU).",
+    )
     priority = forms.IntegerField(initial=0, min_value=-100, max_value=100, required=False)
 
     def __init__(self, *args, user, preview: bool = False, **kwargs):
@@ -221,6 +239,8 @@ class RunForm(forms.Form):
         ]
         if not user.is_staff:
             del self.fields["priority"]
+        if not settings.SLURM_ENABLED:
+            del self.fields["executor"], self.fields["nodes"]
 
     # ------------------------------------------------------------------ fields
 
@@ -350,6 +370,8 @@ class RunForm(forms.Form):
             "config": config,
             "gpus": self.gpus_request(),
             "priority": d.get("priority") or 0,
+            "executor": d.get("executor") or "local",
+            "nodes": d.get("nodes") or 1,
         }
         return fields, {"lr": d["base_lr"], "batch_size": d["batch_size"]}
 
@@ -380,8 +402,9 @@ class RunForm(forms.Form):
         fields, grid = self.run_request()
         try:
             request = parse_device_request(fields["gpus"])
+            check_executor(fields["executor"], fields["nodes"], request)
             self.combinations = sweep_validate(
-                config=fields["config"], grid=grid, network=fields["network"], request=request
+                config=fields["config"], grid=grid, network=fields["network"], request=request, nodes=fields["nodes"]
             )
         except RequestError as error:
             add_form_errors(self, error, field_of=FIELD_OF)

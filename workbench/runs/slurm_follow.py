@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 EVENTS_SECONDS = 0.5
 LEASE_KEY = "workbench:slurm-follower"
 STATUS_KEY = "workbench:slurm-controller"
+PARTITION_KEY = "workbench:slurm-partition"
+PARTITION_SECONDS = 5.0  # how often the GPUs page's picture of the partition is renewed
 _stop = threading.Event()
 
 
@@ -64,10 +66,29 @@ def _record_controller(answers: bool, message: str = "") -> None:
     cache.set(STATUS_KEY, {"answers": answers, "message": message, "at": time.time()}, timeout=3600)
 
 
+def partition_snapshot() -> dict:
+    """The partition as the GPUs page shows it: {"nodes": [...], "jobs": [...], "at": epoch
+    seconds} as the follower last read it ({} before the first read)."""
+    return cache.get(PARTITION_KEY) or {}
+
+
+def _record_partition() -> None:
+    if time.time() - partition_snapshot().get("at", 0) < PARTITION_SECONDS:
+        return
+    nodes = commands.partition_nodes(settings.SLURM_PARTITION)
+    jobs = commands.running_jobs(settings.SLURM_PARTITION)
+    cache.set(
+        PARTITION_KEY,
+        {"nodes": [node.__dict__ for node in nodes], "jobs": [list(job) for job in jobs], "at": time.time()},
+        timeout=3600,
+    )
+
+
 def control_pass() -> None:
     try:
         jobs = commands.jobs(name_prefix=f"{settings.SLURM_JOB_PREFIX}-run")
         slurm_reconcile.reconcile(jobs)
+        _record_partition()
     except commands.SlurmUnavailable as error:
         if controller_status().get("answers", True):
             log.warning("Slurm: %s; the runs keep their state until it answers", error)

@@ -64,6 +64,17 @@ def slurm_trainer_config(run: Run) -> dict:
     return config
 
 
+def placement_preview(request, nodes: int) -> dict:
+    """The new-run form's words for a run on Slurm: Slurm, not the workbench, decides when."""
+    per_node = request.text
+    where = f"{nodes} nodes x {per_node}" if nodes > 1 else per_node
+    message = (
+        f"Goes to Slurm partition {settings.SLURM_PARTITION} as a batch job on {where}; Slurm starts it when "
+        "they are free, and the queue shows Slurm's reason while it waits."
+    )
+    return {"start_now": False, "position": None, "queue_length": None, "message": message}
+
+
 def sbatch_options(run: Run, attempt: int) -> list[str]:
     gpus = gpus_per_node(run)
     options = [

@@ -15,7 +15,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
-from workbench.runs import scheduler, services
+from workbench.runs import scheduler, services, slurm_jobs
 from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_datasets
 from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.models import Run
@@ -24,6 +24,7 @@ from workbench.runs.selectors import run_for
 from workbench.runs.validators import (
     RequestError,
     add_form_errors,
+    check_executor,
     check_model_parallel,
     parse_device_request,
     sweep_config,
@@ -278,7 +279,14 @@ def network_fit(request):
 @require_GET
 def placement(request):
     form = RunForm(request.GET, user=request.user, preview=True)
-    cleaned, errors = _clean_subset(form, ["device_mode", "gpu_count", "gpus", "model_parallel"])
+    subset = [
+        "device_mode",
+        "gpu_count",
+        "gpus",
+        "model_parallel",
+        *(f for f in ("executor", "nodes") if f in form.fields),
+    ]
+    cleaned, errors = _clean_subset(form, subset)
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     form.cleaned_data = cleaned
@@ -293,6 +301,12 @@ def placement(request):
         check_model_parallel(model_parallel, request_)
     except RequestError as error:
         return JsonResponse({"errors": {"model_parallel": error.message}}, status=400)
+    try:
+        executor, nodes = check_executor(cleaned.get("executor"), cleaned.get("nodes"), request_)
+    except RequestError as error:
+        return JsonResponse({"errors": {error.field: error.message}}, status=400)
+    if executor == "slurm":
+        return JsonResponse(slurm_jobs.placement_preview(request_.resolved(gpus_online=True), nodes))
     request_ = request_.resolved(gpus_online=services.gpus_online())
     preview = scheduler.placement_preview(user=request.user, request=request_)
     if model_parallel > 1:

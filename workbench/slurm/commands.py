@@ -211,3 +211,28 @@ def controller_answers() -> bool:
         return "UP" in run_tool(["scontrol", "ping"], timeout=min(10.0, settings.SLURM_COMMAND_TIMEOUT_SECONDS))
     except (SlurmUnavailable, SlurmError):
         return False
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed node lists: "n[1-3,7],gpu01" -> n1, n2, n3, n7, gpu01 (zero padding kept)."""
+    names: list[str] = []
+    depth, start = 0, 0
+    parts = []
+    for index, char in enumerate(text):  # split on the commas outside brackets
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    for part in filter(None, (p.strip() for p in parts)):
+        if "[" not in part:
+            names.append(part)
+            continue
+        prefix, _, rest = part.partition("[")
+        ranges, _, suffix = rest.partition("]")
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            width = len(low)
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{prefix}{number:0{width}d}{suffix}")
+    return names

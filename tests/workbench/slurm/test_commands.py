@@ -1,0 +1,75 @@
+"""Reading Slurm's tools: GRES strings, node lists, reasons in words, a controller that is gone."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from workbench.slurm import commands, words
+
+
+def test_it_counts_gpus_in_gres_strings():
+    assert commands.gpu_count("gpu:2") == 2
+    assert commands.gpu_count("gpu:a100:4(S:0-1)") == 4
+    assert commands.gpu_count("gpu:2,shard:8") == 2
+    assert commands.gpu_count("(null)") == 0
+
+
+def test_it_expands_compressed_node_lists():
+    assert commands.expand_hostlist("n[1-3,7],gpu01") == ["n1", "n2", "n3", "n7", "gpu01"]
+    assert commands.expand_hostlist("node[08-10]") == ["node08", "node09", "node10"]
+    assert commands.expand_hostlist("") == []
+
+
+def test_it_says_slurms_pending_reasons_in_plain_words():
+    assert words.pending_words("Resources") == (
+        "waiting for the GPUs or nodes it asked for to free up (Slurm: Resources)"
+    )
+    assert words.pending_words("QOSMaxGRESPerUser").startswith("a QOS limit: you are at your GPU limit")
+    assert words.pending_words("SomethingNew") == "Slurm: SomethingNew"
+    assert words.end_words("NODE_FAIL") == "a node of the job failed (NODE_FAIL)"
+
+
+def fake_tool(tmp_path, name: str, script: str) -> None:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_it_tells_a_controller_that_does_not_answer_from_a_refusal(tmp_path, monkeypatch, settings):
+    # The real tools against a dead controller are tested in tests/workbench/runs/test_slurm.py;
+    # here their two ways of failing, as Slurm words them.
+    fake_tool(
+        tmp_path, "squeue", "echo 'squeue: error: Unable to contact slurm controller (connect failure)' >&2; exit 1"
+    )
+    fake_tool(
+        tmp_path,
+        "sbatch",
+        "echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2; exit 1",
+    )
+    fake_tool(tmp_path, "scontrol", "sleep 5")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    settings.SLURM_COMMAND_TIMEOUT_SECONDS = 1
+    with pytest.raises(commands.SlurmUnavailable, match="does not answer"):
+        commands.jobs(name_prefix="wb-run")
+    with pytest.raises(commands.SlurmError) as refused:
+        commands.submit(tmp_path / "job.sh", options=[])
+    assert str(refused.value) == "Batch job submission failed: Invalid partition name specified"
+    assert commands.controller_answers() is False  # a hanging tool is a controller that does not answer
+
+
+def test_it_reads_jobs_from_squeue(tmp_path, monkeypatch):
+    rows = [
+        "12|wb-run7-a1|RUNNING|None|2026-12-01T10:57:01|n[1-2]|0|",
+        "13|wb-run8-a2|PENDING|Resources|2027-12-01T10:57:01||1|",
+        "14|someone-elses-job|RUNNING|None|2026-12-01T10:57:01|n1|0|",
+    ]
+    fake_tool(tmp_path, "squeue", "printf '%s\\n' " + " ".join(f"'{row}'" for row in rows))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    jobs = commands.jobs(name_prefix="wb-run")
+    assert sorted(jobs) == ["12", "13"]
+    assert jobs["12"].is_running and jobs["12"].nodes == "n[1-2]" and jobs["12"].reason == ""
+    # A start a year away is Slurm's "when a job without a time limit ends": no estimate.
+    assert jobs["13"].state == "PENDING" and jobs["13"].start is None and jobs["13"].restarts == 1
