@@ -35,5 +35,6 @@ lint: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test
 	bin/ensure-chromium
+	bin/ensure-slurm
 	$(MAKE) lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -7,6 +7,7 @@ import json
 import math
 
 from django import forms
+from django.conf import settings as django_settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -73,6 +74,7 @@ def run_detail(request, pk: int):
         "abort_url": reverse("api-run-abort", args=[run.pk]),
         "pause_url": reverse("api-run-pause", args=[run.pk]),
         "resume_url": reverse("api-run-resume", args=[run.pk]),
+        "queue_url": reverse("api-queue"),
     }
     context = {
         "run": run,
@@ -80,6 +82,7 @@ def run_detail(request, pk: int):
         "settings": key_settings(run),
         "devices": run.devices.select_related("host").order_by("kind", "index"),
         "transitions": run.transitions.all(),
+        "slurm_partition": django_settings.SLURM_PARTITION,
     }
     return render(request, "runs/run_detail.html", context)
 

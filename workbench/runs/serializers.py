@@ -73,7 +73,7 @@ class RunCreateSerializer(serializers.Serializer):
         required=False, default="auto", help_text="auto | cpu | N | HOST:0,1 (per node on Slurm)"
     )
     executor = serializers.ChoiceField(
-        choices=["local", "slurm"], required=False, default="local", help_text="slurm: a batch job (when enabled)"
+        choices=Run.Executor.choices, required=False, default="local", help_text="slurm: a batch job (when enabled)"
     )
     nodes = serializers.IntegerField(required=False, default=1, help_text="nodes the run spans (Slurm only)")
     priority = serializers.IntegerField(required=False, default=0)
