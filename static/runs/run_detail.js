@@ -47,8 +47,11 @@ function setState(state) {
   $("run-resume").hidden = state !== "paused";
   if (state !== "running") $("run-eta").textContent = "–";
   // What the page said of the action that led here ("Run #16 is queued") is stale once it moves on.
-  if (state !== page.state) document.querySelector("main > .messages")?.remove();
+  const stillWaiting = PENDING.includes(state) && PENDING.includes(page.state);
+  if (state !== page.state && !stillWaiting) document.querySelector("main > .messages")?.remove();
+  if (state !== "running") header.pausing = false;
   showEpoch();
+  showPauseNote();
 }
 
 // "2.93 of 3" while it trains (the last metric's epoch); a run that is done did all its epochs.
@@ -105,7 +108,8 @@ function logLine(event) {
 }
 
 function renderDetail(detail) {
-  setState(detail.state);
+  // An answer sent before the run ended must not take the page back: a finished state is final.
+  setState(FINISHED.includes(header.state) ? header.state : detail.state);
   if (header.progress === null) setProgress(100 * detail.progress);
   $("run-wait").textContent = detail.wait_reason || "–";
   $("run-devices").textContent = detail.devices.length
@@ -134,12 +138,41 @@ function renderDetail(detail) {
   }));
 }
 
+// Pausing gives the devices away: the page says so when it is asked, and while the run is paused.
+function showPauseNote() {
+  const note = $("run-pause-note");
+  let text = "";
+  if (header.state === "paused") {
+    text = "Paused: the run holds no devices; other runs may take them. Resume puts it back in the queue, "
+      + "where it waits for free devices like any other run.";
+  } else if (header.state === "running" && header.pausing) {
+    text = `Pausing: the trainer saves a checkpoint, then gives its devices (${$("run-devices").textContent}) `
+      + "back to the queue; other runs may start on them before you resume.";
+  }
+  note.textContent = text;
+  note.hidden = !text;
+}
+
+// A run back in the queue (resumed, interrupted, or new) says where it stands there.
+async function showQueuePosition() {
+  if (!PENDING.includes(header.state)) {
+    $("run-queue").textContent = "–";
+    return;
+  }
+  const body = await getJSON(page.queue_url).catch(() => null);
+  const row = body?.queue.find((r) => r.id === page.id);
+  if (!row) return;
+  const start = row.estimated_start ? `; expected to start ${new Date(row.estimated_start).toLocaleString()}` : "";
+  $("run-queue").textContent = `position ${row.position} of ${body.queue.length}${start}`;
+}
+
 let detailTimer = null;
 async function refreshDetail() {
   window.clearTimeout(detailTimer);
   try {
     const detail = await getJSON(page.api_url).catch(() => null); // the next event or timer asks again
     if (detail) renderDetail(detail);
+    await showQueuePosition();
   } finally {
     // The wait reason changes without events while queued: look again every few seconds.
     if (PENDING.includes(header.state)) detailTimer = window.setTimeout(refreshDetail, 5000);
@@ -157,7 +190,10 @@ async function act(action) {
     error.hidden = false;
     return;
   }
+  header.pausing = action === "pause";
   renderDetail(detail);
+  showPauseNote();
+  if (action === "resume") refreshDetail(); // and look at the queue every few seconds while it waits
 }
 
 // ---------------------------------------------------------------- events
