@@ -173,9 +173,7 @@ def run_create(
         shutil.rmtree(run.run_dir, ignore_errors=True)
         run_events_append(
             run_id=run.pk,
-            events=[
-                {"type": protocol.STATUS, "state": Run.State.QUEUED, "message": submitted, "source": "workbench"}
-            ],
+            events=[{"type": protocol.STATUS, "state": Run.State.QUEUED, "message": submitted, "source": "workbench"}],
         )
         transaction.on_commit(queue_scheduling)
     run.refresh_from_db()

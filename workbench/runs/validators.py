@@ -166,9 +166,7 @@ def resolve_pretrained(value: Any, *, owner, network: str) -> str:
     return str(source.file)
 
 
-def validate_trainer_config(
-    config: dict, *, network: str, request: DeviceRequest, owner=None, nodes: int = 1
-) -> dict:
+def validate_trainer_config(config: dict, *, network: str, request: DeviceRequest, owner=None, nodes: int = 1) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
     asks for on each of `nodes` nodes; returns the config to store, its `pretrained` reference
     resolved to the file for `owner` (a config naming weights without an owner is refused)."""
