@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -52,28 +52,35 @@ class Inventory:
     hosts: list[WorkerHost]
     free: dict[int, list[Device]]  # host id -> free devices
     held: dict[int, list[Device]]  # host id -> devices held by runs
+    # host id -> devices a benchmark holds to itself (Device.reserved_by): never offered, but
+    # counted in the host's size and named in wait reasons.
+    reserved: dict[int, list[Device]] = field(default_factory=lambda: defaultdict(list))
 
     @classmethod
     def load(cls) -> Inventory:
         hosts = list(online_hosts())
         free: dict[int, list[Device]] = defaultdict(list)
         held: dict[int, list[Device]] = defaultdict(list)
-        # A device reserved by a benchmark (Device.reserved_by) is neither free nor a run's: not offered.
-        devices = Device.objects.filter(host__in=hosts, reserved_by="")
+        reserved: dict[int, list[Device]] = defaultdict(list)
+        devices = Device.objects.filter(host__in=hosts)
         for device in devices.select_related("run").order_by("host_id", "kind", "index"):
-            (held if device.run_id else free)[device.host_id].append(device)
-        return cls(hosts=hosts, free=free, held=held)
+            (reserved if device.reserved_by else held if device.run_id else free)[device.host_id].append(device)
+        return cls(hosts=hosts, free=free, held=held, reserved=reserved)
 
     def free_gpus(self, host: WorkerHost) -> list[Device]:
         return [d for d in self.free[host.pk] if d.kind == Device.Kind.GPU]
 
     def gpu_count(self, host: WorkerHost) -> int:
-        return sum(1 for d in self.free[host.pk] + self.held[host.pk] if d.kind == Device.Kind.GPU)
+        devices = self.free[host.pk] + self.held[host.pk] + self.reserved[host.pk]
+        return sum(1 for d in devices if d.kind == Device.Kind.GPU)
+
+    def reserved_gpus(self) -> int:
+        return sum(1 for host in self.hosts for d in self.reserved[host.pk] if d.kind == Device.Kind.GPU)
 
     def reload(self) -> None:
         """See the world again (another pass took something this one meant to use)."""
         fresh = Inventory.load()
-        self.hosts, self.free, self.held = fresh.hosts, fresh.free, fresh.held
+        self.hosts, self.free, self.held, self.reserved = fresh.hosts, fresh.free, fresh.held, fresh.reserved
 
     def take(self, placement: Placement, run: Run) -> None:
         for device in placement.devices:
@@ -118,7 +125,10 @@ def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, st
         wanted = request.indices
         by_index = {d.index: d for d in inventory.free[host.pk] if d.kind == Device.Kind.GPU}
         held = {d.index: d for d in inventory.held[host.pk] if d.kind == Device.Kind.GPU}
+        reserved = {d.index for d in inventory.reserved[host.pk] if d.kind == Device.Kind.GPU}
         for index in wanted:
+            if index in reserved:
+                return None, f"GPU {index} on {host.hostname} is reserved by a benchmark", None
             if index in held:
                 return None, f"GPU {index} on {host.hostname} is in use by {HOLDER_WORDS}", held[index].run
             if index not in by_index:
@@ -137,7 +147,9 @@ def find_placement(run: Run, inventory: Inventory) -> tuple[Placement | None, st
             return None, f"needs {count} GPU{plural}; no online worker has a GPU", None
         return None, f"needs {count} GPU{plural} on one host; the largest online host has {largest}", None
     most_free = max(len(inventory.free_gpus(h)) for h in inventory.hosts)
-    return None, f"needs {count} GPU{plural} on one host, {most_free} free", None
+    reserved = inventory.reserved_gpus()
+    benchmarks = f" ({reserved} reserved by a benchmark)" if reserved else ""
+    return None, f"needs {count} GPU{plural} on one host, {most_free} free{benchmarks}", None
 
 
 @dataclass

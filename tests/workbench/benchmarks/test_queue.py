@@ -11,7 +11,8 @@ from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.runner import trainer_config
 from workbench.benchmarks.scheduling import benchmark_pass
 from workbench.benchmarks.services import benchmark_cancel, benchmark_submit
-from workbench.runs.scheduler import Inventory
+from workbench.runs.models import Run
+from workbench.runs.scheduler import Inventory, find_placement
 from workbench.runs.validators import RequestError
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
@@ -55,6 +56,11 @@ def test_it_takes_its_gpus_to_itself_and_waits_with_a_reason(owner, no_launch, d
     assert first.state == Benchmark.State.RUNNING and no_launch == [(first.pk, host.queue)]
     assert Device.objects.filter(reserved_by=first.reservation).count() == 2
     assert Inventory.load().free_gpus(host) == []  # runs are not offered them
+    # A run waiting for them says why, and still counts them in the host's size.
+    waiting = Run(owner=owner, name="r", device_request={"kind": "count", "count": 2})
+    placement, reason, holder = find_placement(waiting, Inventory.load())
+    assert placement is None and holder is None
+    assert reason == "needs 2 GPUs on one host, 0 free (2 reserved by a benchmark)"
     assert second.state == Benchmark.State.WAITING
     assert second.wait_reason == "needs 1 GPU on one host to itself; 0 free (the others are in use)"
     benchmark_cancel(benchmark=first)  # running: asks its runner to stop
