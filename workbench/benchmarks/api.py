@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view
@@ -23,6 +24,7 @@ from workbench.runs.validators import RequestError, drf_error
     methods=["POST"],
     summary="Submit a benchmark: networks x GPU counts x per-GPU batch sizes, queued for its GPUs",
     request=dict,
+    responses={201: OpenApiTypes.OBJECT},
 )
 @api_view(["GET", "POST"])
 def benchmark_list(request):
@@ -41,7 +43,11 @@ def benchmark_detail(request, pk: int):
     return Response(benchmark_payload(benchmark_for(request.user, pk)))
 
 
-@extend_schema(summary="Cancel a benchmark (the cells measured so far are kept)", request=None)
+@extend_schema(
+    summary="Cancel a benchmark (the cells measured so far are kept)",
+    request=None,
+    responses={202: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+)
 @api_view(["POST"])
 def benchmark_cancel(request, pk: int):
     benchmark = benchmark_for(request.user, pk)
@@ -56,6 +62,7 @@ def benchmark_cancel(request, pk: int):
     description="Body: dataset (id), network, crop_size, precision, gpus (a count), model_parallel. "
     "Poll GET /api/benchmarks/<id>/largest-batch/ for the answer: batch_size is the run's global batch.",
     request=dict,
+    responses={201: OpenApiTypes.OBJECT},
 )
 @api_view(["POST"])
 def largest_batch_submit(request):
