@@ -26,6 +26,13 @@ function seriesValues(event) {
   return Object.entries(event).filter(([key, value]) => !COORDINATES.has(key) && isNumber(value));
 }
 
+// A system sample stored before the run's first metric has no step or epoch (the sampler now
+// writes 0 there; older runs kept none): it belongs at the start of the run, not off the chart.
+function atStart(event) {
+  if (typeof event.step === "number") return event;
+  return { ...event, step: 0, epoch: event.epoch ?? 0, images_seen: event.images_seen ?? 0 };
+}
+
 function emptyColumns() {
   return { seq: [], step: [], epoch: [], time: [], images: [], value: [] };
 }
@@ -64,7 +71,8 @@ export class SeriesStore {
 
   version(name) { return this.versions.get(name) || 0; }
 
-  addEvent(event) {
+  addEvent(rawEvent) {
+    const event = rawEvent.type === "system" ? atStart(rawEvent) : rawEvent;
     let images = event.images_seen;
     if (event.type === "metrics" && isNumber(images) && event.step) this.imagesPerStep = images / event.step;
     if (!isNumber(images) && isNumber(event.step) && this.imagesPerStep !== null) images = event.step * this.imagesPerStep;
@@ -91,6 +99,14 @@ export class SeriesStore {
     const cut = keep === -1 ? held.seq.length : keep;
     const merged = {};
     for (const key of Object.keys(held)) merged[key] = held[key].slice(0, cut).concat(points[key] || []);
+    if (kind === "system") {
+      merged.step.forEach((step, i) => {
+        if (step !== null) return;
+        merged.step[i] = 0;
+        merged.epoch[i] ??= 0;
+        merged.images[i] ??= 0;
+      });
+    }
     this.series.set(name, merged);
     this.versions.set(name, this.version(name) + 1);
     // Live validation events carry only the step: their images come from the metrics' ratio.
@@ -209,7 +225,7 @@ export const CHARTS = {
   },
 };
 
-// One Plotly chart bound to series of a store. Mounted lazily (when scrolled into view); new
+// One Plotly chart bound to series of a store. Mounted by mountCharts (on screen first); new
 // points go in with Plotly.extendTraces; a whole redraw happens only when a control changes,
 // a new series appears, or the store replaced a series.
 // Log axes: whole values at 1, 2 and 5 of each decade ("0.1 0.2 0.5 1 2"), not Plotly's digits
@@ -262,7 +278,9 @@ export class ChartView {
       const color = COLORS[i % COLORS.length];
       const base = {
         type: this.gl ? "scattergl" : "scatter",
-        mode: binding.trace.markers && columns.value.length <= MARKERS_UP_TO ? "lines+markers" : "lines",
+        // A line of one point is invisible: a single sample (a short run's) shows as a marker.
+        mode: (binding.trace.markers && columns.value.length <= MARKERS_UP_TO) || columns.value.length === 1
+          ? "lines+markers" : "lines",
         name: binding.label,
         yaxis: binding.trace.yaxis || "y",
         x: this.xOf(columns),
@@ -381,29 +399,47 @@ export function xRange(change) {
   return null;
 }
 
-// Mounts each chart when it first comes near the viewport, one chart per frame in page order:
-// the first chart is on screen after one chart's drawing, not after every visible one's.
-export function mountLazily(charts, store) {
-  const queue = [];
+// Mounts every chart, one per frame: first those on screen, in page order (the first chart is on
+// screen after one chart's drawing, not after every visible one's), then the others while the
+// browser is idle, so the charts below are drawn with their data before anyone scrolls to them.
+// A chart scrolled into view before its turn goes next.
+export function mountCharts(charts, store) {
+  const near = (chart) => {
+    const box = chart.el.getBoundingClientRect();
+    return box.bottom > -50 && box.top < window.innerHeight + 50;
+  };
+  const soon = charts.filter(near);
+  const later = charts.filter((chart) => !soon.includes(chart));
+  let frame = null;
+  let idle = null;
   const mountNext = () => {
-    const chart = queue.shift();
-    if (chart) chart.mount(store);
-    if (queue.length) window.requestAnimationFrame(mountNext);
+    frame = null;
+    idle = null;
+    const chart = soon.shift() || later.shift();
+    if (chart) chart.mount(store); // mount() does nothing for a chart already mounted
+    schedule();
   };
-  const enqueue = (ready) => {
-    const idle = queue.length === 0;
-    queue.push(...ready);
-    if (idle && queue.length) mountNext();
+  const schedule = () => {
+    if (frame !== null || (!soon.length && !later.length)) return;
+    if (soon.length || !("requestIdleCallback" in window)) {
+      if (idle !== null) window.cancelIdleCallback(idle);
+      idle = null;
+      frame = window.requestAnimationFrame(mountNext);
+    } else if (idle === null) {
+      idle = window.requestIdleCallback(mountNext, { timeout: 1000 });
+    }
   };
-  if (!("IntersectionObserver" in window)) {
-    enqueue(charts);
-    return;
+  if ("IntersectionObserver" in window) {
+    const observer = new IntersectionObserver((entries) => {
+      for (const entry of entries) {
+        if (!entry.isIntersecting) continue;
+        observer.unobserve(entry.target);
+        const at = later.findIndex((chart) => chart.el === entry.target);
+        if (at !== -1) soon.push(...later.splice(at, 1));
+      }
+      schedule();
+    }, { rootMargin: "50px" });
+    later.forEach((chart) => observer.observe(chart.el));
   }
-  const byElement = new Map(charts.map((chart) => [chart.el, chart]));
-  const observer = new IntersectionObserver((entries) => {
-    const ready = entries.filter((entry) => entry.isIntersecting).map((entry) => byElement.get(entry.target));
-    ready.forEach((chart) => observer.unobserve(chart.el));
-    enqueue(ready);
-  }, { rootMargin: "50px" });
-  charts.forEach((chart) => observer.observe(chart.el));
+  schedule();
 }

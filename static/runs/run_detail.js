@@ -3,7 +3,7 @@
 // replay, then live events. Events are applied strictly in sequence order: a duplicate is
 // dropped, a gap makes the client ask for a replay (and hold live events until it comes).
 import {
-  CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountLazily,
+  CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountCharts,
 } from "./charts.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { networkGraph } from "../inference/netgraph.js";
@@ -388,7 +388,7 @@ const plotlyReady = window.Plotly
   ? Promise.resolve()
   : new Promise((resolve) => { plotly.addEventListener("load", resolve, { once: true }); });
 plotlyReady.then(() => performance.mark("plotly-ready"));
-Promise.all([plotlyReady, historyReady]).then(() => mountLazily(charts, store));
+Promise.all([plotlyReady, historyReady]).then(() => mountCharts(charts, store));
 
 // The network's picture is drawn when first opened (a large network is a few hundred boxes).
 const graphCard = $("network-graph");

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 DEFAULT_INTERVAL = 5.0
+FIRST_SAMPLE_SECONDS = 1.0
 
 
 class CpuMeter:
@@ -97,7 +98,9 @@ def latest_position(run: Run) -> dict:
         .first()
     )
     if row is None:
-        return {}
+        # Before the first metric the run is at its start: samples of a short run, or of any
+        # run's first seconds, then still have a place on every x axis (step, epoch, images).
+        return {"step": 0, "epoch": 0.0, "images_seen": 0}
     step, epoch, data = row
     return {"step": step, "epoch": epoch, "images_seen": data.get("images_seen")}
 
@@ -224,8 +227,12 @@ class SystemSampler:
 
     def _loop(self) -> None:
         failures = 0
+        # The first sample comes soon, not one whole interval in: a run shorter than the interval
+        # would otherwise have none, and every run's charts would start empty.
+        wait = min(FIRST_SAMPLE_SECONDS, self.interval)
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(wait):
+                wait = self.interval
                 try:
                     close_old_connections()
                     event = sample_system(self.run, pid=self.pid, meter=self.meter)

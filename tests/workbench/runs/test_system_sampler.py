@@ -123,3 +123,19 @@ def test_it_keeps_sampling_when_the_trainer_is_gone(run):
         time.sleep(0.45)
     assert sampler.samples >= 2
     assert run.events.filter(kind="system", data__process_count=0).count() == sampler.samples
+
+
+def test_it_places_samples_before_the_first_metric_at_the_runs_start(run):
+    event = sample_system(run, pid=None, meter=CpuMeter())
+    assert (event["step"], event["epoch"], event["images_seen"]) == (0, 0.0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_takes_the_first_sample_soon_not_one_interval_in(run, trainer):
+    # A run shorter than the interval (5 s by default) would otherwise have no sample at all.
+    started = time.monotonic()
+    with SystemSampler(run, interval=30, pid=trainer.pid) as sampler:
+        wait_until(lambda: sampler.samples >= 1, what="the first system sample", timeout=20, interval=0.05)
+    assert time.monotonic() - started < 20
+    (event,) = run.events.filter(kind="system")
+    assert (event.step, event.epoch) == (0, 0.0)

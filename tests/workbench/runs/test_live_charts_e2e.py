@@ -1,0 +1,77 @@
+"""The live run page in Chromium: every chart is drawn with its data without scrolling to it, and
+system samples taken before the run's first metric have a place on the chart's x axis."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from datasets.models import Dataset
+from tests.conftest import log_in
+from tests.workbench.runs.test_e2e_live import metrics, off_the_loop
+from workbench.runs.services import run_create, run_events_append
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHARTS = ["loss", "accuracy", "lr", "throughput", "gpu", "host"]
+DRAWN = """(names) => names.every((name) => {
+  const el = document.querySelector(`[data-chart=${name}]`);
+  return (el.data || []).some((trace) => trace.x.some((x) => x !== null));
+})"""
+BELOW_FOLD = """(names) => names.filter((name) =>
+  document.querySelector(`[data-chart=${name}]`).getBoundingClientRect().top > window.innerHeight)"""
+HOST_X = "document.querySelector('[data-chart=host]').data[0].x"
+
+
+def system(**position) -> dict:
+    return {
+        "type": "system", "time": time.time(), **position, "host_cpu_percent": 40.0, "process_cpu_percent": 95.0,
+        "host_memory_percent": 30.0, "process_rss_mb": 250.0,
+        "gpus": [{"index": 0, "name": "sim", "simulated": True, "cpu_percent": 90.0, "rss_mb": 240.0}],
+    }  # fmt: skip
+
+
+def stored_run(owner, events: list[dict]):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    run = run_create(owner=owner, dataset=dataset, name="short", network="lenet", config={"batch_size": 16},
+                     device_request={"kind": "cpu"})  # fmt: skip
+    off_the_loop(run_events_append, run_id=run.pk, events=events)
+    return run
+
+
+def test_it_draws_every_chart_with_its_data_without_scrolling(live_server_url, page, owner):
+    # A sample from the run's first seconds as older runs stored it (no step, no epoch), the
+    # metrics, a validation, and a sample at the run's latest metric.
+    events = [system(), *(metrics(step) for step in range(1, 41))]
+    events.append({"type": "validation", "time": time.time(), "step": 40, "epoch": 1.0, "val_loss": 0.9, "top1": 0.5})
+    events.append(system(step=40, epoch=1.0, images_seen=640))
+    run = stored_run(owner, events)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    below = page.evaluate(BELOW_FOLD, CHARTS)
+    assert {"gpu", "host"} <= set(below)  # the check means something: these are out of view
+    page.wait_for_function(DRAWN, arg=CHARTS, timeout=20_000)
+    assert page.evaluate("window.scrollY") == 0
+    # The sample before the first metric sits at the run's start on the epoch axis.
+    assert page.evaluate(HOST_X) == [0, 1.0]
+    page.select_option("#x-axis", "step")
+    assert page.evaluate(HOST_X) == [0, 40]
+    # The first screen still comes first: the loss chart was drawn before the charts below.
+    marks = page.evaluate("Object.fromEntries(performance.getEntriesByType('mark').map((m) => [m.name, m.startTime]))")
+    assert marks["drawn:loss"] < min(marks[f"drawn:{name}"] for name in below)
+
+
+def test_it_shows_a_run_that_has_only_system_samples_so_far(live_server_url, page, owner):
+    # The first seconds of a run: the sampler has written its first sample, no metric yet.
+    run = stored_run(owner, [system(step=0, epoch=0.0, images_seen=0)])
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function(DRAWN, arg=["host", "gpu"], timeout=20_000)
+    host = page.evaluate("document.querySelector('[data-chart=host]').data[0]")
+    assert host["x"] == [0] and host["mode"] == "lines+markers"  # one point: a marker, not an invisible line
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    # Live samples before the first metric (an older worker's, without a position) join it at 0.
+    off_the_loop(run_events_append, run_id=run.pk, events=[system()])
+    page.wait_for_function(f"{HOST_X}.length === 2")
+    assert page.evaluate(HOST_X) == [0, 0]
