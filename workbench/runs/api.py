@@ -14,7 +14,7 @@ from datasets.selectors import datasets_visible_to
 from workbench.core import openapi
 from workbench.runs import services
 from workbench.runs.models import Run
-from workbench.runs.scheduler import queue_positions
+from workbench.runs.scheduler import queue_rows
 from workbench.runs.selectors import runs_visible_to
 from workbench.runs.serializers import (
     PrioritySerializer,
@@ -209,7 +209,7 @@ def run_resume(request, pk: int):
 @api_view(["GET"])
 def queue(request):
     rows = []
-    for position, run in enumerate(queue_positions(), start=1):
+    for position, run in queue_rows():
         mine = run.is_visible_to(request.user)
         rows.append(
             {
@@ -223,6 +223,7 @@ def queue(request):
                 "wait_reason": run.wait_reason_for(request.user),
                 "estimated_start": run.estimated_start,
                 "queued_at": run.queued_at,
+                "executor": run.executor,
             }
         )
     return Response({"queue": rows})

@@ -454,6 +454,16 @@ def placement_preview(*, user, request: DeviceRequest | dict) -> dict:
     return {"start_now": False, "position": step.position, "queue_length": len(order), "message": message}
 
 
+def queue_rows() -> list[tuple[int | None, Run]]:
+    """(position, run) of every waiting run for the queue page and API: the workbench's own queue
+    numbered in the order it will be considered, then the runs waiting in Slurm's queue, which
+    has its own order (position None: Slurm's reason says why they wait)."""
+    runs = queue_positions()
+    local = [run for run in runs if not run.on_slurm]
+    on_slurm = sorted((run for run in runs if run.on_slurm), key=lambda run: (run.queued_at, run.pk))
+    return [*enumerate(local, start=1), *((None, run) for run in on_slurm)]
+
+
 def queue_positions() -> list[Run]:
     """The waiting runs in the order they will be considered, for the queue page and API."""
     pending = Run.objects.filter(state__in=Run.PENDING_STATES).select_related("dataset", "owner", "wait_holder")

@@ -119,3 +119,22 @@ def test_it_offers_slurm_in_the_new_run_form_only_when_enabled(db, owner, make_d
     page = owner_client.get("/runs/new/").content.decode()
     assert 'name="executor"' in page and 'name="nodes"' in page
     assert Run.objects.count() == 0
+
+
+def test_it_lists_runs_waiting_in_slurm_apart_from_the_workbench_queue(db, owner, make_dataset, owner_client, slurm_on):
+    dataset = make_dataset(owner)
+    on_slurm = run_submit(
+        owner=owner, dataset=dataset, name="big", network="lenet", config=TINY_CONFIG, executor="slurm"
+    )
+    Run.objects.filter(pk=on_slurm.pk).update(
+        state=Run.State.WAITING, slurm_job_id="41", wait_reason="Slurm job 41: waiting for … (Slurm: Resources)"
+    )
+    local = run_submit(owner=owner, dataset=dataset, name="small", network="lenet", config=TINY_CONFIG, gpus="cpu")
+    rows = owner_client.get("/api/queue/").json()["queue"]
+    assert [(row["id"], row["position"], row["executor"]) for row in rows] == [
+        (local.pk, 1, "local"),
+        (on_slurm.pk, None, "slurm"),
+    ]
+    assert rows[1]["wait_reason"] == "Slurm job 41: waiting for … (Slurm: Resources)"
+    page = owner_client.get("/runs/queue/").content.decode()
+    assert "Slurm job 41: waiting for" in page and "the Slurm cluster's queue, in Slurm's order" in page
