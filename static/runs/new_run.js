@@ -95,6 +95,15 @@ async function loadNetworks() {
     cell.textContent = fit.problem || networkInfo[row.dataset.network].sizes;
     cell.classList.toggle("bad", Boolean(fit.problem));
     row.classList.toggle("unfit", Boolean(fit.problem));
+    // A network that cannot take these images cannot be chosen; the reason stands in its row.
+    const radio = row.querySelector("input[name=network]");
+    radio.disabled = Boolean(fit.problem);
+    row.title = fit.problem ? `Not available for this dataset: ${fit.problem}` : "";
+    if (radio.disabled && radio.checked) {
+      radio.checked = false;
+      $("errors-network").textContent = `${radio.value} cannot take this dataset's images (${fit.problem}): choose another network.`;
+      showNetwork();
+    }
   }
 }
 

@@ -1,0 +1,81 @@
+"""The new-run page in Chromium: networks that cannot take the dataset's images cannot be chosen
+(their reason stands in their row), and the custom network's layer editor fits its card."""
+
+from __future__ import annotations
+
+import pytest
+
+from datasets.models import Dataset
+from tests.conftest import log_in
+from tests.support.trainer_data import make_dataset_folder
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def make_digits(owner, *, side: int) -> Dataset:
+    dataset = Dataset.objects.create(
+        owner=owner, name="digits", status=Dataset.Status.READY, image_width=side, image_height=side, channels=1,
+        labels=["0", "1", "2"], splits={"train": {"count": 240}, "val": {"count": 60}},
+    )  # fmt: skip
+    make_dataset_folder(dataset.path)
+    return dataset
+
+
+def open_new_run(page, base_url: str, dataset: Dataset) -> None:
+    with page.expect_response(lambda r: "/runs/new/networks/" in r.url, timeout=60_000):
+        page.goto(f"{base_url}/runs/new/?dataset={dataset.pk}")
+    page.wait_for_function("document.querySelector('#network-vit_b_16').disabled", timeout=30_000)
+
+
+def test_it_disables_networks_that_cannot_take_the_datasets_images(live_server_url, page, owner):
+    dataset = make_digits(owner, side=8)
+    log_in(page, live_server_url, owner.username)
+    open_new_run(page, live_server_url, dataset)
+    for name, reason in (("alexnet", "needs images of at least 63x63"), ("vit_b_16", "multiple of 16")):
+        assert page.is_disabled(f"#network-{name}")
+        row = page.locator(f"tr[data-network={name}]")
+        assert reason in row.locator(".network-fit").inner_text()  # said in the row, not only on hover
+        assert reason in row.get_attribute("title")
+    assert page.is_enabled("#network-lenet") and page.is_enabled("#network-resnet18")
+    assert page.is_enabled("#network-custom")
+    page.click("tr[data-network=alexnet] td.network-description")  # a click on the row chooses nothing
+    assert not page.is_checked("#network-alexnet")
+
+
+def test_it_unchooses_a_network_that_no_longer_fits_and_says_why(live_server_url, page, owner):
+    dataset = make_digits(owner, side=32)
+    log_in(page, live_server_url, owner.username)
+    with page.expect_response(lambda r: "/runs/new/networks/" in r.url, timeout=60_000):
+        page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
+    page.wait_for_function("!document.querySelector('#network-vgg16').disabled")
+    page.check("#network-vgg16")
+    with page.expect_response(lambda r: "/runs/new/networks/" in r.url and "crop_size=16" in r.url):
+        page.fill("#id_crop_size", "16")
+    page.wait_for_function("document.querySelector('#network-vgg16').disabled")
+    assert not page.is_checked("#network-vgg16")
+    assert "vgg16 cannot take this dataset's images" in page.inner_text("#errors-network")
+
+
+LONGEST_FITS = """() => [...document.querySelectorAll('#layer-table select, #new-layer-type')].map((select) => {
+  const probe = document.createElement('span');
+  probe.style.font = getComputedStyle(select).font;
+  probe.style.position = 'absolute';
+  probe.textContent = 'adaptive_avg_pool';
+  document.body.append(probe);
+  const needed = probe.getBoundingClientRect().width;
+  probe.remove();
+  return select.getBoundingClientRect().width >= needed + 16;  // the text and the arrow
+})"""
+
+
+def test_it_shows_the_custom_layer_menus_whole(live_server_url, page, owner):
+    dataset = make_digits(owner, side=8)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
+    page.check("#network-custom")
+    page.wait_for_function("document.querySelectorAll('#layer-table select').length === 8")
+    fits = page.evaluate(LONGEST_FITS)
+    assert len(fits) == 9 and all(fits), fits
+    # The menu to add a layer sits beside its button, not across the card above it.
+    menu, button = page.locator("#new-layer-type").bounding_box(), page.locator("#add-layer").bounding_box()
+    assert abs(menu["y"] - button["y"]) < button["height"] and menu["x"] < button["x"]
