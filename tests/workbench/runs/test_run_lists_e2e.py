@@ -1,0 +1,54 @@
+"""Lists of runs in Chromium: a long run name stays on one line, cut with an ellipsis and whole in
+its title; the runs list says what its loss and accuracy figures are, in words on the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from datasets.models import Dataset
+from tests.conftest import log_in
+from workbench.runs.services import run_create
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+LONG = "resnet18 on the handwritten digits, lr 0.05 with cosine decay, batch 128, 2 simulated GPUs, second try"
+ONE_LINE = """(el) => {
+  const lineHeight = parseFloat(getComputedStyle(el).lineHeight) || 1.4 * parseFloat(getComputedStyle(el).fontSize);
+  return {height: el.getBoundingClientRect().height, lineHeight, cut: el.scrollWidth > el.clientWidth,
+          overflow: getComputedStyle(el).textOverflow, title: el.title, text: el.textContent.trim()};
+}"""
+
+
+def assert_one_line(locator, expected_text: str) -> None:
+    shown = locator.evaluate(ONE_LINE)
+    assert shown["height"] < 1.5 * shown["lineHeight"], shown
+    assert shown["cut"] and shown["overflow"] == "ellipsis", shown
+    assert shown["title"] == LONG and shown["text"] == expected_text
+
+
+def test_it_keeps_long_run_names_on_one_line_with_the_whole_name_in_the_title(live_server_url, page, owner):
+    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.BUILDING)  # unschedulable
+    run = run_create(owner=owner, dataset=dataset, name=LONG, network="lenet", config={},
+                     device_request={"kind": "cpu"})  # fmt: skip
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/")
+    assert_one_line(page.locator(f"#run-{run.pk} a[href='/runs/{run.pk}/']"), LONG)
+    page.goto(f"{live_server_url}/")
+    assert_one_line(page.locator(f"tr[data-run-id='{run.pk}'] .long-name"), LONG)
+    page.goto(f"{live_server_url}/runs/queue/")
+    assert_one_line(page.locator(".long-name").first, LONG)
+    page.goto(f"{live_server_url}/datasets/{dataset.pk}/")
+    assert_one_line(page.locator("#dataset-runs .long-name"), f"#{run.pk} {LONG}")
+
+
+def test_it_says_what_the_loss_and_accuracy_columns_are(live_server_url, page, owner):
+    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.BUILDING)
+    run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/")
+    headers = page.locator("#run-table thead th")
+    loss = headers.filter(has_text="Loss").first
+    accuracy = headers.filter(has_text="Accuracy").first
+    assert loss.locator(".column-hint").is_visible() and accuracy.locator(".column-hint").is_visible()
+    assert "last train / best val" in loss.inner_text()
+    assert "last / best val top-1" in accuracy.inner_text()
