@@ -7,6 +7,7 @@ and the CLI can show it verbatim. The validated config is saved into every check
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import json
 import math
 import os
@@ -34,6 +35,21 @@ LR_POLICIES = ("fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid", "c
 PRECISIONS = ("fp32", "bf16", "fp16")
 MEAN_MODES = ("image", "pixel", "none")
 BEST_METRICS = ("top1", "val_loss")
+
+
+def plain_number(value: float) -> str:
+    """A number as a message shows it: 1048576, 0.05, 0.0001, never 1.04858e+06 or 1e-04.
+
+    Every refusal that names a limit or a value formats it here (the trainer's, the form's, the API's).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
+        return str(int(value))
+    text = f"{value:.6g}"
+    if "e" in text:  # small or huge: written out, without the exponent
+        text = format(decimal.Decimal(text), "f")
+    return text
 
 
 class ConfigError(ValueError):
@@ -263,7 +279,8 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         value = getattr(cfg.solver, name)
         scale = 1.0 if name == "onecycle_pct_start" else 100.0
         if not isinstance(value, int | float) or not 0 <= value <= scale:
-            raise ConfigError(f"{value!r} must be between 0 and {scale:g}", field=f"solver.{name}")
+            bound = f"between 0 and {plain_number(scale)}"
+            raise ConfigError(f"{plain_number(value)} must be {bound}", field=f"solver.{name}")
     if not isinstance(cfg.solver.step_values, list) or any(
         not isinstance(v, int | float) or not 0 <= v <= 100 for v in cfg.solver.step_values
     ):

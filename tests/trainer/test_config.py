@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trainer.config import ConfigError, config_from_dict, load_config, parse_devices
+from trainer.config import ConfigError, config_from_dict, load_config, parse_devices, plain_number
 from trainer.events import ListReporter
 from trainer.run import train
 
@@ -97,3 +97,12 @@ def test_it_refuses_a_network_or_size_that_cannot_work_before_training(tmp_path,
     assert final["type"] == "status" and final["state"] == "failed" and final["exit_code"] == 2
     assert message in final["message"]
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1 << 20, "1048576"), (1048576.0, "1048576"), (0.05, "0.05"), (1e-4, "0.0001"), (1e-8, "0.00000001"),
+     (33.333333333, "33.3333"), (2.5e20, "250000000000000000000"), (-3, "-3")],
+)  # fmt: skip
+def test_it_writes_numbers_in_messages_plainly(value, text):
+    assert plain_number(value) == text

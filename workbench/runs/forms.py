@@ -10,7 +10,7 @@ from django import forms
 from django.conf import settings
 
 from datasets.models import Dataset
-from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS
+from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS, plain_number
 from workbench.runs.models import Run
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
 from workbench.runs.validators import (
@@ -100,7 +100,8 @@ def _number_list(raw: str, *, kind: type, label: str, low: float, high: float | 
         if isinstance(value, float) and not math.isfinite(value):
             raise forms.ValidationError(f"{part!r} is not a finite number.")
         if value < low or (high is not None and value > high):
-            bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+            low_text = plain_number(low)
+            bound = f"between {low_text} and {plain_number(high)}" if high is not None else f"at least {low_text}"
             raise forms.ValidationError(f"{part} must be {bound}.")
         if value not in values:
             values.append(value)

@@ -79,3 +79,15 @@ def test_it_shows_the_custom_layer_menus_whole(live_server_url, page, owner):
     # The menu to add a layer sits beside its button, not across the card above it.
     menu, button = page.locator("#new-layer-type").bounding_box(), page.locator("#add-layer").bounding_box()
     assert abs(menu["y"] - button["y"]) < button["height"] and menu["x"] < button["x"]
+
+
+def test_it_states_limits_as_plain_numbers(live_server_url, page, owner):
+    dataset = make_digits(owner, side=8)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
+    page.fill("#id_batch_size", "2000000")
+    page.click("#create-run")
+    beside = page.locator("#errors-batch_size")
+    beside.wait_for(state="visible")
+    assert "2000000 must be between 1 and 1048576" in beside.inner_text()
+    assert "e+" not in page.inner_text("#form-errors")
