@@ -23,6 +23,23 @@ function holder(device) {
   return device.in_use ? "another user's run" : "free";
 }
 
+// "3 devices: 2 simulated GPUs, 1 CPU", as the worker's heartbeat lists them in the table.
+function describeDevices(devices) {
+  const counts = new Map();
+  for (const d of devices) {
+    const what = d.kind === "cpu" ? "CPU" : `${d.simulated ? "simulated " : ""}GPU`;
+    counts.set(what, (counts.get(what) || 0) + 1);
+  }
+  const parts = [...counts].map(([what, n]) => `${n} ${what}${n === 1 ? "" : "s"}`);
+  return `${devices.length} device${devices.length === 1 ? "" : "s"}: ${parts.join(", ")}`;
+}
+
+// A simulated GPU has no counters: held by a run, it says so in words, never a measured-looking 0 %.
+function utilisation(device) {
+  if (device.simulated && device.kind !== "cpu") return device.in_use ? "in use (simulated)" : "idle (simulated)";
+  return device.utilization_percent == null ? "–" : `${Math.round(device.utilization_percent)} %`;
+}
+
 function render(hosts) {
   if (!hosts.length) return;  // keep the server-rendered empty state
   container.replaceChildren(...hosts.map((host) => {
@@ -43,7 +60,7 @@ function render(hosts) {
         cell(device.label),
         cell(device.simulated ? `${device.name} (simulated)` : device.name),
         cell(`${device.memory_used_mb} / ${device.memory_total_mb} MiB`),
-        cell(device.utilization_percent == null ? "–" : `${Math.round(device.utilization_percent)} %`),
+        cell(utilisation(device)),
         cell(device.temperature_c == null ? "–" : `${Math.round(device.temperature_c)} °C`),
         cell(holder(device)),
       );
@@ -71,7 +88,7 @@ async function probe() {
     for (let attempt = 0; attempt < 60; attempt += 1) {
       const status = await getJSON(`/api/tasks/${taskId}/`);
       if (status.state === "SUCCESS") {
-        probeResult.textContent = `Worker ${status.result.hostname} answered: ${status.result.devices.length} device(s).`;
+        probeResult.textContent = `Worker ${status.result.hostname} answered: ${describeDevices(status.result.devices)}.`;
         return;
       }
       if (status.state === "FAILURE") {
