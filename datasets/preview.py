@@ -214,8 +214,12 @@ def _proposal(shapes: Counter) -> dict:
 def _archive_member_files(path: Path) -> list[tuple[str, ...]] | None:
     """The parts of each file's name in the archive; None when a tar is too long to list now."""
     if archive_kind(path) == "zip":
-        with zipfile.ZipFile(path) as archive:
-            return [PurePosixPath(i.filename).parts for i in archive.infolist() if not i.is_dir()]
+        # As the build reads it: members whose names are not UTF-8 are skipped, so not counted.
+        with path.open("rb") as fh:
+            archive, not_utf8 = open_zip(fh)
+            with archive:
+                members = [i for i in archive.infolist() if not i.is_dir() and i.header_offset not in not_utf8]
+                return [PurePosixPath(i.filename).parts for i in members]
     deadline = time.monotonic() + CLASS_SCAN_SECONDS
     names = []
     with tarfile.open(path, mode="r|*", encoding="utf-8", errors="surrogateescape") as archive:
