@@ -17,6 +17,7 @@ from rest_framework.authtoken.models import Token
 
 from datasets.models import Dataset
 from datasets.uploads import upload_start
+from workbench.benchmarks.models import Benchmark
 from workbench.inference.docs import SCHEMA_SETTINGS
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import PretrainedWeights
@@ -59,7 +60,10 @@ def objects(owner):
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     job = InferenceJob.objects.create(owner=owner, run=run, kind=InferenceJob.Kind.CLASSIFY)
     weights = PretrainedWeights.objects.create(owner=owner, name="w", path=f"pretrained/{owner.pk}-w.pt")
+    # Already ended: a cancel answers (409) without reaching a worker.
+    benchmark = Benchmark.objects.create(owner=owner, name="b", state=Benchmark.State.CANCELLED)
     return {
+        "benchmarks": benchmark.pk,
         "pretrained": weights.pk,
         "datasets": dataset.pk,
         "runs": run.pk,
