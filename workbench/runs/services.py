@@ -28,6 +28,7 @@ from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
     check_executor,
+    check_network_fits,
     parse_device_request,
     sweep_validate,
     validate_trainer_config,
@@ -195,6 +196,8 @@ def run_submit(
     """Validates a run request (executor, devices per node, trainer config) and queues it;
     RequestError names the field."""
     request, executor, nodes = resolve_placement(gpus=gpus, executor=executor, nodes=nodes)
+    # Before the config's weights are resolved (copied out of a run): nothing is written for a refusal.
+    check_network_fits(network=network, config=config, dataset=dataset)
     config = validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes)
     return run_create(
         executor=executor,
@@ -228,6 +231,7 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
     request, executor, nodes = resolve_placement(
         gpus=base_request.get("gpus", "auto"), executor=base_request.get("executor"), nodes=base_request.get("nodes")
     )
+    check_network_fits(network=network, config=base_request.get("config") or {}, dataset=dataset)
     checked = sweep_validate(
         config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner, nodes=nodes
     )

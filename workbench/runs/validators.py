@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from rest_framework.exceptions import ValidationError
 
-from trainer.config import ConfigError, config_from_dict
+from trainer.config import NETWORKS, ConfigError, config_from_dict
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
 from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
@@ -202,6 +202,31 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
         # Last, once the rest is valid: a run's weights are copied out only for a run that is queued.
         config["pretrained"] = resolve_pretrained(pretrained, owner=owner, network=network)
     return config
+
+
+def check_network_fits(*, network: str, config: dict, dataset) -> None:
+    """The network can take the dataset's images, at the crop size: one rule for the form, the
+    API and the CLI (checked on submit, so a run that would fail at launch is never queued). Only
+    a ready dataset's sizes are known; a dataset still building is checked at launch."""
+    if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
+        return  # an unknown network and a bad config are refused by validate_trainer_config
+    # torch (with the trainer) is loaded only where a run is submitted, never by every web process
+    from trainer.custom_net import CustomNetError
+    from trainer.networks import InputSpec, NetworkError, check_input_size
+
+    crop = (config.get("data") or {}).get("crop_size")
+    crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
+    width, height = dataset.image_width, dataset.image_height
+    if crop and (crop > width or crop > height):
+        raise RequestError("config.data.crop_size", f"{crop} is larger than the dataset images ({width}x{height})")
+    layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
+    spec = InputSpec(dataset.channels, crop or height, crop or width, max(1, len(dataset.labels or [])), layers)
+    try:
+        check_input_size(network, spec)
+    except CustomNetError as error:
+        raise RequestError("config.custom_layers", str(error)) from None
+    except NetworkError as error:
+        raise RequestError("config.custom_layers" if network == "custom" else "network", str(error)) from None
 
 
 # ----------------------------------------------------------------------------- sweeps
