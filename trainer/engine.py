@@ -9,6 +9,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -239,7 +240,8 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
         "mean": None if run.data.normalize.mean is None else run.data.normalize.mean.cpu(),
     }
     path = run.store.save(state, step=run.step, is_best=is_best, metrics=metrics)
-    log.info("checkpoint saved: %s", path)
+    # The file's name only: these lines reach the run page, and the folders are the server's business.
+    log.info("checkpoint saved: %s", Path(path).name)
 
 
 def resume_from_latest(run: Run) -> bool:
@@ -264,7 +266,7 @@ def resume_from_latest(run: Run) -> bool:
     changed = [k for k, v in state["config"].items() if run.cfg.to_dict().get(k) != v and k not in placement]
     if changed:
         log.warning("resuming with changed config fields: %s", ", ".join(changed))
-    log.info("resumed from %s at step %d (epoch %.3f)", path, run.step, run.epoch)
+    log.info("resumed from %s at step %d (epoch %.3f)", Path(path).name, run.step, run.epoch)
     return True
 
 
@@ -469,7 +471,7 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
         run = build_run(cfg, rank=rank, world=world, devices=devices, events=events, stop=stop)
         run.early = early_stopping_for(cfg)
         if resume and not resume_from_latest(run):
-            log.info("no checkpoint in %s; starting from scratch", run.store.dir)
+            log.info("no checkpoint yet; starting from scratch")
         if rank == 0:
             events.status(
                 "running",

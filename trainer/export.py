@@ -106,6 +106,10 @@ def export_bundle(classifier: Classifier, config: dict[str, Any], out: Path) -> 
     save_file(state, out / "model.safetensors")
     (out / "labels.txt").write_text("".join(f"{label}\n" for label in classifier.labels), encoding="utf-8")
     (out / "preprocessing.json").write_text(json.dumps(classifier.preprocessing, indent=2), encoding="utf-8")
+    # The server's folders stay on the server: the bundle keeps only the names of what it trained on.
+    config = {**config, "run_dir": Path(config.get("run_dir") or "").name}
+    if isinstance(config.get("data"), dict) and config["data"].get("dataset"):
+        config["data"] = {**config["data"], "dataset": Path(config["data"]["dataset"]).name}
     (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     if classifier.normalize.mean is not None:
         np.save(out / "mean.npy", classifier.normalize.mean.cpu().numpy())

@@ -33,7 +33,8 @@ def train(
     placement = placement or NodePlacement()
     stop = stop or StopFlag()
     split = f", the network split over {cfg.model_parallel} devices per process" if cfg.model_parallel > 1 else ""
-    events.status(STARTING, f"{cfg.network} on {cfg.data.dataset}, devices {cfg.devices}{split}")
+    # The dataset folder's name (its id), not its path: this line is shown on the run page.
+    events.status(STARTING, f"{cfg.network} on dataset {Path(cfg.data.dataset).name}, devices {cfg.devices}{split}")
     try:
         check_nodes(cfg.nodes, placement)
         prepare(cfg)  # dataset, sizes and network checked before any process starts

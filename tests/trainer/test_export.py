@@ -62,6 +62,9 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
         "model.torchscript.pt",
         "model.onnx",
     }
+    # What it trained on by name, never where the server keeps it.
+    config = json.loads((out / "config.json").read_text())
+    assert config["run_dir"] == trained_run.name and "/" not in config["data"]["dataset"]
     pre = json.loads((out / "preprocessing.json").read_text())
     assert pre == {
         "width": 16,
@@ -190,3 +193,4 @@ def test_it_writes_a_readme_that_names_its_own_folder_not_a_temporary_one(tmp_pa
     readme = (out / "README.txt").read_text()
     assert 'load_bundle("run7-bundle")' in readme
     assert str(tmp_path) not in readme and "/tmp" not in readme
+
