@@ -91,3 +91,13 @@ def test_it_states_limits_as_plain_numbers(live_server_url, page, owner):
     beside.wait_for(state="visible")
     assert "2000000 must be between 1 and 1048576" in beside.inner_text()
     assert "e+" not in page.inner_text("#form-errors")
+
+
+def test_it_opens_without_a_script_error_for_a_user_with_no_ready_dataset(live_server_url, page, other_user):
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    log_in(page, live_server_url, other_user.username)
+    page.goto(f"{live_server_url}/runs/new/")
+    page.wait_for_load_state("networkidle")
+    assert "There is no ready dataset yet" in page.inner_text("main")
+    assert errors == []
