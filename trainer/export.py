@@ -57,8 +57,7 @@ With plain PyTorch (torch, numpy, Pillow{extra_packages}), from this folder:
         probs = torch.softmax(model((x / 255).unsqueeze(0)), dim=1)[0]
     print([(labels[i], float(probs[i])) for i in probs.topk(min(5, len(labels))).indices])
 
-(The resize above is "squash"; for "{resize_mode}" see trainer.inference.resize_image.)
-"""
+{resize_note}"""
 
 _TORCHVISION_LOAD = """    import torchvision
     from safetensors.torch import load_file
@@ -128,6 +127,10 @@ def export_bundle(classifier: Classifier, config: dict[str, Any], out: Path) -> 
             load_model=load_model,
             extra_packages=extra_packages,
             pil_mode="L" if pre["channels"] == 1 else "RGB",
+            resize_note=""
+            if pre["resize_mode"] == "squash"
+            else f'\nThe resize above squashes; this model was trained with "{pre["resize_mode"]}" '
+            "(trainer.inference.resize_image does it as the workbench did).\n",
         ),
         encoding="utf-8",
     )
@@ -269,7 +272,31 @@ def export_run(
     if "onnx" in formats:
         result["onnx"] = str(out / "model.onnx")
         result["onnx_check"] = export_onnx(classifier, out / "model.onnx")
+    _readme_for_formats(out / "README.txt", formats)
     return result
+
+
+_ONNX_USE = """
+With onnxruntime (numpy, Pillow, onnxruntime), from this folder: prepare x as above (a numpy
+array of shape 1 x C x H x W, float32, already divided by 255), then
+
+    import onnxruntime as ort
+    session = ort.InferenceSession("model.onnx")
+    logits = session.run(None, {session.get_inputs()[0].name: x})[0]
+"""
+
+
+def _readme_for_formats(readme: Path, formats: tuple[str, ...]) -> None:
+    """The README says how to use the files this export holds, and no file it does not hold."""
+    text = readme.read_text(encoding="utf-8")
+    if "torchscript" not in formats and 'torch.jit.load("model.torchscript.pt")' in text:
+        text = text.replace(
+            'model = torch.jit.load("model.torchscript.pt")',
+            'model = torch.jit.load("model.torchscript.pt")  # from the TorchScript download; not in this one',
+        )
+    if "onnx" in formats:
+        text += _ONNX_USE
+    readme.write_text(text, encoding="utf-8")
 
 
 ONNX_FILE_LIMIT = 2 * 1024**3  # protobuf's limit on one message: bigger weights go in files beside it

@@ -62,6 +62,8 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
         "model.torchscript.pt",
         "model.onnx",
     }
+    readme = (out / "README.txt").read_text()
+    assert "ort.InferenceSession(\"model.onnx\")" in readme and "see trainer.inference.resize_image" not in readme
     # What it trained on by name, never where the server keeps it.
     config = json.loads((out / "config.json").read_text())
     assert config["run_dir"] == trained_run.name and "/" not in config["data"]["dataset"]
