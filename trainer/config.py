@@ -222,6 +222,12 @@ def parse_devices(value: Any) -> list[str | int]:
     return devices
 
 
+def _nearest_multiple(value: int, of: int) -> int:
+    """The multiple of `of` nearest to `value` (the larger one on a tie), at least `of`."""
+    lower = max(of, value // of * of)
+    return lower if value - lower < lower + of - value else lower + of
+
+
 def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     """Check every field; raises ConfigError naming the first bad one. Returns cfg."""
     # Paths may arrive as pathlib objects from Python callers; the config must stay JSON.
@@ -311,8 +317,9 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     world = cfg.world_size
     if cfg.batch_size % world:
         raise ConfigError(
-            f"{cfg.batch_size} is not divisible by the {world} processes "
-            + (f"({cfg.nodes} nodes x devices {cfg.devices})" if cfg.nodes > 1 else f"(devices {cfg.devices})"),
+            f"{cfg.batch_size} is not divisible by the {world} processes"
+            + (f" ({cfg.nodes} nodes x {cfg.local_processes})" if cfg.nodes > 1 else "")
+            + f"; the batch is split evenly over them: try {_nearest_multiple(cfg.batch_size, world)}",
             field="batch_size",
         )
     if cfg.per_process_batch % cfg.grad_accum:

@@ -40,7 +40,10 @@ def test_it_checks_the_batch_against_every_process_of_every_node(db, owner, make
     response = owner_client.post("/api/runs/", body, content_type="application/json")
     assert response.status_code == 400
     assert response.json() == {
-        "config": ["batch_size: 8 is not divisible by the 6 processes (3 nodes x devices ['cpu', 'cpu'])"]
+        "config": [
+            "batch_size: 8 is not divisible by the 6 processes (3 nodes x 2); "
+            "the batch is split evenly over them: try 6"
+        ]
     }
     body["gpus"] = "host:0,1"
     response = owner_client.post("/api/runs/", body, content_type="application/json")
