@@ -44,13 +44,38 @@ function sourceReady() {
   return Boolean(sourcePath.value.trim());
 }
 
-next.addEventListener("click", () => {
-  if (steps[current].dataset.step === "source" && !sourceReady()) {
-    setText("upload-status", sourceChoice() === "upload"
-      ? "Choose an archive and wait for the upload to finish."
-      : "");
-    if (sourceChoice() === "server") sourcePath.focus();
-    return;
+// Why the source cannot be built (empty, one class, not an archive), as the server's preview
+// says it; "" when the source is fine or the preview failed for another reason (the later steps
+// say so). Errors of the option fields belong to the next step, not to the source.
+const SOURCE_FIELDS = ["__all__", "upload", "source_path", "source_kind", "labels_file"];
+async function sourceRefusal() {
+  try {
+    await postForm(form.dataset.previewUrl, new FormData(form));
+    return "";
+  } catch (err) {
+    const errors = err.body?.errors || {};
+    return SOURCE_FIELDS.flatMap((field) => errors[field] || []).join(" ");
+  }
+}
+
+let uploadRefused = "";
+next.addEventListener("click", async () => {
+  if (steps[current].dataset.step === "source") {
+    if (!sourceReady()) {
+      // A refused upload keeps its reason; otherwise say what is missing.
+      setText("upload-status", uploadRefused || (sourceChoice() === "upload"
+        ? "Choose an archive and wait for the upload to finish." : ""));
+      if (sourceChoice() === "server") sourcePath.focus();
+      return;
+    }
+    // Refused here, at the first step that knows, rather than after the options.
+    next.disabled = true;
+    const refusal = await sourceRefusal();
+    next.disabled = false;
+    if (refusal) {
+      setText("upload-status", `This source cannot make a dataset: ${refusal}`);
+      return;
+    }
   }
   show(current + 1);
 });
@@ -130,6 +155,7 @@ fileInput.addEventListener("change", async () => {
   try {
     const done = await upload(file);
     uploadField.value = done.upload;
+    uploadRefused = "";
     bar.value = 100;
     setText("upload-status", `Uploaded ${done.filename} (${humanBytes(done.size)}).`);
     const name = form.querySelector("[name=name]");
@@ -137,7 +163,8 @@ fileInput.addEventListener("change", async () => {
   } catch (err) {
     bar.hidden = true;
     fileInput.value = ""; // choosing a corrected file of the same name starts a new upload
-    setText("upload-status", `Upload refused: ${err.message}`);
+    uploadRefused = `Upload refused: ${err.message}`;
+    setText("upload-status", uploadRefused);
   }
 });
 

@@ -86,4 +86,5 @@ def test_it_fills_the_options_step_from_the_archive(live_server_url, page, owner
     page.click("#wizard-next")  # the options step again: no proposal is asked for
     page.click("#wizard-next")
     page.wait_for_function("document.querySelector('#preview-resized').naturalWidth === 64")
-    assert page.input_value("[name=image_width]") == "64" and len(previews) == 1
+    # One request checks the source on leaving its step, one draws the preview: none proposes.
+    assert page.input_value("[name=image_width]") == "64" and len(previews) == 2

@@ -40,6 +40,7 @@ def test_it_refuses_a_file_that_is_no_archive_on_the_upload_step(live_server_url
     assert "digits.zip is not a zip or tar archive" in page.inner_text("#upload-status")
     page.click("#wizard-next")
     assert current_step(page) == "source"
+    assert "digits.zip is not a zip or tar archive" in page.inner_text("#upload-status")  # the reason stays
     assert page.input_value("#archive-file") == ""  # the corrected file can be chosen at once
 
 
@@ -54,7 +55,7 @@ def test_it_refuses_a_file_that_is_no_archive_on_the_upload_step(live_server_url
     ],
     ids=["empty", "one-class"],
 )  # fmt: skip
-def test_it_stops_on_the_preview_step_a_source_the_build_would_refuse(
+def test_it_stops_on_the_source_step_a_source_the_build_would_refuse(
     live_server_url, page, owner, tmp_path, members, reason
 ):
     archive = write_zip(tmp_path / "one.zip", members)
@@ -63,12 +64,10 @@ def test_it_stops_on_the_preview_step_a_source_the_build_would_refuse(
     page.set_input_files("#archive-file", str(archive))
     page.wait_for_selector("text=Uploaded one.zip")
     page.click("#wizard-next")
-    page.click("#wizard-next")
-    assert current_step(page) == "preview"
-    page.wait_for_selector("#preview-errors:not([hidden])")
-    assert reason in page.inner_text("#preview-errors")
-    assert page.is_disabled("#wizard-next")
-    assert current_step(page) == "preview" and not Dataset.objects.exists()
+    # Refused on the first step, which already knows (the preview request the server answers).
+    page.wait_for_selector("#upload-status:has-text('cannot make a dataset')")
+    assert reason in page.inner_text("#upload-status")
+    assert current_step(page) == "source" and not Dataset.objects.exists()
 
 
 def test_it_offers_no_rebuild_of_an_uploaded_archive_the_build_refused(owner, owner_client, tmp_path):
