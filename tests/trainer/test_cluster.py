@@ -91,7 +91,8 @@ def test_it_ends_the_run_naming_a_rank_that_died_on_another_node(tmp_path):
     try:
         node1 = tmp_path / "processes.node1.json"
         deadline = time.monotonic() + 240
-        while not (node1.exists() and '"type":"metrics"' in (tmp_path / "events.jsonl").read_text()):
+        events = tmp_path / "events.jsonl"
+        while not (node1.exists() and events.exists() and '"type":"metrics"' in events.read_text()):
             assert time.monotonic() < deadline, "training did not start"
             time.sleep(0.2)
         victim = json.loads(node1.read_text())["ranks"][1]  # global rank 3

@@ -150,7 +150,8 @@ def running(run: Run, job: Job) -> None:
 def stop(run: Run, job: Job) -> None:
     """Abort or pause: SIGTERM to the trainers, which stop together and save a checkpoint; the
     job then ends by itself. A job that ignores it is cancelled after the grace period."""
-    key = f"workbench:slurm-stop:{job.job_id}"
+    # Job ids start again with a new cluster (or a test's): the run and its attempt make the key unique.
+    key = f"workbench:slurm-stop:{run.pk}:{run.attempt}:{run.queued_at.timestamp()}:{job.job_id}"
     if not job.is_running:
         commands.cancel(job.job_id)  # nothing started: nothing to save
         return
@@ -165,7 +166,7 @@ def stop(run: Run, job: Job) -> None:
 def forgotten(run: Run) -> None:
     """squeue does not list the job, and there is no accounting to ask: just submitted (wait),
     or ended long ago while nobody followed it (end it from what its trainer wrote)."""
-    key = f"workbench:slurm-unlisted:{run.slurm_job_id}"
+    key = f"workbench:slurm-unlisted:{run.pk}:{run.attempt}:{run.queued_at.timestamp()}:{run.slurm_job_id}"
     cache.add(key, time.time(), timeout=3600)
     if time.time() - float(cache.get(key) or time.time()) < FORGOTTEN_GRACE_SECONDS:
         return
