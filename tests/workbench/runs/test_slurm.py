@@ -214,7 +214,9 @@ def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_datase
 
 def test_it_pauses_and_resumes_with_a_new_job(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
-    run = submit(owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 30})
+    run = submit(
+        owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 200}
+    )  # outlasts the pause on an idle machine
     wait_for(lambda: trained_steps(run, 10), "training on Slurm", timeout=240)
     first_job = run.slurm_job_id
     run_pause(run=run)
