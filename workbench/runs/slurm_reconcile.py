@@ -59,7 +59,10 @@ def reconcile(jobs: dict[str, Job]) -> None:
 
 def reconcile_run(run: Run, job: Job | None) -> None:
     if not run.has_live_slurm_job:
-        if run.state in (Run.State.QUEUED, Run.State.INTERRUPTED, Run.State.WAITING):
+        if run.slurm_job_id and run.state in (Run.State.RUNNING, Run.State.WAITING):
+            # Its job was seen to end, but the run was not ended then (a pass cut short): end it now.
+            ended(run, job or Job(run.slurm_job_id, "", run.slurm_state or "UNKNOWN", "", None, "", 0))
+        elif run.state in (Run.State.QUEUED, Run.State.INTERRUPTED, Run.State.WAITING):
             submit_when_ready(run)
         return
     if job is None:
@@ -152,6 +155,13 @@ def stop(run: Run, job: Job) -> None:
     job then ends by itself. A job that ignores it is cancelled after the grace period."""
     # Job ids start again with a new cluster (or a test's): the run and its attempt make the key unique.
     key = f"workbench:slurm-stop:{run.pk}:{run.attempt}:{run.queued_at.timestamp()}:{job.job_id}"
+    try:
+        _signal_or_cancel(run, job, key)
+    except commands.SlurmError as error:  # the job ended meanwhile: the next pass ends the run
+        log.info("run %s: Slurm job %s: %s", run.pk, job.job_id, error)
+
+
+def _signal_or_cancel(run: Run, job: Job, key: str) -> None:
     if not job.is_running:
         commands.cancel(job.job_id)  # nothing started: nothing to save
         return
