@@ -63,7 +63,7 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
         "model.onnx",
     }
     readme = (out / "README.txt").read_text()
-    assert "ort.InferenceSession(\"model.onnx\")" in readme and "see trainer.inference.resize_image" not in readme
+    assert 'ort.InferenceSession("model.onnx")' in readme and "see trainer.inference.resize_image" not in readme
     # What it trained on by name, never where the server keeps it.
     config = json.loads((out / "config.json").read_text())
     assert config["run_dir"] == trained_run.name and "/" not in config["data"]["dataset"]
@@ -195,4 +195,3 @@ def test_it_writes_a_readme_that_names_its_own_folder_not_a_temporary_one(tmp_pa
     readme = (out / "README.txt").read_text()
     assert 'load_bundle("run7-bundle")' in readme
     assert str(tmp_path) not in readme and "/tmp" not in readme
-
