@@ -310,6 +310,11 @@ def test_metrics(y_true: np.ndarray, probs: np.ndarray, labels: list[str]) -> di
     }
 
 
+def save_seen_image(chw: np.ndarray, path: Path) -> None:
+    """A C x H x W uint8 image, as the net saw it, as a PNG (grey or colour)."""
+    Image.fromarray(chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)).save(path)
+
+
 def save_mistakes(
     y_true: np.ndarray,
     probs: np.ndarray,
@@ -327,8 +332,7 @@ def save_mistakes(
     folder.mkdir(parents=True, exist_ok=True)
     mistakes = []
     for rank, i in enumerate(order):
-        chw = seen_chw[i]
-        Image.fromarray(chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)).save(folder / f"{rank}.png")
+        save_seen_image(seen_chw[i], folder / f"{rank}.png")
         mistakes.append(
             {
                 "file": f"{rank}.png",
@@ -362,8 +366,7 @@ def save_top_per_class(
         order = np.argsort(-probs[:, c], kind="stable")[:n]
         images = []
         for rank, i in enumerate(order):
-            chw = seen_chw[i]
-            Image.fromarray(chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)).save(folder / f"{c}_{rank}.png")
+            save_seen_image(seen_chw[i], folder / f"{c}_{rank}.png")
             images.append(
                 {
                     "file": f"{c}_{rank}.png",
