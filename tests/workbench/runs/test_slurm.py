@@ -23,8 +23,10 @@ pytestmark = [
     pytest.mark.skipif(not slurm_available(), reason="Slurm is not installed (make test installs it)"),
 ]
 
-# Long enough to act on while it trains; checkpoints every epoch so a stop has one to resume.
-LONG_CONFIG = {**TINY_CONFIG, "epochs": 500, "val_interval": 5, "snapshot_interval": 1, "keep_last": 2}
+# Outlasts any test that acts on it while it trains (an idle machine trains 500 of these epochs in
+# 10 s, before a stopped controller is even noticed); the tests end it. Checkpoints every epoch,
+# so that a stop has one to resume from.
+LONG_CONFIG = {**TINY_CONFIG, "epochs": 50_000, "val_interval": 5, "snapshot_interval": 1, "keep_last": 2}
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +190,7 @@ def test_it_aborts_a_run_whose_job_was_cancelled_in_slurm(slurm, owner, make_dat
 
 def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
-    run = submit(owner, dataset, gpus="1")  # trains far longer than the test: it is aborted below
+    run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: it is aborted below
     wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
     from workbench.runs.slurm_follow import controller_status
 
@@ -215,7 +217,7 @@ def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_datase
 def test_it_pauses_and_resumes_with_a_new_job(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(
-        owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 200}
+        owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 1000}
     )  # outlasts the pause on an idle machine
     wait_for(lambda: trained_steps(run, 10), "training on Slurm", timeout=240)
     first_job = run.slurm_job_id
