@@ -22,6 +22,27 @@ def make_dataset():
     return make
 
 
+BARS_LABELS = ["class_0", "class_1", "class_2"]
+
+
+@pytest.fixture
+def dataset(owner):
+    """`owner`'s ready dataset "bars": 8x8 grey images of three classes, 24 to train on and 12 to
+    validate, with the LMDBs on disk (modules that need only the row define their own)."""
+    dataset = Dataset.objects.create(
+        owner=owner,
+        name="bars",
+        status=Dataset.Status.READY,
+        image_width=8,
+        image_height=8,
+        channels=1,
+        labels=BARS_LABELS,
+        splits={"train": {"count": 24}, "val": {"count": 12}},
+    )
+    make_dataset_folder(dataset.path)
+    return dataset
+
+
 # Small enough to train in a few seconds on one core.
 TINY_CONFIG = {
     "epochs": 2,

@@ -11,8 +11,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from datasets.models import Dataset
-from tests.support.trainer_data import make_dataset_folder
 from tests.support.waiting import wait_for_state
 from tests.workbench.runs.test_wizard import errors_of, valid
 from workbench.runs.models import Run
@@ -20,22 +18,6 @@ from workbench.runs.services import run_submit
 
 EARLY = {"early_stopping_patience": 2, "early_stopping_min_delta": 0.01}
 NO_VALIDATIONS = "needs validations during the run: set val_interval above 0"
-
-
-@pytest.fixture
-def dataset(owner):
-    dataset = Dataset.objects.create(
-        owner=owner,
-        name="bars",
-        status=Dataset.Status.READY,
-        image_width=8,
-        image_height=8,
-        channels=1,
-        labels=["class_0", "class_1", "class_2"],
-        splits={"train": {"count": 24}, "val": {"count": 12}},
-    )
-    make_dataset_folder(dataset.path)
-    return dataset
 
 
 def api_create(client, dataset, config):

@@ -10,7 +10,6 @@ import torch
 from django.urls import reverse
 
 from datasets.models import Dataset
-from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.config import SolverConfig
 from trainer.networks import InputSpec, build_model
@@ -21,24 +20,6 @@ from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
 
 pytestmark = pytest.mark.django_db
-
-LABELS = ["class_0", "class_1", "class_2"]
-
-
-@pytest.fixture
-def dataset(owner):
-    dataset = Dataset.objects.create(
-        owner=owner,
-        name="bars",
-        status=Dataset.Status.READY,
-        image_width=8,
-        image_height=8,
-        channels=1,
-        labels=LABELS,
-        splits={"train": {"count": 24}, "val": {"count": 12}},
-    )
-    make_dataset_folder(dataset.path)
-    return dataset
 
 
 def valid(ds, **changes) -> dict:
