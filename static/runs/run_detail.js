@@ -367,7 +367,11 @@ $("smoothing").addEventListener("input", (e) => {
   charts.forEach((chart) => chart.spec.smooth && chart.redraw(store));
 });
 document.querySelectorAll("[data-action]").forEach((button) => {
-  button.addEventListener("click", () => act(button.dataset.action));
+  button.addEventListener("click", () => {
+    // Abort cannot be undone: it asks first (pause and resume can be undone by each other).
+    if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+    act(button.dataset.action);
+  });
 });
 
 setState(page.state);

@@ -35,6 +35,8 @@ def test_it_creates_a_run_and_shows_its_timeline(owner_client, dataset):
     }
     detail = owner_client.get(reverse("api-run", args=[run["id"]])).json()
     assert [t["to_state"] for t in detail["transitions"]] == ["queued"]
+    page = owner_client.get(reverse("run-detail", args=[run["id"]])).content.decode()
+    assert "batch 8, lr 0.05, adam, 2 epochs" in page  # the stored 2.0, as people write it
 
 
 @pytest.mark.parametrize(
@@ -98,7 +100,7 @@ def test_it_lets_only_staff_set_priorities(owner_client, client, staff_user, dat
     assert response.json()["priority"] == 9
 
 
-def test_it_shows_the_queue_with_positions_and_reasons(owner_client, client, other_user, dataset):
+def test_it_shows_the_queue_with_positions_and_reasons(owner_client, client, owner, other_user, dataset):
     simulate_hosts(hosts=1, gpus_per_host=1)
     create(owner_client, dataset, gpus="4", batch_size=8)
     queue = owner_client.get(reverse("api-queue")).json()["queue"]
@@ -111,8 +113,13 @@ def test_it_shows_the_queue_with_positions_and_reasons(owner_client, client, oth
     client.force_login(other_user)
     hidden = client.get(reverse("api-queue")).json()["queue"][0]
     assert hidden["name"] == "another user's run" and hidden["id"] is None
-    page = owner_client.get(reverse("run-queue")).content.decode()
-    assert "needs 4 GPUs on one host" in page
+    link = f'href="{reverse("run-detail", args=[queue[0]["id"]])}"'
+    page = client.get(reverse("run-queue")).content.decode()
+    assert "needs 4 GPUs on one host" in page and link not in page  # bob: no link to alice's run
+    client.force_login(owner)
+    page = client.get(reverse("run-queue")).content.decode()
+    assert link in page  # alice's own row links to her run
+    assert "not known yet" in page and "–" not in page  # no host can hold it: no estimate, said in words
 
 
 def test_it_lists_gpus_with_their_holder(owner_client, dataset):

@@ -250,6 +250,13 @@ def test_it_shows_why_a_run_waits_and_aborts_it_from_the_page(live_server_url, p
     # The scheduler (when a worker is up in this session) rewrites the reason in its own words.
     assert page.inner_text("#run-wait").startswith("needs 4 GPUs")
     assert page.is_visible("#run-pause") and page.is_hidden("#run-resume")
+    # Abort asks first, naming the run; dismissed, nothing is sent.
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#run-abort")
+    assert asked and asked[0].startswith('Abort "queued"? It stops for good'), asked
+    assert page.is_visible("#run-abort")
+    page.once("dialog", lambda dialog: dialog.accept())
     page.click("#run-abort")
     # The API call changes the state; the status event comes back over the socket.
     page.wait_for_function("document.querySelector('#run-state .status').textContent === 'aborted'")
