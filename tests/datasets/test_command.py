@@ -46,6 +46,21 @@ def test_it_imports_sklearn_digits_folders_and_prints_counts(owner, tmp_path):
 
 
 @pytest.mark.django_db
+def test_it_proposes_the_size_channels_and_name_from_the_images(owner, tmp_path):
+    root = sklearn_digits_folders(tmp_path / "digits", per_class=4)
+    archive = zip_folder(root, tmp_path / "digits.zip")
+    err = io.StringIO()
+    call_command("import_dataset", str(archive), "--owner", "alice", "--sync", stdout=io.StringIO(), stderr=err)
+    dataset = Dataset.objects.get()
+    assert (dataset.name, dataset.image_width, dataset.image_height, dataset.channels) == ("digits", 8, 8, 1)
+    assert err.getvalue().startswith("8x8, 1 channel: proposed from 20 sampled images (20 of that size)")
+    # What the command line says wins over the proposal.
+    _run(str(archive), "--owner", "alice", "--name", "big", "--image-size", "16x16", "--sync")
+    big = Dataset.objects.get(name="big")
+    assert (big.image_width, big.image_height, big.channels) == (16, 16, 1)
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("packer", [zip_folder, tar_folder], ids=["zip", "tar.gz"])
 def test_it_imports_an_archive(owner, tmp_path, packer):
     folder = make_class_folders(tmp_path / "pets", {"cat": 2, "dog": 3})

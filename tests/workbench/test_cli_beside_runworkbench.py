@@ -99,7 +99,7 @@ def test_it_runs_the_readme_commands_against_the_running_workbench(tmp_path):
             "--batch-size", "8", "--gpus", "cpu", "--wait",
         )  # fmt: skip
         assert trained.returncode == 0, trained.stdout + trained.stderr + log_path.read_text()[-3000:]
-        assert trained.stdout.strip().splitlines()[-1] == f"run {trained.stdout.split()[0]}: done"
+        assert trained.stdout.strip().splitlines()[-1].startswith(f"run {trained.stdout.split()[0]}: done — finished ")
 
         second = manage(data_dir, "runworkbench", "--port", str(free_port()), timeout=60)
         assert second.returncode == 1 and "a workbench is already running on this data dir" in second.stderr

@@ -1,7 +1,9 @@
-"""manage.py import_dataset SOURCE --name NAME [options]: import a dataset from the shell.
+"""manage.py import_dataset SOURCE [--name NAME] [options]: import a dataset from the shell.
 
 SOURCE is a folder of class folders, an archive (zip/tar/tar.gz), a text list, an LMDB folder or
-a DIGITS dataset job folder; the kind is detected unless --kind says it. The build is queued for
+a DIGITS dataset job folder; the kind is detected unless --kind says it. As in the browser's
+wizard, the name defaults to SOURCE's, and the image size and channels left out are proposed from
+the images (the size most of the sampled images have, one channel when all are grey). The build is queued for
 the Celery worker like one started in the browser (the command refuses at once when no workbench
 runs to take it); --wait waits for it and prints the per-split,
 per-class counts; --sync builds in this process instead (no worker needed). The command runs with
@@ -12,17 +14,21 @@ Exit status: 0 when created (and, with --wait/--sync, built); 1 on bad input or 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from datasets.archives import ArchiveError
 from datasets.building import dataset_build
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
+from datasets.preview import resize_preview
 from datasets.services import dataset_create
-from datasets.sources import KINDS
+from datasets.sources import KINDS, SourceError
 from datasets.validators import parse_image_size
 from workbench.core.commands import require_running_workbench
 
@@ -32,10 +38,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("source", help="folder, archive, text list, LMDB folder or DIGITS job folder")
-        parser.add_argument("--name", required=True)
+        parser.add_argument("--name", help="the dataset's name (default: SOURCE's name, without .zip, .tar.gz...)")
         parser.add_argument("--kind", choices=KINDS, help="the kind of SOURCE (default: detected)")
-        parser.add_argument("--image-size", default="256x256", help="WxH (default 256x256)")
-        parser.add_argument("--channels", type=int, choices=(1, 3), default=3)
+        parser.add_argument("--image-size", help="WxH (default: proposed from the images, else 256x256)")
+        parser.add_argument("--channels", type=int, choices=(1, 3), help="(default: proposed from the images, else 3)")
         parser.add_argument("--resize-mode", choices=("squash", "crop", "fill", "half_crop"), default="squash")
         parser.add_argument("--val-percent", type=int, default=25)
         parser.add_argument("--test-percent", type=int, default=0)
@@ -55,33 +61,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         owner = self._owner(opts["owner"])
-        try:
-            width, height = parse_image_size(opts["image_size"])
-        except ValidationError as exc:
-            raise CommandError(f"--image-size: {exc.messages[0]}") from None
-        data = {
-            "name": opts["name"],
-            "kind": opts["kind"] or "auto",
-            "source_path": opts["source"],
-            "labels_path": opts["labels"] or "",
-            "image_folder": opts["image_folder"] or "",
-            "val_path": opts["val"] or "",
-            "test_path": opts["test"] or "",
-            "image_width": width,
-            "image_height": height,
-            "channels": opts["channels"],
-            "resize_mode": opts["resize_mode"],
-            "encoding": opts["encoding"],
-            "val_percent": opts["val_percent"],
-            "test_percent": opts["test_percent"],
-            "min_per_class": opts["min_per_class"],
-            "max_per_class": opts["max_per_class"] or "",
-            "shuffle": "false" if opts["no_shuffle"] else "true",
-            "seed": opts["seed"],
-        }
-        form = DatasetForm(data, user=owner, restrict_to_roots=False)
-        if not form.is_valid():
-            raise CommandError(self._errors(form))
+        form = self._form(opts, owner)
+        if opts["image_size"] is None or opts["channels"] is None:
+            form = self._with_proposal(form, opts, owner)
         if not opts["sync"]:
             require_running_workbench()  # before the row exists: nothing is left pending
         with transaction.atomic():
@@ -104,6 +86,70 @@ class Command(BaseCommand):
         if dataset.status != Dataset.Status.READY:
             raise CommandError(f"dataset {dataset.pk} {dataset.status}: {dataset.error}")
         self._print_counts(dataset)
+
+    def _form(self, opts: dict, owner, *, proposed: dict | None = None) -> DatasetForm:
+        """The browser's form, filled from the options: the same rules for the same fields."""
+        proposed = proposed or {}
+        try:
+            width, height = parse_image_size(opts["image_size"]) if opts["image_size"] else (None, None)
+        except ValidationError as exc:
+            raise CommandError(f"--image-size: {exc.messages[0]}") from None
+        data = {
+            "name": opts["name"] or default_name(opts["source"]),
+            "kind": opts["kind"] or "auto",
+            "source_path": opts["source"],
+            "labels_path": opts["labels"] or "",
+            "image_folder": opts["image_folder"] or "",
+            "val_path": opts["val"] or "",
+            "test_path": opts["test"] or "",
+            "image_width": width or proposed.get("width", 256),
+            "image_height": height or proposed.get("height", 256),
+            "channels": opts["channels"] or proposed.get("channels", 3),
+            "resize_mode": opts["resize_mode"],
+            "encoding": opts["encoding"],
+            "val_percent": opts["val_percent"],
+            "test_percent": opts["test_percent"],
+            "min_per_class": opts["min_per_class"],
+            "max_per_class": opts["max_per_class"] or "",
+            "shuffle": "false" if opts["no_shuffle"] else "true",
+            "seed": opts["seed"],
+        }
+        form = DatasetForm(data, user=owner, restrict_to_roots=False)
+        if not form.is_valid():
+            raise CommandError(self._errors(form))
+        return form
+
+    def _with_proposal(self, form: DatasetForm, opts: dict, owner) -> DatasetForm:
+        """The form again with the size and channels the wizard would propose for what the
+        command line left out; the form as it is where the source proposes nothing (an LMDB
+        keeps its own size, and a source with no readable image is the build's to refuse)."""
+        c = form.cleaned_data
+        if c["kind"] in ("lmdb", "digits"):
+            return form
+        try:
+            preview = resize_preview(
+                kind=c["kind"],
+                path=c["source_path"],
+                width=c["image_width"],
+                height=c["image_height"],
+                channels=c["channels"],
+                resize_mode=c["resize_mode"],
+                labels_path=c.get("labels_path") or None,
+                image_folder=c.get("image_folder") or None,
+            )
+        except (SourceError, ArchiveError, OSError):
+            return form
+        proposed = preview["proposed"]
+        proposed.update(width=min(proposed["width"], settings.MAX_IMAGE_SIDE))
+        proposed.update(height=min(proposed["height"], settings.MAX_IMAGE_SIDE))
+        form = self._form(opts, owner, proposed=proposed)
+        c = form.cleaned_data
+        self.stderr.write(
+            f"{c['image_width']}x{c['image_height']}, {c['channels']} channel{'s' if c['channels'] > 1 else ''}: "
+            f"proposed from {proposed['sampled']} sampled images ({proposed['same_size']} of that size); "
+            "--image-size and --channels choose otherwise"
+        )
+        return form
 
     def _owner(self, username: str | None):
         users = get_user_model().objects
@@ -159,3 +205,12 @@ class Command(BaseCommand):
         for row in dataset.class_counts():
             self.stdout.write(row["name"].ljust(width) + "".join(str(row[s]).rjust(8) for s in splits))
         self.stdout.write("total".ljust(width) + "".join(str(dataset.splits[s]["count"]).rjust(8) for s in splits))
+
+
+def default_name(source: str) -> str:
+    """The source's own name without its archive or list suffix: "pets.tar.gz" names "pets"."""
+    name = Path(source.rstrip("/")).name
+    for suffix in (".tar.gz", ".tgz", ".tar", ".zip", ".txt"):
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name

@@ -121,6 +121,9 @@ class Command(BaseCommand):
                 line += f" {100 * run.progress:.0f}%{eta}"
             elif run.state in Run.PENDING_STATES and run.wait_reason:
                 line += f" ({run.wait_reason_for(run.owner)})"
+            elif run.state == Run.State.DONE:
+                # The trainer's last words: "finished 60 steps (3.00 epochs), val top-1 0.9709".
+                line += f" — {run.transitions.last().reason}"
             if line != last_line:
                 self.stdout.write(line)
                 last_line = line
