@@ -97,16 +97,20 @@ function seriesBy(cells, keyOf, x, y) {
 function drawCharts(cells) {
   if (!window.Plotly) return;
   const label = (c) => `${c.network} ${c.precision} ${c.mode}${c.data === "dataset" ? " (dataset)" : ""}`;
-  const layout = (x, y) => ({ margin: { t: 10, r: 10 }, xaxis: { title: x }, yaxis: { title: y }, height: 300 });
+  // Plotly 4 takes axis titles as {text}; ticks only at the counts and batch sizes measured (a
+  // GPU count of 1.5 is not a thing).
+  const axis = (title, values) => ({ title: { text: title }, ...(values ? { tickmode: "array", tickvals: values } : {}) });
+  const layout = (x, y, xValues) => ({ margin: { t: 10, r: 10 }, xaxis: axis(x, xValues), yaxis: axis(y), height: 300 });
   const options = { displaylogo: false, responsive: true };
-  Plotly.react("chart-scaling", seriesBy(cells, (c) => `${label(c)}, batch ${c.batch_size}`, "gpus", "images_per_sec"),
-    layout("GPUs", "images/s"), options);
   const counts = [...new Set(cells.map((c) => c.gpus))].sort((a, b) => a - b);
+  const batches = [...new Set(cells.map((c) => c.batch_size))].sort((a, b) => a - b);
+  Plotly.react("chart-scaling", seriesBy(cells, (c) => `${label(c)}, batch ${c.batch_size}`, "gpus", "images_per_sec"),
+    layout("GPUs", "images/s", counts), options);
   const ideal = { name: "linear ideal", x: counts, y: counts.map((g) => g / (counts[0] || 1)), mode: "lines", line: { dash: "dot" } };
   Plotly.react("chart-speedup", [...seriesBy(cells, (c) => `${label(c)}, batch ${c.batch_size}`, "gpus", "speedup"), ideal],
-    layout("GPUs", "speed-up"), options);
+    layout("GPUs", "speed-up", counts), options);
   Plotly.react("chart-batch", seriesBy(cells, (c) => `${label(c)}, ${c.gpus} GPU${c.gpus > 1 ? "s" : ""}`, "batch_size", "images_per_sec"),
-    layout("batch size per GPU", "images/s"), options);
+    layout("batch size per GPU", "images/s", batches), options);
 }
 
 function drawTables(tables) {

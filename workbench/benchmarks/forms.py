@@ -14,7 +14,7 @@ class BenchmarkForm(forms.Form):
     name = forms.CharField(required=False, max_length=200)
     networks = forms.MultipleChoiceField(choices=NETWORK_CHOICES, initial=["resnet50"])
     image_size = forms.IntegerField(initial=224, min_value=4)
-    gpus = forms.CharField(initial="1,2", help_text="GPU counts, the table's columns: 1,2,4")
+    gpus = forms.CharField(initial="1,2", label="GPUs", help_text="GPU counts, the table's columns: 1,2,4")
     batch_sizes = forms.CharField(initial="32,64,128", help_text="per GPU, the table's rows")
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
     data = forms.CharField(initial="synthetic", help_text="synthetic, or dataset:<id> (the real input pipeline)")

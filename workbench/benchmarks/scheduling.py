@@ -66,7 +66,8 @@ def reserve(benchmark: Benchmark, host: WorkerHost, devices: list[Device]) -> bo
                 started_at=timezone.now(),
                 wait_reason="",
                 reason=f"started on {host.hostname}: {', '.join(d.label for d in devices)}",
-                device_labels=[f"{host.hostname}: {d.label}" for d in devices],
+                # A simulated GPU's numbers are a CPU process's: the page must not pass them off as a GPU's.
+                device_labels=[f"{host.hostname}: {d.label}{' (simulated)' if d.simulated else ''}" for d in devices],
             )
             taken = Device.objects.filter(pk__in=ids, run__isnull=True, reserved_by="").update(
                 reserved_by=benchmark.reservation

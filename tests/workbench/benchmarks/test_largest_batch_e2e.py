@@ -50,7 +50,7 @@ def test_it_fills_the_batch_size_with_the_largest_batch_found_on_the_runs_gpu(
     benchmark = Benchmark.objects.get()
     answer = largest_batch_answer(benchmark)
     assert benchmark.state == Benchmark.State.DONE, benchmark.reason
-    assert benchmark.device_labels == [f"{small_gpu_worker.nodename}: GPU 0"]
+    assert benchmark.device_labels == [f"{small_gpu_worker.nodename}: GPU 0 (simulated)"]
     # LeNet on 28x28 under 64 MiB: a few hundred images, well under the 2000 of the training set.
     assert 64 < answer["batch_size"] < 2000
     assert page.input_value("#id_batch_size") == str(answer["batch_size"])

@@ -54,6 +54,7 @@ def test_it_takes_its_gpus_to_itself_and_waits_with_a_reason(owner, no_launch, d
         benchmark_pass()
     first.refresh_from_db(), second.refresh_from_db()
     assert first.state == Benchmark.State.RUNNING and no_launch == [(first.pk, host.queue)]
+    assert first.device_labels == [f"{host.hostname}: GPU {i} (simulated)" for i in (0, 1)]
     assert Device.objects.filter(reserved_by=first.reservation).count() == 2
     assert Inventory.load().free_gpus(host) == []  # runs are not offered them
     # A run waiting for them says why, and still counts them in the host's size.
@@ -83,3 +84,8 @@ def test_it_gives_simulated_gpus_their_memory_as_the_capacity(owner, no_launch, 
     config, env = trainer_config(benchmark, list(Device.objects.filter(reserved_by=benchmark.reservation)))
     assert config["devices"] == ["cpu", "cpu"] and config["memory_capacity_mb"] == 96
     assert config["model_parallel"] == 2 and config["gpu_counts"] == [2] and env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_it_labels_the_gpu_counts_field_gpus(owner_client):
+    page = owner_client.get("/benchmarks/").content.decode()
+    assert '<label for="id_gpus">GPUs' in page and "Gpus" not in page

@@ -29,8 +29,15 @@ def test_it_fills_the_table_and_charts_of_a_two_by_two_grid_live(live_server_url
     assert benchmark.state == Benchmark.State.DONE, benchmark.reason
     assert page.locator("#bench-state").text_content() == "done"
     assert page.locator("table th").all_text_contents()[:3] == ["batch / GPU", "1 GPU", "2 GPUs"]
-    for chart in ("chart-scaling", "chart-speedup", "chart-batch"):
+    for chart, x_title, x_ticks in (
+        ("chart-scaling", "GPUs", ["1", "2"]),
+        ("chart-speedup", "GPUs", ["1", "2"]),
+        ("chart-batch", "batch size per GPU", ["8", "16"]),
+    ):
         assert page.locator(f"#{chart} .main-svg").count() > 0
+        assert page.locator(f"#{chart} .xtitle").text_content() == x_title
+        assert page.locator(f"#{chart} .xtick text").all_text_contents() == x_ticks  # measured values only
+        assert page.locator(f"#{chart} .ytitle").text_content() in ("images/s", "speed-up")
     cells = benchmark_payload(benchmark)["cells"]
     assert len(cells) == 4 and all(c["images_per_sec"] > 0 for c in cells)
     for cell in cells:
