@@ -60,3 +60,11 @@ def test_it_vendors_the_lines_bundle_of_the_same_plotly_version():
     lines_header = (vendor / "plotly-gl2d.min.js").read_bytes()[:200].decode()
     version = full_header.split("plotly.js v", 1)[1].split()[0]
     assert f"plotly.js (gl2d - minified) v{version}\n" in lines_header
+
+
+def test_it_links_an_icon_that_is_served(owner_client):
+    from django.contrib.staticfiles import finders
+
+    body = owner_client.get(reverse("home")).content.decode()
+    assert '<link rel="icon" href="/static/workbench/favicon.svg"' in body
+    assert finders.find("workbench/favicon.svg")  # collectstatic and daphne serve it from there
