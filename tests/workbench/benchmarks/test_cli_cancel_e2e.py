@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 
+import psutil
 import pytest
 from django.core.management import call_command
 
@@ -54,3 +55,19 @@ def test_it_cancels_a_running_benchmark_keeping_the_cells_measured(celery_worker
     assert not Device.objects.filter(reserved_by=benchmark.reservation).exists()
     # Ended: nothing more to cancel.
     assert owner_client.post(f"/api/benchmarks/{benchmark.pk}/cancel/").status_code == 409
+
+
+def test_it_stops_the_trainer_of_a_benchmark_deleted_while_it_runs(celery_worker, owner):
+    call_command("benchmark", "--owner", owner.username, *SMALL, "--steps", "10000", "--batch-sizes",
+                 "8,16,32,64,128,256", stdout=io.StringIO())  # fmt: skip
+    benchmark = Benchmark.objects.get()
+    config = str(benchmark.run_dir / "benchmark.json")
+
+    def trainers() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if config in (p.info["cmdline"] or [])]
+
+    wait_until(trainers, what="its trainer to start", timeout=120)
+    Benchmark.objects.filter(pk=benchmark.pk).delete()  # as the database is emptied under it
+    wait_until(lambda: not trainers(), what="the trainer of the deleted benchmark to stop", timeout=60)
+    reserved = Device.objects.filter(reserved_by=benchmark.reservation)
+    wait_until(lambda: not reserved.exists(), what="its GPU to be given back", timeout=30)
