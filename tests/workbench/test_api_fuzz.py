@@ -25,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
 from datasets.models import Dataset
 from tests.conftest import PASSWORD
 from workbench.runs.services import run_create
+from workbench.workers.models import Device
 
 CHECKS = [
     not_a_server_error,
@@ -41,7 +42,10 @@ MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGAT
 
 @pytest.fixture
 def fuzz_user(live_server_url, transactional_db):
-    """A user's token; the user owns a dataset and a run (never started: no worker here)."""
+    """A user's token; the user owns a dataset and a run. Nothing the fuzzer queues starts: the
+    session's worker (up when an earlier test started it) would otherwise run what it queues,
+    a ResNet-50 benchmark on the CPU among it, and every device is held while it fuzzes."""
+    Device.objects.update(reserved_by="fuzzing")
     user = get_user_model().objects.create_user("fuzzer", "fuzzer@example.com", PASSWORD)
     dataset = Dataset.objects.create(owner=user, name="bars", status=Dataset.Status.BUILDING)
     run_create(owner=user, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
