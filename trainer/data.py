@@ -163,6 +163,14 @@ class Data:
     train_count: int
     val_count: int
 
+    def close(self) -> None:
+        """Releases this process's LMDB handles. A trainer process exits anyway; one called as a
+        library (tests, notebooks) lives on, and py-lmdb refuses to open a path again while a
+        handle to it is open, say for a new dataset built where a deleted one was."""
+        for loader in (self.train_loader, self.val_loader):
+            if loader is not None:
+                loader.dataset.db.close()
+
 
 def input_shape(cfg: TrainConfig, info: DatasetInfo) -> tuple[int, int, int]:
     crop = cfg.data.crop_size

@@ -495,3 +495,6 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
     except Exception as exc:  # the final status must carry the reason, not only a traceback
         log.exception("training failed")
         return Outcome.failed(EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+    finally:
+        if run is not None:
+            run.data.close()
