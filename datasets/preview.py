@@ -202,6 +202,12 @@ def _shape(data: bytes) -> tuple[int, int, int]:
         return image.width, image.height, 1 if image.mode in GREY_MODES else 3
 
 
+def cap_proposal(proposed: dict, max_side: int) -> dict:
+    """The proposal with no side over `max_side`, the largest a dataset may have (in place)."""
+    proposed.update(width=min(proposed["width"], max_side), height=min(proposed["height"], max_side))
+    return proposed
+
+
 def _proposal(shapes: Counter) -> dict:
     """The options that keep the sampled images as they are: the size most of them have, grey
     when all of them are grey."""

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
-from datasets.preview import resize_preview, source_classes
+from datasets.preview import cap_proposal, resize_preview, source_classes
 from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
 from datasets.services import (
     DatasetInUse,
@@ -87,8 +87,7 @@ def dataset_preview(request):
     preview.update(kind=c["kind"], width=c["image_width"], height=c["image_height"], resize_mode=c["resize_mode"])
     preview["classes"] = classes
     if proposed := preview.get("proposed"):  # the largest side a dataset may have holds here too
-        proposed.update(width=min(proposed["width"], settings.MAX_IMAGE_SIDE))
-        proposed.update(height=min(proposed["height"], settings.MAX_IMAGE_SIDE))
+        cap_proposal(proposed, settings.MAX_IMAGE_SIDE)
     return JsonResponse(preview)
 
 

@@ -26,7 +26,7 @@ from datasets.archives import ArchiveError
 from datasets.building import dataset_build
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
-from datasets.preview import resize_preview
+from datasets.preview import cap_proposal, resize_preview
 from datasets.services import dataset_create
 from datasets.sources import KINDS, SourceError
 from datasets.validators import parse_image_size
@@ -139,9 +139,7 @@ class Command(BaseCommand):
             )
         except (SourceError, ArchiveError, OSError):
             return form
-        proposed = preview["proposed"]
-        proposed.update(width=min(proposed["width"], settings.MAX_IMAGE_SIDE))
-        proposed.update(height=min(proposed["height"], settings.MAX_IMAGE_SIDE))
+        proposed = cap_proposal(preview["proposed"], settings.MAX_IMAGE_SIDE)
         form = self._form(opts, owner, proposed=proposed)
         c = form.cleaned_data
         self.stderr.write(
