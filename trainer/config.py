@@ -167,6 +167,99 @@ class TrainConfig:
 
 
 # ------------------------------------------------------------------------------------------
+# The ranges of the numbers: one table for every entry point (the trainer's own command line, the
+# web form, the API, sweeps, the CLI). Each bound is one a run can train with: a value inside
+# never fails at launch (no float -> int overflow in the step counts, no timedelta overflow, no
+# lr that the schedule's arithmetic cannot hold), so the web side refuses what the trainer would.
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    integer: bool = False
+    above_low: bool = False  # low itself is refused (a positive number)
+
+    def text(self) -> str:
+        """How a refusal states the range: "a positive number up to 10", "between 0 and 100"."""
+        high = plain_number(self.high)
+        if self.integer and self.low in (0, 1) and not self.above_low:
+            return f"a {'non-negative' if self.low == 0 else 'positive'} integer up to {high}"
+        if self.above_low and self.low == 0:
+            return f"a positive {'integer' if self.integer else 'number'} up to {high}"
+        return f"{'a whole number ' if self.integer else ''}between {plain_number(self.low)} and {high}"
+
+
+MAX_EPOCHS = 100_000
+MAX_SEED = 2**31 - 1
+RANGES: dict[str, Range] = {
+    "epochs": Range(0, MAX_EPOCHS, above_low=True),
+    "batch_size": Range(1, 1 << 20, integer=True),
+    "grad_accum": Range(1, 1024, integer=True),
+    "seed": Range(0, MAX_SEED, integer=True),
+    "val_interval": Range(0, MAX_EPOCHS),
+    "snapshot_interval": Range(0, MAX_EPOCHS),
+    "keep_last": Range(1, 1000, integer=True),
+    "early_stopping_patience": Range(0, 100_000, integer=True),
+    "early_stopping_min_delta": Range(0, 1e6),
+    "metrics_interval": Range(1, 1_000_000, integer=True),
+    "stop_check_interval": Range(1, 1_000_000, integer=True),
+    "dist_timeout_s": Range(0, 7 * 24 * 3600, above_low=True),  # a week: datetime.timedelta holds it
+    "model_parallel": Range(1, 64, integer=True),
+    "nodes": Range(1, 64, integer=True),
+    "solver.base_lr": Range(0, 10, above_low=True),
+    "solver.momentum": Range(0, 1),
+    "solver.weight_decay": Range(0, 1),
+    "solver.gamma": Range(0, 1000),
+    "solver.power": Range(0, 100),
+    "solver.step_size": Range(0, 100),  # percent of the run
+    "solver.min_lr": Range(0, 10),
+    "solver.warmup_percent": Range(0, 100),
+    "solver.onecycle_pct_start": Range(0, 1),
+    "solver.onecycle_div_factor": Range(1, 1e6),
+    "solver.onecycle_final_div_factor": Range(1, 1e9),
+    "solver.grad_clip_norm": Range(0, 1e6, above_low=True),
+    "data.num_workers": Range(0, 64, integer=True),
+    "data.prefetch_factor": Range(1, 64, integer=True),
+    "data.crop_size": Range(1, 16384, integer=True),
+}
+# Policies whose gamma multiplies the rate once per step or per stage: above 1 it grows without
+# bound (gamma ** step overflows a float within a few thousand steps).
+DECAY_POLICIES = ("step", "multistep", "exp")
+MAX_DEVICES = 64  # per node: the most a host reports
+MAX_LIST = 100  # step_values, betas: short lists; longer ones are refused before they are read
+
+
+def shown(value: Any) -> str:
+    """A value as a refusal quotes it: numbers plainly, a 400-digit integer by its length and
+    long text cut, so a message never repeats a megabyte that was sent."""
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as JSON writes it: what an API client sent
+    if isinstance(value, int) and abs(value) >= 10**15:
+        return f"a {len(str(abs(value)))}-digit number"
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e15:
+        return f"{value:.3g}"
+    if isinstance(value, int | float):
+        return plain_number(value)
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_number(name: str, value: Any, *, optional: bool = False) -> None:
+    """RANGES[name] applied: JSON booleans are not numbers, integers are compared as integers
+    (math.isfinite on a 400-digit int raises OverflowError), nothing non-finite passes."""
+    if value is None and optional:
+        return
+    bounds = RANGES[name]
+    number = isinstance(value, int) if bounds.integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not number or (isinstance(value, float) and not math.isfinite(value)):
+        raise ConfigError(f"{shown(value)} must be {bounds.text()}", field=name)
+    if value < bounds.low or (bounds.above_low and value == bounds.low) or value > bounds.high:
+        raise ConfigError(f"{shown(value)} must be {bounds.text()}", field=name)
+
+
+# ------------------------------------------------------------------------------------------
 # Loading
 # ------------------------------------------------------------------------------------------
 
@@ -197,15 +290,21 @@ def parse_devices(value: Any) -> list[str | int]:
         match = re.fullmatch(r"(cpu|cuda)\s*[x*]\s*(\d+)", text)
         if match:
             count = int(match.group(2))
+            if not 1 <= count <= MAX_DEVICES:
+                raise ConfigError(f"{shown(count)} devices: give 1 to {MAX_DEVICES} per node", field="devices")
             return ["cpu"] * count if match.group(1) == "cpu" else list(range(count))
         value = [part.strip() for part in text.split(",") if part.strip()]
     if not isinstance(value, list) or not value:
         raise ConfigError('expected a non-empty list such as ["cpu"], [0, 1] or "cpu x 2"', field="devices")
+    if len(value) > MAX_DEVICES:
+        raise ConfigError(f"{len(value)} devices: give 1 to {MAX_DEVICES} per node", field="devices")
     devices: list[str | int] = []
     for item in value:
         if isinstance(item, bool):
             raise ConfigError(f"{item!r} is not a device", field="devices")
         if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
+            if not 0 <= int(item) < 1024:  # a CUDA index, never a 400-digit number in a message
+                raise ConfigError(f"{shown(item)} is not a CUDA index", field="devices")
             devices.append(int(item))
         elif isinstance(item, str) and item.startswith("cuda:") and item[5:].isdigit():
             devices.append(int(item[5:]))
@@ -245,60 +344,35 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     _one_of("solver.lr_policy", cfg.solver.lr_policy, LR_POLICIES)
     _one_of("data.mean_subtraction", cfg.data.mean_subtraction, MEAN_MODES)
 
-    def positive(name: str, value: Any, *, integer: bool = False, allow_zero: bool = False) -> None:
-        ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-        if (
-            isinstance(value, bool)
-            or not ok_type
-            or not math.isfinite(value)
-            or value < 0
-            or (value == 0 and not allow_zero)
-        ):
-            kind = "integer" if integer else "number"
-            raise ConfigError(f"{value!r} must be a {'non-negative' if allow_zero else 'positive'} {kind}", field=name)
-
-    positive("epochs", cfg.epochs)
-    positive("seed", cfg.seed, integer=True, allow_zero=True)
-    positive("batch_size", cfg.batch_size, integer=True)
-    positive("grad_accum", cfg.grad_accum, integer=True)
-    positive("solver.base_lr", cfg.solver.base_lr)
-    positive("solver.weight_decay", cfg.solver.weight_decay, allow_zero=True)
-    positive("solver.momentum", cfg.solver.momentum, allow_zero=True)
-    positive("solver.gamma", cfg.solver.gamma, allow_zero=True)
-    positive("solver.power", cfg.solver.power, allow_zero=True)
-    positive("solver.min_lr", cfg.solver.min_lr, allow_zero=True)
-    positive("val_interval", cfg.val_interval, allow_zero=True)
-    positive("snapshot_interval", cfg.snapshot_interval, allow_zero=True)
-    positive("keep_last", cfg.keep_last, integer=True)
-    positive("early_stopping_patience", cfg.early_stopping_patience, integer=True, allow_zero=True)
-    positive("early_stopping_min_delta", cfg.early_stopping_min_delta, allow_zero=True)
-    positive("metrics_interval", cfg.metrics_interval, integer=True)
-    positive("stop_check_interval", cfg.stop_check_interval, integer=True)
-    positive("dist_timeout_s", cfg.dist_timeout_s)
-    positive("data.num_workers", cfg.data.num_workers, integer=True, allow_zero=True)
-    positive("data.prefetch_factor", cfg.data.prefetch_factor, integer=True)
-    if cfg.solver.grad_clip_norm is not None:
-        positive("solver.grad_clip_norm", cfg.solver.grad_clip_norm)
-    if cfg.data.crop_size is not None:
-        positive("data.crop_size", cfg.data.crop_size, integer=True)
-    for name in ("step_size", "warmup_percent", "onecycle_pct_start"):
-        value = getattr(cfg.solver, name)
-        scale = 1.0 if name == "onecycle_pct_start" else 100.0
-        if not isinstance(value, int | float) or not 0 <= value <= scale:
-            bound = f"between 0 and {plain_number(scale)}"
-            raise ConfigError(f"{plain_number(value)} must be {bound}", field=f"solver.{name}")
-    if not isinstance(cfg.solver.step_values, list) or any(
-        not isinstance(v, int | float) or not 0 <= v <= 100 for v in cfg.solver.step_values
+    for name in RANGES:
+        owner, _, leaf = name.rpartition(".")
+        value = getattr({"": cfg, "solver": cfg.solver, "data": cfg.data}[owner], leaf)
+        check_number(name, value, optional=name in ("solver.grad_clip_norm", "data.crop_size"))
+    if cfg.solver.lr_policy in DECAY_POLICIES and cfg.solver.gamma > 1:
+        raise ConfigError(
+            f"{shown(cfg.solver.gamma)} is above 1: with policy {cfg.solver.lr_policy!r} gamma is the decay "
+            "factor (the rate is multiplied by it at each step), at most 1",
+            field="solver.gamma",
+        )
+    steps = cfg.solver.step_values
+    if (
+        not isinstance(steps, list)
+        or len(steps) > MAX_LIST
+        or any(isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 100 for v in steps)
     ):
-        raise ConfigError("must be a list of percents between 0 and 100", field="solver.step_values")
-    cfg.solver.step_values = sorted(float(v) for v in cfg.solver.step_values)
-    betas = tuple(cfg.solver.betas)
-    if len(betas) != 2 or not all(isinstance(b, int | float) and 0 <= b < 1 for b in betas):
-        raise ConfigError(f"{list(betas)} must be two numbers in [0, 1)", field="solver.betas")
+        raise ConfigError(
+            f"must be a list of at most {MAX_LIST} percents between 0 and 100", field="solver.step_values"
+        )
+    cfg.solver.step_values = sorted(float(v) for v in steps)
+    betas = cfg.solver.betas
+    if (
+        not isinstance(betas, list | tuple)
+        or len(betas) != 2
+        or not all(not isinstance(b, bool) and isinstance(b, int | float) and 0 <= b < 1 for b in betas)
+    ):
+        raise ConfigError(f"{shown(betas)} must be two numbers in [0, 1)", field="solver.betas")
     cfg.solver.betas = (float(betas[0]), float(betas[1]))
 
-    positive("model_parallel", cfg.model_parallel, integer=True)
-    positive("nodes", cfg.nodes, integer=True)
     if len(cfg.devices) % cfg.model_parallel:
         raise ConfigError(
             f"{len(cfg.devices)} devices cannot form groups of {cfg.model_parallel} "

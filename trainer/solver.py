@@ -53,7 +53,10 @@ def _policy_lr(s: SolverConfig, it: int, total: int) -> float:
         return base * max(0.0, 1 - it / total) ** power
     if policy == "sigmoid":
         stepsize = round(total * s.step_size / 100)
-        return base / (1 + math.exp(-gamma * (it - stepsize)))
+        # The logistic written so that exp() only ever sees a non-positive argument: far from the
+        # midpoint of a long run, exp(-gamma * (it - stepsize)) overflows a float (OverflowError).
+        x = gamma * (it - stepsize)
+        return base / (1 + math.exp(-x)) if x >= 0 else base * math.exp(x) / (1 + math.exp(x))
     if policy == "cosine":
         return s.min_lr + (base - s.min_lr) * 0.5 * (1 + math.cos(math.pi * min(it, total) / total))
     if policy == "onecycle":

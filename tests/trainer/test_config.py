@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 
 import pytest
 
-from trainer.config import ConfigError, config_from_dict, load_config, parse_devices, plain_number
+from trainer.config import (
+    DECAY_POLICIES,
+    RANGES,
+    ConfigError,
+    Range,
+    config_from_dict,
+    load_config,
+    parse_devices,
+    plain_number,
+)
 from trainer.events import ListReporter
 from trainer.run import train
+from trainer.solver import lr_at, lr_curve
+from trainer.solver import total_steps as solver_total_steps
 
 from .conftest import make_config
 
@@ -106,3 +119,80 @@ def test_it_refuses_a_network_or_size_that_cannot_work_before_training(tmp_path,
 )  # fmt: skip
 def test_it_writes_numbers_in_messages_plainly(value, text):
     assert plain_number(value) == text
+
+
+# What an attacker (or a typo) sends into a number: each must be refused, naming the field, with a
+# ConfigError and nothing else (a 400-digit int made math.isfinite raise OverflowError).
+EXTREMES = [10**400, -(10**400), 1e308, -1e308, float("inf"), float("nan"), True, False, "1", "NaN", [], {}, None]
+
+
+def _set(raw: dict, name: str, value) -> dict:
+    owner, _, leaf = name.rpartition(".")
+    raw = {**raw, owner: {**raw.get(owner, {}), leaf: value}} if owner else {**raw, leaf: value}
+    return raw
+
+
+def _bounds(rng: Range) -> list:
+    return [value for value in (rng.low, rng.high) if not (rng.above_low and value == rng.low)]
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+def test_it_refuses_every_extreme_in_every_number_naming_the_field(name):
+    rng = RANGES[name]
+    outside = [rng.high + (1 if rng.integer else rng.high * 1e-9 + 1e-9), rng.low - 1]
+    if rng.above_low:
+        outside.append(rng.low)
+    if rng.integer:
+        outside.append(rng.low + 0.5)
+    base = {"run_dir": "r", "data": {"dataset": "d"}, "batch_size": 1}
+    for value in [*EXTREMES, *outside]:
+        if value is None and name in ("solver.grad_clip_norm", "data.crop_size"):
+            continue  # null turns clipping and the crop off
+        with pytest.raises(ConfigError) as refused:
+            config_from_dict(_set(base, name, value), check_paths=False)
+        assert refused.value.field == name, (name, value, str(refused.value))
+        assert len(refused.value.message) < 200
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+def test_it_launches_with_every_bound_it_accepts(name):
+    """The arithmetic a run does at launch and on every step (step counts, intervals, the LR
+    schedule, the collectives' timeout) holds at each bound the validator lets through."""
+    for value in _bounds(RANGES[name]):
+        raw = _set({"run_dir": "r", "data": {"dataset": "d"}, "batch_size": 1}, name, value)
+        if name in ("batch_size", "grad_accum"):
+            raw = {**raw, "batch_size": value, "grad_accum": 1 if name == "batch_size" else value}
+        if name == "model_parallel" or name == "nodes":
+            continue  # need as many devices: the device checks cover them (test_parallel, test_cluster)
+        if name == "early_stopping_patience" and value:
+            raw["val_interval"] = 1.0
+        for policy in ("step", "multistep", "exp", "inv", "poly", "sigmoid", "cosine", "onecycle"):
+            try:
+                cfg = config_from_dict(
+                    {**raw, "solver": {**raw.get("solver", {}), "lr_policy": policy}}, check_paths=False
+                )
+            except ConfigError as refused:  # a growing gamma, refused for the decaying policies
+                assert refused.field == "solver.gamma" and policy in DECAY_POLICIES
+                continue
+            steps_per_epoch = 1_000_000 // cfg.batch_size or 1
+            total = solver_total_steps(cfg.epochs, 1_000_000, cfg.batch_size)
+            assert round(cfg.val_interval * steps_per_epoch) >= 0 <= round(cfg.snapshot_interval * steps_per_epoch)
+            datetime.timedelta(seconds=cfg.dist_timeout_s)
+            lrs = [lr for _, lr in lr_curve(cfg, total, points=50)] + [lr_at(cfg.solver, total - 1, total)]
+            assert all(math.isfinite(lr) for lr in lrs), (name, value, policy)
+
+
+def test_it_refuses_a_gamma_that_grows_the_rate_without_bound():
+    raw = {"run_dir": "r", "data": {"dataset": "d"}, "solver": {"lr_policy": "exp", "gamma": 1.5}}
+    with pytest.raises(ConfigError, match="solver.gamma: 1.5 is above 1") as refused:
+        config_from_dict(raw, check_paths=False)
+    assert refused.value.field == "solver.gamma"
+    raw["solver"]["lr_policy"] = "inv"  # (1 + gamma * it) ** -power: any gamma is fine
+    assert config_from_dict(raw, check_paths=False).solver.gamma == 1.5
+
+
+def test_it_refuses_device_lists_no_host_has_before_building_them():
+    with pytest.raises(ConfigError, match="devices: 1000000000 devices: give 1 to 64"):
+        parse_devices("cpu x 1000000000")
+    with pytest.raises(ConfigError, match="a 401-digit number is not a CUDA index"):
+        parse_devices([10**400])

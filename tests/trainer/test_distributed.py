@@ -109,7 +109,7 @@ def test_it_reports_the_root_cause_when_one_rank_fails(tmp_path, gray8):
         devices="cpu x 2",
         epochs=5,
         stop_check_interval=1,
-        solver={"optimizer": "sgd", "base_lr": 1e12, "momentum": 0.9},
+        solver={"optimizer": "sgd", "base_lr": 10, "momentum": 0.9},  # the largest rate accepted
     )
     reporter = ListReporter()
     assert train(cfg, reporter=reporter) == EXIT_NONFINITE

@@ -83,3 +83,12 @@ def test_it_builds_every_optimizer_by_name(name):
     )
     assert optimizer.param_groups[0]["lr"] == 0.01
     assert optimizer.param_groups[0].get("nesterov", False) is (name == "nesterov")
+
+
+def test_it_keeps_the_sigmoid_policy_finite_far_from_its_midpoint():
+    # 100,000 epochs of a small set: exp(0.1 * 33,000) overflowed a float at step 0 before.
+    solver = _solver(lr_policy="sigmoid", gamma=0.1, step_size=33.0)
+    total = 10_000_000
+    assert lr_at(solver, 0, total) == 0.0
+    assert lr_at(solver, total - 1, total) == pytest.approx(BASE)
+    assert all(math.isfinite(lr) for _, lr in lr_curve(solver, total))
