@@ -90,7 +90,7 @@ def setup(data_dir: str, layer: str) -> None:
 
 def publish(data_dir: str, layer: str, run_id: int, rate: float, seconds: float, batch: int) -> None:
     setup(data_dir, layer)
-    from workbench.runs.services import run_events_append
+    from workbench.runs.lifecycle import run_events_append
 
     # The schedule starts once Django is set up here (seconds after the process started): a start
     # time fixed by the parent would be long past, and catching up would send a burst, not a rate.

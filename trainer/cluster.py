@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
+from trainer import protocol
 from trainer.config import ConfigError
 
 # Set by the workbench's batch script (workbench/runs/slurm_jobs.py) for every task.
@@ -43,8 +43,7 @@ class NodePlacement:
         it (`events-3.node1.jsonl`), so a rank that died on node 1 is named by node 1."""
         if self.node_rank == 0 or path == "-":
             return path
-        target = Path(path)
-        return str(target.with_name(f"{target.stem}.node{self.node_rank}{target.suffix}"))
+        return protocol.node_events_name(path, self.node_rank)
 
 
 def placement_from_environment(env: Mapping[str, str] | None = None) -> NodePlacement:

@@ -120,6 +120,40 @@ def final_status(events: Iterable[dict[str, Any]], previous: dict[str, Any] | No
     return next((e for e in reversed(list(events)) if e.get("type") == STATUS), previous or {})
 
 
+# ----------------------------------------------------------------------------------- attempt files
+
+# One attempt of a run leaves these in the run folder, whichever executor started it: the config
+# the trainer was launched with, the events it wrote (the first node's; every other node writes
+# its outcome beside it), how far the workbench has stored them, and on Slurm the batch script.
+
+
+def launch_name(attempt: int) -> str:
+    return f"launch-{attempt}.json"
+
+
+def events_name(attempt: int | str) -> str:
+    """`events-3.jsonl`; with attempt "$attempt", the name as a batch script writes it."""
+    return f"events-{attempt}.jsonl"
+
+
+def node_events_name(events: str, node_rank: int) -> str:
+    """The outcome file of node `node_rank` (> 0) beside the first node's `events`."""
+    target = Path(events)
+    return str(target.with_name(f"{target.stem}.node{node_rank}{target.suffix}"))
+
+
+def node_events_glob(attempt: int) -> str:
+    return f"events-{attempt}.node*.jsonl"
+
+
+def ledger_name(attempt: int) -> str:
+    return f"events-{attempt}.ingested"
+
+
+def batch_script_name(attempt: int) -> str:
+    return f"slurm-{attempt}.sh"
+
+
 # ----------------------------------------------------------------------------------- checkpoints
 
 CHECKPOINT_DIR = "checkpoints"  # inside the run folder

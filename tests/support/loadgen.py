@@ -47,9 +47,9 @@ def finisher(env: dict[str, str], total_runs: int, hold_seconds: float, deadline
     _setup(env)
     from django.utils import timezone
 
+    from workbench.runs.lifecycle import run_finish
     from workbench.runs.models import Run
     from workbench.runs.scheduler import schedule
-    from workbench.runs.services import run_finish
     from workbench.workers.models import WorkerHost
 
     rng = random.Random(seed)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,9 +15,11 @@ from datasets.models import Dataset
 from trainer import protocol
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.services import benchmark_finish, cells_append, largest_batch_append, progress_update
-from workbench.runs.launcher import EventTail
+from workbench.runs.attempts import outcome
+from workbench.runs.attempts.config import device_config
+from workbench.runs.models import Run
 from workbench.workers.models import Device
-from workbench.workers.processes import start_child
+from workbench.workers.processes import EventTail, GracefulStop, start_child
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +51,14 @@ def trainer_config(benchmark: Benchmark, devices: list[Device]) -> tuple[dict, d
     }
     if request.get("dataset"):
         config["data"] = str(Dataset.objects.get(pk=request["dataset"]).path)
-    if devices and all(device.simulated for device in devices):
-        config["devices"] = ["cpu"] * len(devices)
-        config["memory_capacity_mb"] = min(device.memory_total_mb for device in devices) or None
-        visible = ""
+    simulated = any(device.simulated for device in devices)
+    pinned = device_config(gpu_indexes=[device.index for device in devices], simulated=simulated)
+    config["devices"] = pinned.devices
+    if pinned.on_cpu:
+        config["memory_capacity_mb"] = min((device.memory_total_mb for device in devices), default=0) or None
     else:
-        config["devices"] = list(range(len(devices)))
-        visible = ",".join(str(device.index) for device in devices)
         config["channels_last"] = True
-    return config, {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return config, pinned.env
 
 
 def claim(benchmark_id: int) -> bool:
@@ -87,8 +86,7 @@ def run_job(*, benchmark_id: int) -> str:
         # Its own process group, so a cancel reaches every rank and data loader.
         process = start_child(argv, stdout=trainer_log, env=env, own_session=True)
     log.info("benchmark %s: trainer pid %s on %s", benchmark.pk, process.pid, config["devices"])
-    code, last_status, cancelled = watch(benchmark, process, EventTail(events_path))
-    return finish(benchmark, code, last_status, cancelled)
+    return finish(benchmark, watch(benchmark, process, EventTail(events_path)))
 
 
 def store(benchmark: Benchmark, events: list[dict]) -> dict:
@@ -104,56 +102,57 @@ def store(benchmark: Benchmark, events: list[dict]) -> dict:
     return protocol.final_status(events)
 
 
-def watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> tuple[int, dict, bool]:
+def watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> outcome.Ending:
     """Stores the trainer's cells until it exits; stops it when the benchmark is cancelled or
     deleted. A watch that ends any other way takes the trainer with it: nothing would store its
     cells or give its GPUs back, and a ResNet-50 left running on the CPU took 11 GB for an hour."""
+    stop = GracefulStop(process, grace_seconds=CANCEL_GRACE_SECONDS, name=f"benchmark {benchmark.pk}'s trainer")
     try:
-        return _watch(benchmark, process, tail)
+        return _watch(benchmark, process, tail, stop)
     except BaseException as error:
-        _kill_group(process, signal.SIGKILL)
-        process.wait()
+        stop.now()
         with contextlib.suppress(Exception):  # the database may be what failed: then lost-worker ends it
             reason = f"its worker stopped watching it ({type(error).__name__})"
             benchmark_finish(benchmark=benchmark, state=Benchmark.State.FAILED, reason=reason)
         raise
 
 
-def _watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> tuple[int, dict, bool]:
+def _watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail, stop: GracefulStop) -> outcome.Ending:
     last_status: dict = {}
-    signalled_at: float | None = None
     while True:
         code = process.poll()
         last_status = store(benchmark, tail.read()) or last_status
         if code is not None:
-            return code, last_status, signalled_at is not None
+            # A cancel is the benchmark's abort: the outcome table decides as for a run.
+            request = Run.StopRequest.ABORT if stop.requested else ""
+            return outcome.Ending(code, stop_request=request, message=last_status.get("message") or "")
         row = Benchmark.objects.filter(pk=benchmark.pk).values_list("state", "cancel_requested").first()
         # No row: the benchmark was deleted while it ran, and stops as a cancelled one does.
         state, cancel = row if row is not None else (None, True)
-        if (cancel or state != Benchmark.State.RUNNING) and signalled_at is None:
-            signalled_at = time.monotonic()
-            _kill_group(process, signal.SIGTERM)
-        elif signalled_at is not None and time.monotonic() - signalled_at > CANCEL_GRACE_SECONDS:
-            _kill_group(process, signal.SIGKILL)
+        if cancel or state != Benchmark.State.RUNNING:
+            stop.request()
+        stop.poll()
         time.sleep(POLL_SECONDS)
 
 
-def finish(benchmark: Benchmark, code: int, last_status: dict, cancelled: bool) -> str:
-    message = last_status.get("message") or ""
-    if cancelled:
-        state = Benchmark.State.CANCELLED
+# A benchmark has no pause and is not resumed: what the table decides for a run, for a benchmark.
+_BENCHMARK_STATES = {
+    Run.State.DONE: Benchmark.State.DONE,
+    Run.State.ABORTED: Benchmark.State.CANCELLED,
+    Run.State.FAILED: Benchmark.State.FAILED,
+    Run.State.PAUSED: Benchmark.State.CANCELLED,
+    Run.State.INTERRUPTED: Benchmark.State.FAILED,
+}
+
+
+def finish(benchmark: Benchmark, ending: outcome.Ending) -> str:
+    decided = outcome.decide(ending)
+    state = _BENCHMARK_STATES[decided.state]
+    if state == Benchmark.State.CANCELLED:
         reason = f"cancelled by the user; {benchmark.cells.count()} cells measured are kept"
-    elif code == protocol.EXIT_DONE:
-        state, reason = Benchmark.State.DONE, message or "finished"
+    elif decided.state == Run.State.INTERRUPTED:
+        reason = f"{decided.reason}; the cells measured are kept"
     else:
-        state = Benchmark.State.FAILED
-        reason = message or protocol.FAILURE_REASONS.get(code, f"the trainer exited with code {code}")
+        reason = decided.reason
     benchmark_finish(benchmark=benchmark, state=state, reason=reason)
     return state
-
-
-def _kill_group(process: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        pass

@@ -32,7 +32,7 @@ class Run(models.Model):
 
     class Executor(models.TextChoices):
         LOCAL = "local"  # the workbench's own queue and its workers' GPUs
-        SLURM = "slurm"  # a batch job on the Slurm cluster (workbench/runs/slurm_jobs.py)
+        SLURM = "slurm"  # a batch job on the Slurm cluster (workbench/runs/executors/slurm/)
 
     class StopRequest(models.TextChoices):
         NONE = ""

@@ -1,25 +1,34 @@
-"""What the runs app does on a worker's heartbeat (workbench.workers.signals).
+"""What the runs app does on a worker's heartbeat (workbench.workers.signals) and when a run
+gives its devices back (lifecycle.devices_freed).
 
-The launcher and the scheduler are imported when a signal arrives, not here: this module is
-imported by every process at start-up (AppConfig.ready), and the launcher imports torch, which
-costs web processes seconds and hundreds of MB they never use.
+The scheduler and the local executor are imported when a signal arrives, not here: this module
+is imported by every process at start-up (AppConfig.ready), and they pull in the Celery tasks,
+the sampler and the Slurm follower, which web processes never use.
 """
 
 from django.dispatch import receiver
 
+from workbench.runs.lifecycle import devices_freed
 from workbench.workers.signals import heartbeat, worker_stopping
 
 
 @receiver(heartbeat, dispatch_uid="runs.schedule")
 def schedule_the_queue(sender, hostname: str, **kwargs) -> None:
     # Every beat of every worker runs a pass: runs of lost workers are reclaimed, waiting ones start.
-    from workbench.runs.scheduler import schedule  # lazily: see the module's docstring
+    from workbench.runs.scheduler import schedule  # lazily: start-up cost, see the module's docstring
 
     schedule()
 
 
+@receiver(devices_freed, dispatch_uid="runs.schedule_freed_devices")
+def schedule_the_freed_devices(sender, run_id: int, **kwargs) -> None:
+    from workbench.runs.services import queue_scheduling  # lazily: start-up cost, see the module's docstring
+
+    queue_scheduling()
+
+
 @receiver(worker_stopping, dispatch_uid="runs.stop_trainers_for_worker_exit")
 def stop_trainers_with_a_checkpoint(sender, hostname: str, **kwargs) -> None:
-    from workbench.runs.launcher import stop_trainers_for_worker_exit  # lazily: see the module's docstring
+    from workbench.runs.executors.local import stop_trainers_for_worker_exit  # lazily: start-up cost, see above
 
     stop_trainers_for_worker_exit()

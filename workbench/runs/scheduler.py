@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, transaction
@@ -26,13 +27,18 @@ from django.db.models import F
 from django.utils import timezone
 
 from datasets.models import Dataset
+from workbench.runs.attempts import gates
 from workbench.runs.devices import DeviceRequest
+from workbench.runs.lifecycle import interrupt, run_transition
 from workbench.runs.models import HOLDER_WORDS, Run, wait_text_for
-from workbench.runs.services import run_finish, run_transition
 from workbench.workers.inventory import lost_worker, online_hosts
 from workbench.workers.models import Device, WorkerHost
 
 log = logging.getLogger(__name__)
+
+# The worker's task that runs one attempt (tasks.train_run, the local executor's), sent by its
+# name: the tasks module imports this one, and a name is all a producer of a task needs.
+TRAIN_TASK = "workbench.runs.tasks.train_run"
 
 
 class AllocationConflict(Exception):
@@ -270,10 +276,8 @@ def allocate(run: Run, placement: Placement) -> bool:
 def launch(run_id: int, attempt: int, queue: str) -> bool:
     """Sends the launch message of one attempt; False when the broker cannot take it (the run
     is placed all the same, and relaunch_unclaimed of a later pass sends it again)."""
-    from workbench.runs.tasks import train_run  # tasks imports this module: the task is read at send time
-
     try:
-        train_run.apply_async(args=[run_id, attempt], queue=queue)
+        current_app.send_task(TRAIN_TASK, args=[run_id, attempt], queue=queue)
     except Exception:
         log.warning("could not send the launch of run %s attempt %s; a later pass resends it", run_id, attempt)
         return False
@@ -311,25 +315,12 @@ def relaunch_unclaimed() -> int:
 def reclaim_lost_runs() -> int:
     """Runs whose worker stopped sending heartbeats, or restarted, are interrupted (or failed)."""
     reclaimed = 0
-    # A Slurm run has no worker of ours: Slurm keeps it, and slurm_follow.py follows it.
+    # A Slurm run has no worker of ours: Slurm keeps it, and its follower (executors/slurm) follows it.
     for run in Run.objects.filter(state=Run.State.RUNNING, executor=Run.Executor.LOCAL).select_related("host"):
         why = lost_worker(run.host, run.host_boot_id)
         if why:
             reclaimed += interrupt(run, why)
     return reclaimed
-
-
-def interrupt(run: Run, why: str) -> bool:
-    if run.stop_request == Run.StopRequest.ABORT:
-        return run_finish(run=run, to_state=Run.State.ABORTED, reason=f"aborted ({why})")
-    if run.stop_request == Run.StopRequest.PAUSE:
-        return run_finish(run=run, to_state=Run.State.PAUSED, reason=f"paused ({why})")
-    if run.attempt >= settings.RUN_MAX_ATTEMPTS:
-        return run_finish(
-            run=run, to_state=Run.State.FAILED, reason=f"interrupted {run.attempt} times; the last time {why}"
-        )
-    reason = f"interrupted: {why}; it resumes from its checkpoint"
-    return run_finish(run=run, to_state=Run.State.INTERRUPTED, reason=reason)
 
 
 def _set_waiting(run: Run, state: str, reason: str, estimate, holder: Run | None = None) -> None:
@@ -391,15 +382,7 @@ def plan(inventory: Inventory, queue: list[Run], *, claim: Callable[[Run, Placem
 
 
 def _dataset_not_ready(run: Run) -> None:
-    dataset = run.dataset
-    if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
-        run_finish(
-            run=run,
-            to_state=Run.State.FAILED,
-            reason=f"dataset {dataset.name!r} {dataset.status}: {dataset.error or 'no details'}".strip(),
-            from_states=Run.PENDING_STATES,
-        )
-    else:
+    if gates.dataset_gate(run) == "building":
         _set_waiting(run, Run.State.QUEUED, "dataset still building", None)
 
 

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from workbench.runs.models import Run
+from workbench.runs.slurm_status import controller_status, parse_job_name, partition_snapshot
 from workbench.slurm.commands import expand_hostlist
 
 
@@ -29,10 +30,6 @@ def slurm_partition_for(user) -> dict | None:
     """The Slurm partition as `user` may see it on the GPUs page (None when Slurm is off): each
     node's GPUs and who holds them, a run of theirs by name, anyone else's as "another user's run",
     a job that is not the workbench's only by its number; and whether the controller answers."""
-    # Inside: the follower module starts threads on worker signals; pages need only its cache reads.
-    from workbench.runs.slurm_follow import controller_status, partition_snapshot
-    from workbench.runs.slurm_jobs import parse_job_name
-
     if not settings.SLURM_ENABLED:
         return None
     snapshot, status = partition_snapshot(), controller_status()

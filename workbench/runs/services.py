@@ -1,29 +1,27 @@
-"""Run lifecycle: create, state transitions, events, abort, pause, resume, finish.
+"""What a user asks of runs: submit (one run or a sweep), abort, pause, resume, delete.
 
-Every state change is a conditional update (it happens only if the run is still in an expected
-state), stored with its time in RunTransition, and announced as a `status` event.
+Each checks the request (validators), changes rows through the lifecycle (lifecycle.py) and
+queues the work on commit: a scheduling pass (tasks.schedule_runs). Imports run one way,
+services -> tasks -> scheduler -> executors -> attempts -> lifecycle: what the tasks execute never
+imports this module.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
-import time
 import uuid
-from collections.abc import Iterable
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from datasets.models import Dataset
 from trainer import protocol
-from workbench.core.groups import group_publish, run_group_name, user_group_name
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.models import Run, RunEvent, RunTransition
-from workbench.runs.series import event_payload
+from workbench.runs.executors import executor_for, executor_named
+from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
+from workbench.runs.models import Run, RunTransition
+from workbench.runs.tasks import schedule_runs
 from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
@@ -34,106 +32,20 @@ from workbench.runs.validators import (
     validate_trainer_config,
 )
 from workbench.workers.inventory import gpus_online
-from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)
 
 
-class RunError(ValueError):
-    """A request about a run that cannot be carried out; the message says why."""
-
-
-# ------------------------------------------------------------------------------- events
-
-
-def _event_fields(event: dict) -> dict:
-    data = {key: value for key, value in event.items() if key not in {"type", "time", "step", "epoch"}}
-    return {
-        "kind": str(event.get("type", protocol.LOG))[:16],
-        "step": event.get("step"),
-        "epoch": event.get("epoch"),
-        "time": float(event.get("time") or time.time()),
-        "data": data,
-    }
-
-
-def run_events_append(*, run_id: int, events: list[dict]) -> list[RunEvent]:
-    """Stores events with the run's next sequence numbers, then publishes them after commit."""
-    if not events:
-        return []
-    with transaction.atomic():
-        # Reserve a block of sequence numbers: the row update serialises concurrent writers.
-        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
-        last = Run.objects.values_list("last_seq", flat=True).get(pk=run_id)
-        first = last - len(events) + 1
-        rows = [RunEvent(run_id=run_id, seq=first + offset, **_event_fields(e)) for offset, e in enumerate(events)]
-        RunEvent.objects.bulk_create(rows)
-        transaction.on_commit(lambda: publish_run_events(run_id=run_id, rows=rows))
-    return rows
-
-
-def publish_run_events(*, run_id: int, rows: Iterable[RunEvent]) -> None:
-    # Encoded once here rather than once per viewer: with hundreds of sockets on one run, the
-    # consumers' JSON encoding was the largest part of the fan-out's CPU in bench_live_stream.
-    text = json.dumps({"type": "events", "events": [event_payload(row) for row in rows]})
-    group_publish(run_group_name(run_id), {"type": "run.events", "text": text}, alias=settings.LIVE_CHANNEL_LAYER)
-
-
-def publish_dashboard(run: Run) -> None:
-    payload = {"kind": "run", "id": run.pk, "status": run.state, "percent": round(100 * run.progress, 1)}
-    group_publish(user_group_name(run.owner_id), {"type": "dashboard.update", "payload": payload})
-
-
-# ------------------------------------------------------------------------------- transitions
-
-
-def run_transition(*, run: Run, to_state: str, from_states: Iterable[str], reason: str = "", **fields) -> bool:
-    """Moves the run to `to_state` if it is in one of `from_states`; returns whether it did."""
-    from_states = list(from_states)
-    with transaction.atomic():
-        current = Run.objects.select_for_update().filter(pk=run.pk).values_list("state", flat=True).first()
-        if current not in from_states:
-            return False
-        Run.objects.filter(pk=run.pk).update(state=to_state, **fields)
-        RunTransition.objects.create(run_id=run.pk, from_state=current, to_state=to_state, reason=reason)
-        status = {"type": protocol.STATUS, "time": time.time(), "state": to_state, "message": reason}
-        run_events_append(run_id=run.pk, events=[{**status, "source": "workbench"}])
-        run.refresh_from_db()
-        transaction.on_commit(lambda: publish_dashboard(run))
-    return True
-
-
-def devices_release(*, run: Run) -> int:
-    return Device.objects.filter(run=run).update(run=None)
-
-
-def run_finish(*, run: Run, to_state: str, reason: str = "", from_states: Iterable[str] = (Run.State.RUNNING,)) -> bool:
-    """Ends (or pauses, or interrupts) a run: state change and release of its devices, at once."""
-    with transaction.atomic():
-        fields = {"stop_request": "", "trainer_pid": None}
-        if to_state in Run.FINISHED_STATES:
-            fields["finished_at"] = timezone.now()
-            fields["eta_seconds"] = None
-        if to_state == Run.State.FAILED:
-            fields["error"] = reason
-        if to_state == Run.State.DONE:
-            fields["progress"] = 1.0
-        changed = run_transition(run=run, to_state=to_state, from_states=from_states, reason=reason, **fields)
-        if changed:
-            devices_release(run=run)
-            transaction.on_commit(queue_scheduling)
-    return changed
-
-
 def queue_scheduling() -> None:
-    # Inside: the tasks module imports the scheduler, which imports this module.
-    from workbench.runs.tasks import schedule_runs
-
     try:
         schedule_runs.delay()
     except Exception:
         # No broker right now: the workers' heartbeats schedule on their own every few seconds.
         log.warning("could not queue a scheduling pass", exc_info=True)
+
+
+class RunError(ValueError):
+    """A request about a run that cannot be carried out; the message says why."""
 
 
 # ------------------------------------------------------------------------------- user actions
@@ -168,7 +80,7 @@ def run_create(
             executor=executor,
             nodes=nodes,
         )
-        submitted = "submitted to Slurm" if executor == Run.Executor.SLURM else "submitted"
+        submitted = executor_named(executor).submitted_words
         RunTransition.objects.create(run=run, from_state="", to_state=Run.State.QUEUED, reason=submitted)
         # A folder under a brand-new id can only be left over from a deleted database.
         shutil.rmtree(run.run_dir, ignore_errors=True)
@@ -218,8 +130,13 @@ def resolve_placement(*, gpus, executor, nodes) -> tuple[DeviceRequest, str, int
     has GPUs, else the CPU."""
     request = parse_device_request(gpus)
     executor, nodes = check_executor(executor, nodes, request)
-    on_slurm = executor == Run.Executor.SLURM
-    return request.resolved(gpus_online=on_slurm or gpus_online()), executor, nodes
+    return resolve_devices(request, executor=executor), executor, nodes
+
+
+def resolve_devices(request: DeviceRequest, *, executor: str) -> DeviceRequest:
+    """ "auto" made concrete for the executor: the new-run form's preview and the submission
+    resolve it by this one rule."""
+    return request.resolved(gpus_online=executor_named(executor).has_gpus_for_auto or gpus_online())
 
 
 def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> list[Run]:
@@ -264,14 +181,12 @@ def _request_stop(*, run: Run, kind: str, to_state: str, verb: str) -> Run:
     # The state may change under us (the scheduler starting the run): look again and retry.
     for _ in range(5):
         run.refresh_from_db()
-        if run.has_live_slurm_job and run.state in (*Run.PENDING_STATES, Run.State.RUNNING):
-            # The job is Slurm's: the follower (slurm_follow.py) signals or cancels it and ends the run.
+        if executor_for(run).holds(run):
+            # Its executor follows a trainer or job of it: asked, it stops it with grace (SIGTERM,
+            # a checkpoint, then SIGKILL or a cancel) and ends the run by the outcome table.
             done = bool(Run.objects.filter(pk=run.pk, state=run.state).update(stop_request=kind))
         elif run.state in Run.PENDING_STATES or (run.state == Run.State.PAUSED and kind == Run.StopRequest.ABORT):
             done = run_finish(run=run, to_state=to_state, reason=f"{verb} by the user", from_states=[run.state])
-        elif run.state == Run.State.RUNNING:
-            # The task watching the trainer sees this, sends SIGTERM (checkpoint), then SIGKILL.
-            done = bool(Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(stop_request=kind))
         else:
             raise RunError(f"run {run.pk} is {run.state} and cannot be {verb}")
         if done:

@@ -5,10 +5,10 @@ other GPUs of the host. A simulated GPU has nothing to measure: its entry says s
 true`) and carries the CPU use and resident memory of the trainer rank that stands for it, under
 their own names (`cpu_percent`, `rss_mb`), never as GPU utilisation or GPU memory.
 
-The launcher runs a SystemSampler beside the trainer for each attempt:
+The local executor runs a SystemSampler beside the trainer for each attempt:
 
     with SystemSampler(run, pid=process.pid):
-        code, last_status, stop_request = watch(run, process, EventTail(events_path))
+        ending = watch(run, process, EventTail(files.events), ledger)
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import psutil
 from django.db import close_old_connections, connection
 
 from trainer import protocol
+from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.services import run_events_append
 from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)

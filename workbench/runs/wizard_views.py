@@ -15,7 +15,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
-from workbench.runs import scheduler, services, slurm_jobs
+from workbench.runs import services
+from workbench.runs.executors import executor_named
 from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_datasets
 from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.models import Run
@@ -305,10 +306,8 @@ def placement(request):
         executor, nodes = check_executor(cleaned.get("executor"), cleaned.get("nodes"), request_)
     except RequestError as error:
         return JsonResponse({"errors": {error.field: error.message}}, status=400)
-    if executor == "slurm":
-        return JsonResponse(slurm_jobs.placement_preview(request_.resolved(gpus_online=True), nodes))
-    request_ = request_.resolved(gpus_online=services.gpus_online())
-    preview = scheduler.placement_preview(user=request.user, request=request_)
+    request_ = services.resolve_devices(request_, executor=executor)
+    preview = executor_named(executor).placement_preview(user=request.user, request=request_, nodes=nodes)
     if model_parallel > 1:
         copies = request_.device_count // model_parallel
         preview["message"] += (

@@ -1,16 +1,24 @@
 """One way to start a child process of a worker (a trainer, an inference or export engine, a
-benchmark): the right environment, no terminal, and death with its parent."""
+benchmark): the right environment, no terminal, and death with its parent; and one way to follow
+it: its events file read line by line, a stop with grace, a kill of its whole process group."""
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import IO
 
 from django.conf import settings
+
+from trainer import protocol
+
+log = logging.getLogger(__name__)
 
 
 def die_with_parent() -> None:
@@ -53,3 +61,73 @@ def start_child(
         start_new_session=own_session,
         preexec_fn=die_with_parent,  # noqa: PLW1509  (only prctl, safe after fork)
     )
+
+
+def kill_group(process: subprocess.Popen, signum: int) -> None:
+    """`signum` to every process of a child started with `own_session` (each rank, each loader)."""
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+class GracefulStop:
+    """Stop with grace, the one rule for every child a worker follows: SIGTERM once (a trainer
+    stops at an agreed step and saves a checkpoint), then SIGKILL when it is still there after
+    `grace_seconds`. Call `request()` whenever a stop is wanted and `poll()` on every look."""
+
+    def __init__(self, process: subprocess.Popen, *, grace_seconds: float, name: str) -> None:
+        self.process = process
+        self.grace_seconds = grace_seconds
+        self.name = name
+        self.signalled_at: float | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signalled_at is not None
+
+    def request(self) -> None:
+        if self.signalled_at is None:
+            self.signalled_at = time.monotonic()
+            kill_group(self.process, signal.SIGTERM)
+
+    def poll(self) -> None:
+        if self.signalled_at is not None and time.monotonic() - self.signalled_at > self.grace_seconds:
+            log.warning("%s ignored SIGTERM for %.0f s; killing it", self.name, time.monotonic() - self.signalled_at)
+            kill_group(self.process, signal.SIGKILL)
+
+    def now(self) -> None:
+        """Stops the child before returning: SIGTERM, the grace, then SIGKILL (a watch that
+        cannot go on must not leave behind a child that nobody follows)."""
+        self.request()
+        try:
+            self.process.wait(timeout=max(0.0, self.grace_seconds - (time.monotonic() - self.signalled_at)))
+        except subprocess.TimeoutExpired:
+            kill_group(self.process, signal.SIGKILL)
+            self.process.wait()
+
+
+class EventTail:
+    """Reads complete JSON lines appended to a child's events file since the last read."""
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.offset = offset
+        self.partial = b""
+
+    @property
+    def consumed(self) -> int:
+        """Bytes of complete lines read so far: where the next reader of the file starts."""
+        return self.offset - len(self.partial)
+
+    def read(self) -> list[dict]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        return list(protocol.read_events(lines))

@@ -13,8 +13,8 @@ from django.test import Client
 from datasets.models import Dataset
 from workbench.asgi import application
 from workbench.runs import series
+from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
-from workbench.runs.services import run_events_append
 
 ORIGIN = b"http://127.0.0.1"
 

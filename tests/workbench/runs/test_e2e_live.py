@@ -11,16 +11,9 @@ import pytest
 from datasets.models import Dataset
 from tests.conftest import log_in
 from tests.workbench.runs.conftest import TINY_CONFIG, parked_host
+from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run
-from workbench.runs.services import (
-    run_create,
-    run_events_append,
-    run_finish,
-    run_pause,
-    run_resume,
-    run_submit,
-    run_transition,
-)
+from workbench.runs.services import run_create, run_pause, run_resume, run_submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,8 @@ import pytest
 from datasets.models import Dataset
 from tests.conftest import log_in
 from tests.workbench.runs.test_e2e_live import metrics, off_the_loop
-from workbench.runs.services import run_create, run_events_append
+from workbench.runs.lifecycle import run_events_append
+from workbench.runs.services import run_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,9 @@ import pytest
 
 from datasets.models import Dataset
 from workbench.runs import series
+from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
-from workbench.runs.services import run_create, run_events_append
+from workbench.runs.services import run_create
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ import pytest
 from django.urls import reverse
 
 from datasets.models import Dataset
+from workbench.runs.lifecycle import run_events_append
 from workbench.runs.manage_views import run_summary, sparkline_points
 from workbench.runs.models import Run
-from workbench.runs.services import run_create, run_events_append
+from workbench.runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 

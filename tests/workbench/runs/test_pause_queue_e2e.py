@@ -10,8 +10,9 @@ from tests.conftest import log_in
 from tests.workbench.runs.conftest import parked_host
 from tests.workbench.runs.test_e2e_live import off_the_loop
 from workbench.runs.devices import DeviceRequest
+from workbench.runs.lifecycle import run_finish, run_transition
 from workbench.runs.models import Run
-from workbench.runs.services import run_create, run_finish, run_transition
+from workbench.runs.services import run_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -9,9 +9,10 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.runs.devices import DeviceRequest
+from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
 from workbench.runs.scheduler import schedule
-from workbench.runs.services import run_create, run_finish
+from workbench.runs.services import run_create
 from workbench.workers.simulation import simulate_hosts
 
 pytestmark = pytest.mark.django_db

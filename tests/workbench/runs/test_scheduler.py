@@ -7,9 +7,10 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.runs.devices import DeviceRequest
+from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
 from workbench.runs.scheduler import placement_preview, queue_order, schedule
-from workbench.runs.services import run_abort, run_create, run_finish
+from workbench.runs.services import run_abort, run_create
 from workbench.workers.models import Device, WorkerHost
 from workbench.workers.simulation import simulate_hosts
 
@@ -60,7 +61,7 @@ def test_it_starts_a_waiting_run_when_gpus_free_up(owner, dataset):
     run_abort(run=first)  # a pending abort would finish at once; this one is running
     first.refresh_from_db()
     assert first.stop_request == "abort"
-    from workbench.runs.services import run_finish
+    from workbench.runs.lifecycle import run_finish
 
     run_finish(run=first, to_state=Run.State.ABORTED, reason="test")
     assert not Device.objects.filter(run=first).exists()

@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from workbench.runs import series
+from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
-from workbench.runs.services import run_events_append
 
 
 def metrics(step: int, loss: float, **extra) -> dict:

@@ -192,7 +192,7 @@ def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_datase
     dataset = make_dataset(owner)
     run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: it is aborted below
     wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
-    from workbench.runs.slurm_follow import controller_status
+    from workbench.runs.slurm_status import controller_status
 
     slurm.stop_controller()
     try:

@@ -8,7 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.workbench.runs.conftest import TINY_CONFIG
-from workbench.runs import slurm_jobs
+from workbench.runs import slurm_status
+from workbench.runs.executors.slurm import jobs as slurm_jobs
 from workbench.runs.models import Run
 from workbench.runs.services import run_submit
 from workbench.runs.validators import RequestError
@@ -75,8 +76,8 @@ def test_it_writes_a_batch_script_that_spans_the_nodes(db, owner, make_dataset, 
     assert (config["devices"], config["nodes"]) == ([0, 1, 2, 3], 2)  # real GPUs: CUDA indices
     settings.SIMULATED_GPUS = 2
     assert slurm_jobs.slurm_trainer_config(run)["devices"] == ["cpu"] * 4  # simulated: gloo on the CPU
-    assert slurm_jobs.parse_job_name(f"wb-run{run.pk}-a3") == (run.pk, 3)
-    assert slurm_jobs.parse_job_name(f"other-run{run.pk}-a3") is None
+    assert slurm_status.parse_job_name(f"wb-run{run.pk}-a3") == (run.pk, 3)
+    assert slurm_status.parse_job_name(f"other-run{run.pk}-a3") is None
 
 
 def test_it_shows_the_partition_and_who_holds_it_on_the_gpus_page(
@@ -84,7 +85,7 @@ def test_it_shows_the_partition_and_who_holds_it_on_the_gpus_page(
 ):
     from django.core.cache import cache
 
-    from workbench.runs.slurm_follow import PARTITION_KEY, STATUS_KEY
+    from workbench.runs.slurm_status import PARTITION_KEY, STATUS_KEY
 
     mine = run_submit(
         owner=owner, dataset=make_dataset(owner), name="mine", network="lenet", config=TINY_CONFIG, executor="slurm"

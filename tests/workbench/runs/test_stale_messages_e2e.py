@@ -12,8 +12,8 @@ from tests.conftest import log_in
 from tests.support.trainer_data import make_dataset_folder
 from tests.workbench.runs.conftest import parked_host
 from tests.workbench.runs.test_e2e_live import off_the_loop
+from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run
-from workbench.runs.services import run_events_append, run_finish, run_transition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,8 @@ import types
 import pytest
 
 from tests.support.waiting import wait_until
+from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
-from workbench.runs.services import run_events_append
 from workbench.runs.system_sampler import CpuMeter, SystemSampler, sample_system
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts

@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import start_worker
 from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.celery import app as celery_app
 from workbench.runs.models import Run
 from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
 from workbench.runs.tasks import train_run
@@ -235,7 +236,8 @@ def test_it_resends_a_launch_the_broker_did_not_take(celery_worker, transactiona
         lambda: Device.objects.filter(kind="cpu", run__isnull=True, host__hostname=celery_worker.nodename).exists(),
         "the suite's worker to announce its free CPU",
     )
-    monkeypatch.setattr(train_run, "apply_async", broker_down)
+    # The scheduler sends the launch by the task's name through the Celery app.
+    monkeypatch.setattr(celery_app, "send_task", broker_down)
     with transaction.atomic():  # the worker's passes see the dataset ready only with the run placed
         Dataset.objects.filter(pk=dataset.pk).update(status=Dataset.Status.READY)
         assert schedule()["started"] == 1

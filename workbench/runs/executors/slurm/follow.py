@@ -4,7 +4,7 @@
   file on shared storage, every half second: the same ingest as a local run's (sequence
   numbers, the ledger that makes it exactly once, replay and downsampling downstream);
 - the control thread asks squeue every SLURM_POLL_SECONDS and brings each run in line with its
-  job (slurm_reconcile.py): submits, Slurm's pending reason and start estimate, running,
+  job (reconcile.py): submits, Slurm's pending reason and start estimate, running,
   requeued, stopped, ended.
 
 Two threads, so that a controller that hangs (squeue waits out its timeout) does not hold up the
@@ -26,17 +26,17 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
 
-from workbench.runs import slurm_reconcile
+from workbench.runs.attempts.ingest import ingest_current_attempt, snapshot
+from workbench.runs.executors.slurm import reconcile
 from workbench.runs.models import Run
 from workbench.runs.series import SNAPSHOT_ROWS
+from workbench.runs.slurm_status import controller_status, partition_snapshot, record_controller, record_partition
 from workbench.slurm import commands
 
 log = logging.getLogger(__name__)
 
 EVENTS_SECONDS = 0.5
 LEASE_KEY = "workbench:slurm-follower"
-STATUS_KEY = "workbench:slurm-controller"
-PARTITION_KEY = "workbench:slurm-partition"
 PARTITION_SECONDS = 5.0  # how often the GPUs page's picture of the partition is renewed
 _stop = threading.Event()
 
@@ -56,45 +56,25 @@ def hold_lease(holder: str) -> bool:
     return False
 
 
-def controller_status() -> dict:
-    """What the last control pass learnt: {"answers": bool, "message": str, "at": epoch seconds}
-    ({} when no follower has looked yet)."""
-    return cache.get(STATUS_KEY) or {}
-
-
-def _record_controller(answers: bool, message: str = "") -> None:
-    cache.set(STATUS_KEY, {"answers": answers, "message": message, "at": time.time()}, timeout=3600)
-
-
-def partition_snapshot() -> dict:
-    """The partition as the GPUs page shows it: {"nodes": [...], "jobs": [...], "at": epoch
-    seconds} as the follower last read it ({} before the first read)."""
-    return cache.get(PARTITION_KEY) or {}
-
-
 def _record_partition() -> None:
     if time.time() - partition_snapshot().get("at", 0) < PARTITION_SECONDS:
         return
     nodes = commands.partition_nodes(settings.SLURM_PARTITION)
     jobs = commands.running_jobs(settings.SLURM_PARTITION)
-    cache.set(
-        PARTITION_KEY,
-        {"nodes": [node.__dict__ for node in nodes], "jobs": [list(job) for job in jobs], "at": time.time()},
-        timeout=3600,
-    )
+    record_partition({"nodes": [node.__dict__ for node in nodes], "jobs": [list(job) for job in jobs]})
 
 
 def control_pass() -> None:
     try:
         jobs = commands.jobs(name_prefix=f"{settings.SLURM_JOB_PREFIX}-run")
-        slurm_reconcile.reconcile(jobs)
+        reconcile.reconcile(jobs)
         _record_partition()
     except commands.SlurmUnavailable as error:
         if controller_status().get("answers", True):
             log.warning("Slurm: %s; the runs keep their state until it answers", error)
-        _record_controller(False, str(error))
+        record_controller(False, str(error))
         return
-    _record_controller(True)
+    record_controller(True)
 
 
 def events_pass() -> int:
@@ -102,13 +82,13 @@ def events_pass() -> int:
     for run in Run.objects.filter(executor=Run.Executor.SLURM, state=Run.State.RUNNING).select_related("dataset"):
         before = run.last_seq
         try:
-            stored += slurm_reconcile.follow_events(run)
+            stored += ingest_current_attempt(run)
         except Exception:
             log.exception("run %s: could not store its events", run.pk)
             continue
         run.refresh_from_db(fields=["last_seq"])
         if before // SNAPSHOT_ROWS != run.last_seq // SNAPSHOT_ROWS:
-            slurm_reconcile.launcher.snapshot(run)
+            snapshot(run)
     return stored
 
 

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from datasets.models import Dataset
-from trainer import protocol
-from workbench.runs import launcher, slurm_jobs
+from workbench.runs.attempts import gates, outcome
+from workbench.runs.attempts.files import AttemptFiles
+from workbench.runs.attempts.ingest import IngestLedger, final_status, ingest_current_attempt, snapshot
+from workbench.runs.executors.slurm import jobs as slurm_jobs
+from workbench.runs.lifecycle import run_finish, run_transition
 from workbench.runs.models import Run
-from workbench.runs.scheduler import interrupt
-from workbench.runs.services import run_finish, run_transition
+from workbench.runs.slurm_status import parse_job_name
 from workbench.slurm import commands, words
 from workbench.slurm.commands import Job
 
@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 # A job squeue does not list yet right after sbatch, or no longer lists: how long to believe it
 # may still appear before the run is ended from what its trainer wrote.
 FORGOTTEN_GRACE_SECONDS = 30.0
-# Slurm's end states after which a new job resumes the run (bounded by RUN_MAX_ATTEMPTS).
-RESUMABLE_ENDS = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
 
 
 def following() -> list[Run]:
@@ -83,28 +81,23 @@ def reconcile_run(run: Run, job: Job | None) -> None:
 
 
 def submit_when_ready(run: Run) -> None:
-    if run.stop_request:
-        final = Run.State.ABORTED if run.stop_request == Run.StopRequest.ABORT else Run.State.PAUSED
-        run_finish(run=run, to_state=final, reason=f"{final} by the user", from_states=Run.PENDING_STATES)
+    if gates.stop_gate(run, from_states=Run.PENDING_STATES):
         return
-    status = run.dataset.status
-    if status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
-        reason = f"dataset {run.dataset.name!r} {status}: {run.dataset.error or 'no details'}"
-        run_finish(run=run, to_state=Run.State.FAILED, reason=reason, from_states=Run.PENDING_STATES)
-    elif status != Dataset.Status.READY:
+    dataset = gates.dataset_gate(run)
+    if dataset == "building":
         Run.objects.filter(pk=run.pk).update(wait_reason="dataset still building")
-    else:
+    elif dataset == "ready":
         slurm_jobs.submit(run)
 
 
 def restarted(run: Run, job: Job) -> bool:
     """Slurm requeued the job (scontrol requeue, preemption, a failed node): its next start is
     the next attempt. Past RUN_MAX_ATTEMPTS the job is cancelled and the run fails."""
-    parsed = slurm_jobs.parse_job_name(job.name)
+    parsed = parse_job_name(job.name)
     attempt = (parsed[1] if parsed else run.attempt) + job.restarts
     if attempt <= run.attempt:
         return False
-    follow_events(run)  # the rest of the attempt that was cut short, before the next one writes
+    ingest_current_attempt(run)  # the rest of the attempt that was cut short, before the next one writes
     if attempt > settings.RUN_MAX_ATTEMPTS:
         commands.cancel(job.job_id)
         reason = (
@@ -114,7 +107,7 @@ def restarted(run: Run, job: Job) -> bool:
         return True
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(attempt=attempt, launched_attempt=attempt)
-        launcher.IngestLedger(run, attempt).start()
+        IngestLedger(run, attempt).start()
         run_transition(
             run=run,
             to_state=Run.State.WAITING,
@@ -186,67 +179,17 @@ def forgotten(run: Run) -> None:
 def ended(run: Run, job: Job) -> None:
     # Seen to end: no longer a live job (a later pass may submit the next attempt).
     Run.objects.filter(pk=run.pk).update(slurm_state=job.state if job.state != "UNKNOWN" else "GONE")
-    follow_events(run)
-    launcher.snapshot(run)
-    status = last_status(run.run_dir, run.attempt)
-    code = status.get("exit_code")
-    if run.stop_request == Run.StopRequest.ABORT:
-        state, reason = Run.State.ABORTED, "aborted by the user"
-    elif run.stop_request == Run.StopRequest.PAUSE and code != protocol.EXIT_DONE:
-        state, reason = (
-            Run.State.PAUSED,
-            "paused by the user; resume submits a new job that continues from the checkpoint",
-        )
-    elif code == protocol.EXIT_DONE:
-        state, reason = Run.State.DONE, status.get("message") or "finished"
-    elif code in protocol.FAILURE_REASONS:
-        state, reason = Run.State.FAILED, status.get("message") or protocol.FAILURE_REASONS[code]
-    elif job.state in RESUMABLE_ENDS or job.state == "UNKNOWN":
-        why = words.end_words(job.state) if job.state != "UNKNOWN" else "its job ended while nobody followed it"
-        interrupt(run, f"{why} (job {job.job_id})")
-        return
-    elif job.state == "CANCELLED":
-        state, reason = Run.State.ABORTED, f"{words.end_words(job.state)} (job {job.job_id})"
-    else:
-        state, reason = Run.State.FAILED, f"{words.end_words(job.state)} (job {job.job_id}) without a final report"
-    run_finish(run=run, to_state=state, reason=reason, from_states=Run.ACTIVE_STATES)
-
-
-def last_status(run_dir: Path, attempt: int) -> dict:
-    """The attempt's final status: the first node's, unless another node failed first (the rank
-    that died names the cause; the others only lose their peer)."""
-    statuses = []
-    for path in [run_dir / f"events-{attempt}.jsonl", *sorted(run_dir.glob(f"events-{attempt}.node*.jsonl"))]:
-        try:
-            lines = path.read_bytes().splitlines()
-        except FileNotFoundError:
-            continue
-        status = protocol.final_status(protocol.read_events(lines))
-        if status:
-            statuses.append(status)
-    if not statuses:
-        return {}
-    failures = [s for s in statuses if s.get("exit_code") not in (*protocol.EXIT_OK, None)]
-    return min(failures, key=lambda s: s.get("time") or 0) if failures else statuses[0]
-
-
-def follow_events(run: Run) -> int:
-    """Stores what the run's current attempt wrote since the last look, exactly once: the run's
-    row is locked while its ledger is read and moved, so two followers never store a line twice."""
-    path = run.run_dir / f"events-{run.attempt}.jsonl"
-    if not path.exists():
-        return 0
-    with transaction.atomic():
-        locked = Run.objects.select_for_update().filter(pk=run.pk).values_list("attempt", flat=True).first()
-        if locked != run.attempt:
-            return 0
-        ledger = launcher.IngestLedger(run, run.attempt)
-        offset = ledger.offset()
-        if offset is None:
-            ledger.start()
-            offset = 0
-        events = launcher.ingest(run, launcher.EventTail(path, offset), ledger, launcher.EventFilter(run))
-    return len(events)
+    ingest_current_attempt(run)
+    snapshot(run)
+    status = final_status(AttemptFiles(run.run_dir, run.attempt))
+    ending = outcome.Ending(
+        status.get("exit_code"),
+        stop_request=run.stop_request,
+        message=status.get("message") or "",
+        end_state=outcome.LOST if job.state in ("UNKNOWN", "GONE") else job.state,
+        where=f"job {job.job_id}",
+    )
+    outcome.end_attempt(run, outcome.decide(ending))
 
 
 def cancel_orphans(jobs: dict[str, Job], known: set[str]) -> None:
@@ -256,7 +199,7 @@ def cancel_orphans(jobs: dict[str, Job], known: set[str]) -> None:
     for job in jobs.values():
         if not job.is_active or job.job_id in known:
             continue
-        parsed = slurm_jobs.parse_job_name(job.name)
+        parsed = parse_job_name(job.name)
         if parsed is None:
             continue
         run_id, attempt = parsed

@@ -16,32 +16,21 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shlex
 
 from django.conf import settings
 from django.db import transaction
 
-from workbench.runs.launcher import IngestLedger, run_config
+from trainer import protocol
+from workbench.runs.attempts.config import device_config, run_config
+from workbench.runs.attempts.files import AttemptFiles
+from workbench.runs.attempts.ingest import IngestLedger
+from workbench.runs.lifecycle import run_finish, run_transition
 from workbench.runs.models import Run
-from workbench.runs.services import run_finish, run_transition
+from workbench.runs.slurm_status import job_name
 from workbench.slurm import commands
 
 log = logging.getLogger(__name__)
-
-_JOB_NAME = re.compile(r"^(?P<prefix>.+)-run(?P<run>\d+)-a(?P<attempt>\d+)$")
-
-
-def job_name(run_id: int, attempt: int) -> str:
-    return f"{settings.SLURM_JOB_PREFIX}-run{run_id}-a{attempt}"
-
-
-def parse_job_name(name: str) -> tuple[int, int] | None:
-    """(run id, first attempt) of one of this workbench's job names, else None."""
-    match = _JOB_NAME.match(name)
-    if match is None or match.group("prefix") != settings.SLURM_JOB_PREFIX:
-        return None
-    return int(match.group("run")), int(match.group("attempt"))
 
 
 def gpus_per_node(run: Run) -> int:
@@ -54,14 +43,9 @@ def slurm_trainer_config(run: Run) -> dict:
     placeholders of a test cluster have no CUDA behind them: with simulated GPUs (the same setting
     that makes a local worker announce fake GPUs, refused in production) each GPU is a gloo
     process on the CPU."""
-    config = run_config(run)
-    gpus = gpus_per_node(run)
-    if gpus and not settings.SIMULATED_GPUS:
-        config["devices"] = list(range(gpus))  # CUDA_VISIBLE_DEVICES holds the job's GPUs, from 0
-    else:
-        config["devices"] = ["cpu"] * max(1, gpus)
-    config["nodes"] = run.nodes
-    return config
+    # Slurm sets CUDA_VISIBLE_DEVICES to the job's GPUs: the trainer names them from 0.
+    devices = device_config(gpu_indexes=list(range(gpus_per_node(run))), simulated=settings.SIMULATED_GPUS)
+    return {**run_config(run), "devices": devices.devices, "nodes": run.nodes}
 
 
 def placement_preview(request, nodes: int) -> dict:
@@ -116,7 +100,8 @@ def batch_script(run: Run, attempt: int, config_name: str) -> str:
         '[ "$attempt" -gt 1 ] && resume="--resume"',
         'echo "--- attempt $attempt: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
         f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {python} -m trainer train "
-        f'--config {shlex.quote(config_name)} --events "events-$attempt.jsonl" --placement-from-environment $resume',
+        f'--config {shlex.quote(config_name)} --events "{protocol.events_name("$attempt")}" '
+        "--placement-from-environment $resume",
     ]
     return "\n".join(lines) + "\n"
 
@@ -133,10 +118,10 @@ def submit(run: Run) -> str | None:
         return None
     run.refresh_from_db()
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    config_name = f"launch-{attempt}.json"
-    (run.run_dir / config_name).write_text(json.dumps(slurm_trainer_config(run), indent=2))
-    script = run.run_dir / f"slurm-{attempt}.sh"
-    script.write_text(batch_script(run, attempt, config_name))
+    files = AttemptFiles(run.run_dir, attempt)
+    files.launch.write_text(json.dumps(slurm_trainer_config(run), indent=2))
+    script = files.batch_script
+    script.write_text(batch_script(run, attempt, files.launch.name))
     IngestLedger(run, attempt).start()
     try:
         job_id = commands.submit(script, options=sbatch_options(run, attempt))

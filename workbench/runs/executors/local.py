@@ -1,0 +1,161 @@
+"""The local executor: one attempt of a run on this worker.
+
+The scheduler placed the run on this host and sent `tasks.train_run`; this module starts the
+trainer (`python -m trainer train`) in a session of its own with CUDA_VISIBLE_DEVICES set to
+exactly the granted GPUs, follows the events file it writes in the run folder (so events survive
+the worker), stops it with grace when an abort or pause is asked for, and ends the attempt by
+the outcome table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+
+from django.conf import settings
+
+from trainer import protocol
+from workbench.runs import scheduler, series
+from workbench.runs.attempts import gates, outcome
+from workbench.runs.attempts.config import granted_device_config, run_config
+from workbench.runs.attempts.files import AttemptFiles
+from workbench.runs.attempts.ingest import EventFilter, IngestLedger, ingest, ingest_earlier_attempts, snapshot
+from workbench.runs.devices import DeviceRequest
+from workbench.runs.lifecycle import interrupt
+from workbench.runs.models import Run
+from workbench.runs.system_sampler import SystemSampler
+from workbench.workers.processes import EventTail, GracefulStop, start_child
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+STOP_CHECK_SECONDS = 1.0
+
+# Set when this worker process is on its way out (see heartbeat.worker_is_stopping): Celery waits
+# for running tasks before it exits, so each watch stops its trainer (which saves a checkpoint)
+# and the run resumes on the worker's next start, instead of holding the host for days.
+_worker_exiting = threading.Event()
+
+
+class LocalExecutor:
+    """The workbench's own queue and workers (scheduler.py places, this module runs)."""
+
+    name = Run.Executor.LOCAL
+    submitted_words = "submitted"
+    has_gpus_for_auto = False  # "auto" asks the online workers whether any has a GPU
+
+    def holds(self, run: Run) -> bool:
+        # A running run's trainer is watched by its worker, which sees the stop request.
+        return run.state == Run.State.RUNNING
+
+    def placement_preview(self, *, user, request: DeviceRequest, nodes: int) -> dict:
+        return scheduler.placement_preview(user=user, request=request)
+
+
+def stop_trainers_for_worker_exit() -> None:
+    if not _worker_exiting.is_set():
+        log.warning("this worker is stopping: its trainers stop with a checkpoint and their runs resume later")
+        _worker_exiting.set()
+
+
+def claim(run_id: int, attempt: int) -> bool:
+    """Only the first delivery of a task for this attempt starts a trainer."""
+    return bool(
+        Run.objects.filter(pk=run_id, state=Run.State.RUNNING, attempt=attempt, launched_attempt__lt=attempt).update(
+            launched_attempt=attempt
+        )
+    )
+
+
+def run_attempt(*, run_id: int, attempt: int) -> str:
+    if not claim(run_id, attempt):
+        log.info("run %s attempt %s: already launched or no longer running; nothing to do", run_id, attempt)
+        return "duplicate"
+    run = Run.objects.select_related("dataset", "host").get(pk=run_id)
+    if gates.stop_gate(run, from_states=[Run.State.RUNNING]):
+        run.refresh_from_db()
+        return run.state
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    # Before the new trainer writes anything: the series stays in order, steps increasing.
+    ingest_earlier_attempts(run, attempt)
+    files = AttemptFiles(run.run_dir, attempt)
+    devices = granted_device_config(list(run.devices.order_by("kind", "index")))
+    files.launch.write_text(json.dumps({**run_config(run), "devices": devices.devices}, indent=2))
+    argv = [sys.executable, "-m", "trainer", "train", "--config", str(files.launch), "--events", str(files.events)]
+    if attempt > 1:
+        argv.append("--resume")
+    ledger = IngestLedger(run, attempt)
+    ledger.start()
+    with run.log_path.open("ab") as trainer_log:
+        trainer_log.write(f"--- attempt {attempt}: {' '.join(argv)}\n".encode())
+        trainer_log.flush()
+        # Its own process group, so abort reaches every rank and data loader; and it gets
+        # SIGTERM (and saves a checkpoint) if this worker dies.
+        process = start_child(argv, stdout=trainer_log, env=devices.env, own_session=True)
+    Run.objects.filter(pk=run.pk).update(trainer_pid=process.pid)
+    log.info("run %s attempt %s: trainer pid %s on %s", run.pk, attempt, process.pid, devices.devices)
+    return follow(run, process, files, ledger)
+
+
+def follow(run: Run, process: subprocess.Popen, files: AttemptFiles, ledger: IngestLedger) -> str:
+    """Follows the attempt's trainer to its end, then ends the attempt by the outcome table."""
+    # `system` events (the run's own GPUs, the trainer's CPU and memory) every few seconds beside it.
+    with SystemSampler(run, settings.SYSTEM_SAMPLE_SECONDS, pid=process.pid):
+        ending = watch(run, process, EventTail(files.events), ledger)
+    # Every series event is stored by now: the snapshot is complete before the run is seen to end.
+    snapshot(run)
+    decided = outcome.decide(ending)
+    if decided.state == Run.State.INTERRUPTED and _worker_exiting.is_set():
+        decided = outcome.Outcome(decided.state, f"its worker stopped; {decided.reason}")
+    return outcome.end_attempt(run, decided)
+
+
+def watch(run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLedger) -> outcome.Ending:
+    """Stores the trainer's events until it exits; a watch that ends any other way (the database
+    gone, a bug) takes the trainer with it, so that nothing runs that nobody follows."""
+    stop = GracefulStop(process, grace_seconds=settings.RUN_STOP_GRACE_SECONDS, name=f"run {run.pk}'s trainer")
+    try:
+        return _watch(run, process, tail, ledger, stop)
+    except BaseException as error:
+        stop.now()
+        with contextlib.suppress(Exception):  # the database may be what failed: then lost-worker ends it
+            run.refresh_from_db()
+            interrupt(run, f"its worker stopped watching the trainer ({type(error).__name__})")
+        raise
+
+
+def _watch(
+    run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLedger, stop: GracefulStop
+) -> outcome.Ending:
+    event_filter = EventFilter(run)
+    last_status: dict = {}
+    stop_request = ""
+    next_stop_check = 0.0
+    stored_since_snapshot = 0
+    while True:
+        code = process.poll()
+        events = ingest(run, tail, ledger, event_filter)
+        if events:
+            stored_since_snapshot += len(events)
+            if stored_since_snapshot >= series.SNAPSHOT_ROWS:
+                stored_since_snapshot = 0
+                snapshot(run)
+            last_status = protocol.final_status(events, last_status)
+        if code is not None:
+            return outcome.Ending(code, stop_request=stop_request, message=last_status.get("message") or "")
+        now = time.monotonic()
+        if now >= next_stop_check:
+            next_stop_check = now + STOP_CHECK_SECONDS
+            state, requested = Run.objects.values_list("state", "stop_request").get(pk=run.pk)
+            if state != Run.State.RUNNING and not requested:
+                requested = Run.StopRequest.ABORT  # taken from us (worker declared lost): stop
+            if (requested or _worker_exiting.is_set()) and not stop.requested:
+                stop_request = requested  # "" when only the worker is exiting: the run resumes
+                stop.request()
+            stop.poll()
+        time.sleep(POLL_SECONDS)

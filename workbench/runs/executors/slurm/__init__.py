@@ -1,0 +1,21 @@
+"""The Slurm executor: a run's attempt as a batch job on the lab's cluster (`jobs.py`), brought in
+line with what Slurm says on every pass (`reconcile.py`) by the follower (`follow.py`)."""
+
+from __future__ import annotations
+
+from workbench.runs.devices import DeviceRequest
+from workbench.runs.executors.slurm import jobs
+from workbench.runs.models import Run
+
+
+class SlurmExecutor:
+    name = Run.Executor.SLURM
+    submitted_words = "submitted to Slurm"
+    has_gpus_for_auto = True  # "auto" is one GPU: the cluster has them, or sbatch says it has none
+
+    def holds(self, run: Run) -> bool:
+        # A job of the run is in Slurm (pending or running): the follower signals or cancels it.
+        return run.state == Run.State.RUNNING or (run.has_live_slurm_job and run.state in Run.PENDING_STATES)
+
+    def placement_preview(self, *, user, request: DeviceRequest, nodes: int) -> dict:
+        return jobs.placement_preview(request, nodes)

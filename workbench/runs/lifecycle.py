@@ -1,0 +1,135 @@
+"""A run's life: its events (one sequence per run), its state transitions and its end.
+
+Every state change is a conditional update (it happens only if the run is still in an expected
+state), stored with its time in RunTransition, and announced as a `status` event. The rules of
+how a run ends (`run_finish`) and of what an interruption means (`interrupt`: resume or give up
+after RUN_MAX_ATTEMPTS) live here; the executors and the scheduler call them, never copy them.
+
+When a run gives its devices back, `devices_freed` is sent after commit; the app's receivers
+answer with a scheduling pass (a module this low cannot queue tasks: the tasks import it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.dispatch import Signal
+from django.utils import timezone
+
+from trainer import protocol
+from workbench.core.groups import group_publish, run_group_name, user_group_name
+from workbench.runs.models import Run, RunEvent, RunTransition
+from workbench.runs.series import event_payload
+from workbench.workers.models import Device
+
+log = logging.getLogger(__name__)
+
+# Sent (on commit) when a run ended, paused or was interrupted and gave its devices back.
+devices_freed = Signal()
+
+
+# ------------------------------------------------------------------------------- events
+
+
+def _event_fields(event: dict) -> dict:
+    data = {key: value for key, value in event.items() if key not in {"type", "time", "step", "epoch"}}
+    return {
+        "kind": str(event.get("type", protocol.LOG))[:16],
+        "step": event.get("step"),
+        "epoch": event.get("epoch"),
+        "time": float(event.get("time") or time.time()),
+        "data": data,
+    }
+
+
+def run_events_append(*, run_id: int, events: list[dict]) -> list[RunEvent]:
+    """Stores events with the run's next sequence numbers, then publishes them after commit."""
+    if not events:
+        return []
+    with transaction.atomic():
+        # Reserve a block of sequence numbers: the row update serialises concurrent writers.
+        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
+        last = Run.objects.values_list("last_seq", flat=True).get(pk=run_id)
+        first = last - len(events) + 1
+        rows = [RunEvent(run_id=run_id, seq=first + offset, **_event_fields(e)) for offset, e in enumerate(events)]
+        RunEvent.objects.bulk_create(rows)
+        transaction.on_commit(lambda: publish_run_events(run_id=run_id, rows=rows))
+    return rows
+
+
+def publish_run_events(*, run_id: int, rows: Iterable[RunEvent]) -> None:
+    # Encoded once here rather than once per viewer: with hundreds of sockets on one run, the
+    # consumers' JSON encoding was the largest part of the fan-out's CPU in bench_live_stream.
+    text = json.dumps({"type": "events", "events": [event_payload(row) for row in rows]})
+    group_publish(run_group_name(run_id), {"type": "run.events", "text": text}, alias=settings.LIVE_CHANNEL_LAYER)
+
+
+def publish_dashboard(run: Run) -> None:
+    payload = {"kind": "run", "id": run.pk, "status": run.state, "percent": round(100 * run.progress, 1)}
+    group_publish(user_group_name(run.owner_id), {"type": "dashboard.update", "payload": payload})
+
+
+# ------------------------------------------------------------------------------- transitions
+
+
+def run_transition(*, run: Run, to_state: str, from_states: Iterable[str], reason: str = "", **fields) -> bool:
+    """Moves the run to `to_state` if it is in one of `from_states`; returns whether it did."""
+    from_states = list(from_states)
+    with transaction.atomic():
+        current = Run.objects.select_for_update().filter(pk=run.pk).values_list("state", flat=True).first()
+        if current not in from_states:
+            return False
+        Run.objects.filter(pk=run.pk).update(state=to_state, **fields)
+        RunTransition.objects.create(run_id=run.pk, from_state=current, to_state=to_state, reason=reason)
+        status = {"type": protocol.STATUS, "time": time.time(), "state": to_state, "message": reason}
+        run_events_append(run_id=run.pk, events=[{**status, "source": "workbench"}])
+        run.refresh_from_db()
+        transaction.on_commit(lambda: publish_dashboard(run))
+    return True
+
+
+def devices_release(*, run: Run) -> int:
+    return Device.objects.filter(run=run).update(run=None)
+
+
+def run_finish(*, run: Run, to_state: str, reason: str = "", from_states: Iterable[str] = (Run.State.RUNNING,)) -> bool:
+    """Ends (or pauses, or interrupts) a run: state change and release of its devices, at once."""
+    with transaction.atomic():
+        fields = {"stop_request": "", "trainer_pid": None}
+        if to_state in Run.FINISHED_STATES:
+            fields["finished_at"] = timezone.now()
+            fields["eta_seconds"] = None
+        if to_state == Run.State.FAILED:
+            fields["error"] = reason
+        if to_state == Run.State.DONE:
+            fields["progress"] = 1.0
+        changed = run_transition(run=run, to_state=to_state, from_states=from_states, reason=reason, **fields)
+        if changed:
+            devices_release(run=run)
+            transaction.on_commit(lambda: devices_freed.send(sender=Run, run_id=run.pk))
+    return changed
+
+
+# An attempt that was placed or submitted: running, or waiting in Slurm's queue for a requeue.
+_STARTED = (Run.State.RUNNING, Run.State.WAITING)
+
+
+def interrupt(run: Run, why: str) -> bool:
+    """The run stopped without anyone asking (its worker or node died, the trainer was killed):
+    a pending abort or pause now takes effect; otherwise it waits to resume from its checkpoint,
+    until RUN_MAX_ATTEMPTS attempts have been interrupted, when it fails."""
+    if run.stop_request == Run.StopRequest.ABORT:
+        return run_finish(run=run, to_state=Run.State.ABORTED, reason=f"aborted ({why})", from_states=_STARTED)
+    if run.stop_request == Run.StopRequest.PAUSE:
+        return run_finish(run=run, to_state=Run.State.PAUSED, reason=f"paused ({why})", from_states=_STARTED)
+    if run.attempt >= settings.RUN_MAX_ATTEMPTS:
+        reason = f"interrupted {run.attempt} times; the last time {why}"
+        return run_finish(run=run, to_state=Run.State.FAILED, reason=reason, from_states=_STARTED)
+    reason = f"interrupted: {why}; it resumes from its checkpoint"
+    return run_finish(run=run, to_state=Run.State.INTERRUPTED, reason=reason, from_states=_STARTED)
