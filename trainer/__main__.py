@@ -17,9 +17,9 @@ from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, FAILED
 
 def _cmd_train(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.cluster import placement_from_environment
-    from trainer.events import Events, JsonLinesReporter
-    from trainer.run import train
+    from trainer.cluster import placement_from_environment  # this command only: a fast --help
+    from trainer.events import Events, JsonLinesReporter  # this command only: a fast --help
+    from trainer.run import train  # this command only: a fast --help
 
     try:
         placement = placement_from_environment() if args.placement_from_environment else None
@@ -41,11 +41,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.bench_config import load_benchmark
-    from trainer.bench_run import run_benchmark
-    from trainer.engine import StopFlag
-    from trainer.events import EventLogHandler, Events, JsonLinesReporter
-    from trainer.protocol import STARTING, STATUS
+    from trainer.bench_config import load_benchmark  # this command only: a fast --help
+    from trainer.bench_run import run_benchmark  # this command only: a fast --help
+    from trainer.engine import StopFlag  # this command only: a fast --help
+    from trainer.events import EventLogHandler, Events, JsonLinesReporter  # this command only: a fast --help
+    from trainer.protocol import STARTING, STATUS  # this command only: a fast --help
 
     reporter = JsonLinesReporter(args.events)
     events = Events(reporter)
@@ -74,7 +74,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.export import export_run, resolve_checkpoint
+    from trainer.export import export_run, resolve_checkpoint  # this command only: a fast --help
 
     checkpoint = resolve_checkpoint(args.run_dir, args.checkpoint)
     result = export_run(checkpoint, args.out, tuple(args.formats.split(",")))
@@ -84,7 +84,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_lr_curve(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.solver import lr_curve
+    from trainer.solver import lr_curve  # this command only: a fast --help
 
     cfg = load_config(args.config, check_paths=False)
     print(json.dumps([{"step": s, "lr": lr} for s, lr in lr_curve(cfg, args.total_steps, args.points)]))
@@ -93,7 +93,7 @@ def _cmd_lr_curve(args: argparse.Namespace) -> int:
 
 def _cmd_find_batch_size(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.batch_size import find_batch_size
+    from trainer.batch_size import find_batch_size  # this command only: a fast --help
 
     cfg = load_config(args.config)
     print(json.dumps({"max_batch_size": find_batch_size(cfg, limit=args.limit)}))
@@ -102,7 +102,7 @@ def _cmd_find_batch_size(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.engine import prepare
+    from trainer.engine import prepare  # this command only: a fast --help
 
     cfg = load_config(args.config)
     info, spec = prepare(cfg)

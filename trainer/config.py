@@ -420,7 +420,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
             raise ConfigError(f"file {Path(cfg.pretrained).name!r} not found", field="pretrained")
         if not on_cpu:
             # torch only here: configs are validated in web processes, which never load it otherwise
-            import torch
+            import torch  # torch: loaded only where this runs
 
             count = torch.cuda.device_count()
             missing = [d for d in cfg.devices if d >= count]

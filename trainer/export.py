@@ -211,7 +211,7 @@ def onnx_ready(model: nn.Module, example: torch.Tensor) -> nn.Module:
 def export_onnx(classifier: Classifier, path: Path) -> dict[str, Any]:
     """Export with a dynamic batch axis and verify with onnxruntime: same top-1, close logits."""
     # onnxruntime is large and needed only to check an ONNX export
-    import onnxruntime as ort
+    import onnxruntime as ort  # large: only to check an export
 
     example = _example(classifier)
     model = classifier.model.eval()

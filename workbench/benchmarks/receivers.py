@@ -9,6 +9,6 @@ from workbench.workers.signals import heartbeat
 @receiver(heartbeat, dispatch_uid="benchmarks.schedule")
 def schedule_benchmarks(sender, hostname: str, **kwargs) -> None:
     # Lazily, like the runs app: this module is imported by every process at start-up.
-    from workbench.benchmarks.scheduling import benchmark_pass
+    from workbench.benchmarks.scheduling import benchmark_pass  # lazily: start-up cost
 
     benchmark_pass()

@@ -86,7 +86,7 @@ def reserve(benchmark: Benchmark, host: WorkerHost, devices: list[Device]) -> bo
 
 def launch(benchmark_id: int, queue: str) -> None:
     # Inside: the tasks module imports this one.
-    from workbench.benchmarks.tasks import run_benchmark
+    from workbench.benchmarks.tasks import run_benchmark  # the tasks module imports this one
 
     try:
         run_benchmark.apply_async(args=[benchmark_id], queue=queue)

@@ -30,7 +30,7 @@ def publish_state(benchmark: Benchmark) -> None:
 
 def queue_scheduling() -> None:
     # Inside: the tasks module imports the scheduling module, which imports this one.
-    from workbench.benchmarks.tasks import schedule_benchmarks
+    from workbench.benchmarks.tasks import schedule_benchmarks  # the tasks module imports this one
 
     try:
         schedule_benchmarks.delay()

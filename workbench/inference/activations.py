@@ -82,7 +82,7 @@ def default_layers(model, count: int = 3) -> list[str]:
 
 def first_conv_filters(model) -> dict[str, Any] | None:
     # torch (with the trainer) is loaded only where this runs, never by every web process
-    import torch
+    import torch  # torch: loaded only where this runs
 
     conv = next((m for m in model.modules() if isinstance(m, torch.nn.Conv2d)), None)
     if conv is None:
@@ -95,7 +95,7 @@ def first_conv_filters(model) -> dict[str, Any] | None:
 def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[str, Any]:
     """The first convolution's filters, and the activation maps of the chosen layers for `image`."""
     # torch (with the trainer) is loaded only where this runs, never by every web process
-    import torch
+    import torch  # torch: loaded only where this runs
 
     model = classifier.model
     modules = dict(model.named_modules())

@@ -65,7 +65,7 @@ def load_classifier(checkpoint: str | os.PathLike[str]):
     """A Classifier for a checkpoint file, cached per (path, mtime) so repeated single-image
     requests do not reload the weights; at most two models stay in memory."""
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from trainer.inference import load_checkpoint_classifier
+    from trainer.inference import load_checkpoint_classifier  # torch: loaded only where this runs
 
     path = str(checkpoint)
     key = (os.path.realpath(path), os.stat(path).st_mtime)
@@ -79,7 +79,7 @@ def load_classifier(checkpoint: str | os.PathLike[str]):
 def open_image(source: str | os.PathLike[str] | bytes) -> Image.Image:
     """Decode one image by its content (Pillow's bomb limits on); ImageRefused names the problem."""
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from datasets.images import load_image
+    from datasets.images import load_image  # torch: loaded only where this runs
 
     return load_image(source)
 
@@ -93,7 +93,7 @@ def png_data_url(array_hwc_or_hw: np.ndarray) -> str:
 def as_seen(classifier, image: Image.Image) -> np.ndarray:
     """The image as the network saw it (resized, cropped; before mean subtraction), H x W (x C)."""
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from trainer.inference import image_to_uint8
+    from trainer.inference import image_to_uint8  # torch: loaded only where this runs
 
     chw = image_to_uint8(image, classifier.preprocessing)
     return chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)
@@ -122,7 +122,7 @@ def _batches(items: list, size: int) -> Iterable[list]:
 
 def _decode(paths: list[Path], root: Path) -> tuple[list[tuple[str, Image.Image]], list[dict[str, str]]]:
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from datasets.images import ImageRefused
+    from datasets.images import ImageRefused  # torch: loaded only where this runs
 
     good, skipped = [], []
     for path in paths:
@@ -218,10 +218,10 @@ def predict_split(
     """(labels, probabilities N x C, the uint8 images as seen) over a dataset split, through the
     validation data path of training."""
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    import torch
+    import torch  # torch: loaded only where this runs
 
-    from trainer.data import LMDBImageDataset
-    from trainer.datum import DatumLMDB
+    from trainer.data import LMDBImageDataset  # torch: loaded only where this runs
+    from trainer.datum import DatumLMDB  # torch: loaded only where this runs
 
     db = DatumLMDB(db_path)
     try:
@@ -249,7 +249,7 @@ def predict_files(
     classifier, items: list[tuple[Path, int]], root: Path, *, progress: Progress | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from trainer.inference import image_to_uint8
+    from trainer.inference import image_to_uint8  # torch: loaded only where this runs
 
     ys, probs, seen, skipped = [], [], [], []
     label_of = {path: label for path, label in items}

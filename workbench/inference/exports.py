@@ -116,7 +116,7 @@ def _write_state(path: Path, state: dict) -> None:
 
 def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
     # inside: the tasks module imports this one
-    from workbench.inference.tasks import build_export
+    from workbench.inference.tasks import build_export  # the tasks module imports this one
 
     build_export.delay(run_id, fmt, checkpoint)
 
@@ -155,13 +155,13 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
     """Run the exported model on up to CHECK_IMAGES images of the run's validation (or test)
     split and compare its top-1 with the PyTorch checkpoint's; refuses the export on a mismatch."""
     # torch (with the trainer) is loaded only where this runs, never by every web process
-    import numpy as np
-    import torch
+    import numpy as np  # torch: loaded only where this runs
+    import torch  # torch: loaded only where this runs
 
-    from trainer.data import LMDBImageDataset
-    from trainer.dataset_folder import DatasetFolderError, load_dataset_folder
-    from trainer.datum import DatumLMDB
-    from trainer.inference import load_checkpoint_classifier
+    from trainer.data import LMDBImageDataset  # torch: loaded only where this runs
+    from trainer.dataset_folder import DatasetFolderError, load_dataset_folder  # torch: loaded only where this runs
+    from trainer.datum import DatumLMDB  # torch: loaded only where this runs
+    from trainer.inference import load_checkpoint_classifier  # torch: loaded only where this runs
 
     if fmt == "bundle":
         return None
@@ -184,7 +184,7 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
         want = classifier.model(batch).argmax(1).numpy()
     if fmt == "onnx":
         # onnxruntime is large and needed only to check an ONNX export
-        import onnxruntime as ort
+        import onnxruntime as ort  # large: only to check an export
 
         session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
         got = session.run(None, {"input": batch.numpy()})[0].argmax(1)
@@ -224,7 +224,7 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
         if target.exists():
             return target
         # torch (with the trainer) is loaded only where this runs, never by every web process
-        from trainer.export import export_run
+        from trainer.export import export_run  # torch: loaded only where this runs
 
         target.parent.mkdir(parents=True, exist_ok=True)
         formats = ("bundle",) if fmt == "bundle" else ("bundle", fmt)

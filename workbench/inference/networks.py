@@ -55,9 +55,9 @@ def input_of_run(run: Run) -> NetworkInput:
 def graph_of(spec: NetworkInput) -> dict:
     """The graph (trainer.netgraph.network_graph); RequestError names what the network cannot take."""
     # torch (with the trainer) is loaded on the first such request, not by every web process
-    from trainer.custom_net import CustomNetError
-    from trainer.netgraph import network_graph
-    from trainer.networks import InputSpec, NetworkError, check_input_size
+    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
+    from trainer.netgraph import network_graph  # torch: loaded only where this runs
+    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
     field = "custom_layers" if spec.network == "custom" else "network"
     layers = json.loads(spec.layers)
@@ -74,9 +74,9 @@ def graph_of(spec: NetworkInput) -> dict:
 @functools.lru_cache(maxsize=64)
 def _parameters(spec: NetworkInput) -> int:
     # torch (with the trainer) is loaded on the first such request, not by every web process
-    import torch
+    import torch  # torch: loaded only where this runs
 
-    from trainer.networks import InputSpec, build_model
+    from trainer.networks import InputSpec, build_model  # torch: loaded only where this runs
 
     with torch.device("meta"):
         model = build_model(spec.network, InputSpec(*spec.shape, spec.classes, json.loads(spec.layers)))
@@ -86,7 +86,7 @@ def _parameters(spec: NetworkInput) -> int:
 def export_notes(*, run: Run) -> dict[str, dict]:
     """{format: {available, note}} for the run's network, said on the download page beforehand."""
     # torch (with the trainer) is loaded on the first such request, not by every web process
-    from trainer.export import format_notes
+    from trainer.export import format_notes  # torch: loaded only where this runs
 
     spec = input_of_run(run)
     try:

@@ -171,7 +171,7 @@ def job_create(
 
 def _queue(job_id: int) -> None:
     # inside: the tasks module imports this one
-    from workbench.inference.tasks import run_inference_job
+    from workbench.inference.tasks import run_inference_job  # the tasks module imports this one
 
     run_inference_job.delay(job_id)
 
@@ -186,7 +186,7 @@ def _finish(job: InferenceJob, *, state: str, error: str = "", result: dict | No
 def _prepare_input(job: InferenceJob) -> dict:
     """The engine's spec; extracts an uploaded archive into `input/`."""
     # only jobs on an uploaded archive need these
-    from datasets.archives import ArchiveError, Caps, extract_archive
+    from datasets.archives import ArchiveError, Caps, extract_archive  # archive jobs only
 
     spec = {
         "kind": job.kind,
@@ -195,7 +195,7 @@ def _prepare_input(job: InferenceJob) -> dict:
     }
     if job.source != InferenceJob.Source.UPLOAD:
         # torch (with the trainer) is loaded only where this runs, never by every web process
-        from trainer.dataset_folder import load_dataset_folder
+        from trainer.dataset_folder import load_dataset_folder  # torch: loaded only where this runs
 
         info = load_dataset_folder(job.run.dataset.path)
         if job.source not in info.splits:

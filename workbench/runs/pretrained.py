@@ -107,9 +107,9 @@ def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
     """The weights of `run`'s checkpoint copied out for `owner` (a checkpoint is rotated and the
     run may be deleted; the copy stays). The same checkpoint file gives the same copy."""
     # torch only here: the forms and pages that import this module never pay for it.
-    import torch
+    import torch  # torch: loaded only where this runs
 
-    from trainer.checkpoint import CheckpointStore
+    from trainer.checkpoint import CheckpointStore  # torch: loaded only where this runs
 
     source = checkpoint_of(run, which)
     if source is None:

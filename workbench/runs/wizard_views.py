@@ -159,8 +159,8 @@ def _lr_trace(cleaned: dict, *, lr: float, batch: int, train: int) -> dict:
     """One sweep combination's learning rate over the whole run (trainer.solver.lr_curve, with
     the engine's own step count); ValueError and friends for a policy that cannot be computed."""
     # torch (through the trainer) is loaded on the first such request, not by every web process.
-    from trainer.config import SolverConfig
-    from trainer.solver import lr_curve, total_steps
+    from trainer.config import SolverConfig  # torch: loaded only where this runs
+    from trainer.solver import lr_curve, total_steps  # torch: loaded only where this runs
 
     steps_per_epoch = train // batch
     total = total_steps(cleaned["epochs"], train, batch)
@@ -208,8 +208,8 @@ _LAYER = re.compile(r"^layer (\d+)")
 def layer_shapes(request):
     """Per-layer output shapes of a custom network on the chosen dataset (trainer.custom_net)."""
     # torch (through the trainer) is loaded on the first such request, not by every web process.
-    from trainer.custom_net import CustomNetError, build_custom
-    from trainer.custom_net import layer_shapes as shapes_of
+    from trainer.custom_net import CustomNetError, build_custom  # torch: loaded only where this runs
+    from trainer.custom_net import layer_shapes as shapes_of  # torch: loaded only where this runs
 
     try:
         body = json.loads(request.body or b"{}")
@@ -239,9 +239,14 @@ def layer_shapes(request):
 @functools.lru_cache(maxsize=256)
 def _network_fit(name: str, channels: int, height: int, width: int, classes: int) -> dict:
     # torch (through the trainer) is loaded on the first such request, not by every web process.
-    import torch
+    import torch  # torch: loaded only where this runs
 
-    from trainer.networks import InputSpec, NetworkError, build_model, check_input_size
+    from trainer.networks import (  # torch: loaded only where this runs
+        InputSpec,
+        NetworkError,
+        build_model,
+        check_input_size,
+    )
 
     spec = InputSpec(channels, height, width, classes)
     try:
