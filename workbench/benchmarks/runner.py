@@ -106,7 +106,9 @@ def watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> o
     """Stores the trainer's cells until it exits; stops it when the benchmark is cancelled or
     deleted. A watch that ends any other way takes the trainer with it: nothing would store its
     cells or give its GPUs back, and a ResNet-50 left running on the CPU took 11 GB for an hour."""
-    stop = GracefulStop(process, grace_seconds=CANCEL_GRACE_SECONDS, name=f"benchmark {benchmark.pk}'s trainer")
+    stop = GracefulStop.of_process(
+        process, grace_seconds=CANCEL_GRACE_SECONDS, name=f"benchmark {benchmark.pk}'s trainer"
+    )
     try:
         return _watch(benchmark, process, tail, stop)
     except BaseException as error:

@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -71,39 +71,79 @@ def kill_group(process: subprocess.Popen, signum: int) -> None:
         pass
 
 
-class GracefulStop:
-    """Stop with grace, the one rule for every child a worker follows: SIGTERM once (a trainer
-    stops at an agreed step and saves a checkpoint), then SIGKILL when it is still there after
-    `grace_seconds`. Call `request()` whenever a stop is wanted and `poll()` on every look."""
+class StopClock:
+    """When the stop was first asked for, in this process's memory (a watch that lives as long
+    as its child). An executor that looks again on each pass keeps it elsewhere (a cache)."""
 
-    def __init__(self, process: subprocess.Popen, *, grace_seconds: float, name: str) -> None:
-        self.process = process
+    def __init__(self) -> None:
+        self.started_at: float | None = None
+
+    def start(self) -> bool:
+        """True the first time only: then the stop is sent."""
+        if self.started_at is not None:
+            return False
+        self.started_at = time.monotonic()
+        return True
+
+    def elapsed(self) -> float | None:
+        return None if self.started_at is None else time.monotonic() - self.started_at
+
+
+class GracefulStop:
+    """Stop with grace, the one rule for every child a worker follows and every job the Slurm
+    follower stops: ask once (SIGTERM: a trainer stops at an agreed step and saves a checkpoint),
+    then force it (SIGKILL, a cancel) when it is still there after `grace_seconds`. Call
+    `request()` whenever a stop is wanted and `poll()` on every look."""
+
+    def __init__(
+        self,
+        *,
+        terminate: Callable[[], None],
+        kill: Callable[[], None],
+        grace_seconds: float,
+        name: str,
+        clock: StopClock | None = None,
+        process: subprocess.Popen | None = None,
+    ) -> None:
+        self.terminate, self.kill = terminate, kill
+        self.process = process  # for now(): a child this process started
         self.grace_seconds = grace_seconds
         self.name = name
-        self.signalled_at: float | None = None
+        self.clock = clock or StopClock()
+
+    @classmethod
+    def of_process(cls, process: subprocess.Popen, *, grace_seconds: float, name: str) -> GracefulStop:
+        return cls(
+            terminate=lambda: kill_group(process, signal.SIGTERM),
+            kill=lambda: kill_group(process, signal.SIGKILL),
+            grace_seconds=grace_seconds,
+            name=name,
+            process=process,
+        )
 
     @property
     def requested(self) -> bool:
-        return self.signalled_at is not None
+        return self.clock.elapsed() is not None
 
     def request(self) -> None:
-        if self.signalled_at is None:
-            self.signalled_at = time.monotonic()
-            kill_group(self.process, signal.SIGTERM)
+        if self.clock.start():
+            self.terminate()
 
     def poll(self) -> None:
-        if self.signalled_at is not None and time.monotonic() - self.signalled_at > self.grace_seconds:
-            log.warning("%s ignored SIGTERM for %.0f s; killing it", self.name, time.monotonic() - self.signalled_at)
-            kill_group(self.process, signal.SIGKILL)
+        elapsed = self.clock.elapsed()
+        if elapsed is not None and elapsed > self.grace_seconds:
+            log.warning("%s ignored SIGTERM for %.0f s; forcing it to stop", self.name, elapsed)
+            self.kill()
 
     def now(self) -> None:
-        """Stops the child before returning: SIGTERM, the grace, then SIGKILL (a watch that
-        cannot go on must not leave behind a child that nobody follows)."""
+        """For a child process: stops it before returning (SIGTERM, the grace, then SIGKILL), so
+        that a watch that cannot go on leaves behind no child that nobody follows."""
+        assert self.process is not None, "now() stops a child process"
         self.request()
         try:
-            self.process.wait(timeout=max(0.0, self.grace_seconds - (time.monotonic() - self.signalled_at)))
+            self.process.wait(timeout=max(0.0, self.grace_seconds - (self.clock.elapsed() or 0.0)))
         except subprocess.TimeoutExpired:
-            kill_group(self.process, signal.SIGKILL)
+            self.kill()
             self.process.wait()
 
 

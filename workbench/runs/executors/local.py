@@ -118,7 +118,9 @@ def follow(run: Run, process: subprocess.Popen, files: AttemptFiles, ledger: Ing
 def watch(run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLedger) -> outcome.Ending:
     """Stores the trainer's events until it exits; a watch that ends any other way (the database
     gone, a bug) takes the trainer with it, so that nothing runs that nobody follows."""
-    stop = GracefulStop(process, grace_seconds=settings.RUN_STOP_GRACE_SECONDS, name=f"run {run.pk}'s trainer")
+    stop = GracefulStop.of_process(
+        process, grace_seconds=settings.RUN_STOP_GRACE_SECONDS, name=f"run {run.pk}'s trainer"
+    )
     try:
         return _watch(run, process, tail, ledger, stop)
     except BaseException as error:

@@ -25,6 +25,7 @@ from workbench.runs.models import Run
 from workbench.runs.slurm_status import parse_job_name
 from workbench.slurm import commands, words
 from workbench.slurm.commands import Job
+from workbench.workers.processes import GracefulStop, StopClock
 
 log = logging.getLogger(__name__)
 
@@ -143,27 +144,44 @@ def running(run: Run, job: Job) -> None:
     )
 
 
+class CachedStopClock(StopClock):
+    """When the stop of a job was first sent, kept in the cache: each follower pass looks anew,
+    and whichever follower holds the lease next must see the same clock."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def start(self) -> bool:
+        return cache.add(self.key, time.time(), timeout=int(10 * settings.RUN_STOP_GRACE_SECONDS) + 60)
+
+    def elapsed(self) -> float | None:
+        started = cache.get(self.key)
+        return None if started is None else time.time() - float(started)
+
+
 def stop(run: Run, job: Job) -> None:
     """Abort or pause: SIGTERM to the trainers, which stop together and save a checkpoint; the
-    job then ends by itself. A job that ignores it is cancelled after the grace period."""
-    # Job ids start again with a new cluster (or a test's): the run and its attempt make the key unique.
-    key = f"workbench:slurm-stop:{run.pk}:{run.attempt}:{run.queued_at.timestamp()}:{job.job_id}"
+    job then ends by itself. A job that ignores it is cancelled after the grace period, by the
+    same rule as a local trainer (workers.processes.GracefulStop)."""
     try:
-        _signal_or_cancel(run, job, key)
+        if not job.is_running:
+            commands.cancel(job.job_id)  # nothing started: nothing to save
+            return
+        # Job ids start again with a new cluster (or a test's): the run and its attempt make the key unique.
+        key = f"workbench:slurm-stop:{run.pk}:{run.attempt}:{run.queued_at.timestamp()}:{job.job_id}"
+        graceful = GracefulStop(
+            terminate=lambda: commands.signal_job(job.job_id, "TERM"),
+            kill=lambda: commands.cancel(job.job_id),
+            grace_seconds=settings.RUN_STOP_GRACE_SECONDS,
+            name=f"run {run.pk}'s Slurm job {job.job_id}",
+            clock=CachedStopClock(key),
+        )
+        if not graceful.requested:
+            log.info("run %s: SIGTERM to Slurm job %s (%s)", run.pk, job.job_id, run.stop_request)
+        graceful.request()
+        graceful.poll()
     except commands.SlurmError as error:  # the job ended meanwhile: the next pass ends the run
         log.info("run %s: Slurm job %s: %s", run.pk, job.job_id, error)
-
-
-def _signal_or_cancel(run: Run, job: Job, key: str) -> None:
-    if not job.is_running:
-        commands.cancel(job.job_id)  # nothing started: nothing to save
-        return
-    if cache.add(key, time.time(), timeout=int(10 * settings.RUN_STOP_GRACE_SECONDS) + 60):
-        log.info("run %s: SIGTERM to Slurm job %s (%s)", run.pk, job.job_id, run.stop_request)
-        commands.signal_job(job.job_id, "TERM")
-    elif time.time() - float(cache.get(key) or time.time()) > settings.RUN_STOP_GRACE_SECONDS:
-        log.warning("run %s: job %s ignored SIGTERM; cancelling it", run.pk, job.job_id)
-        commands.cancel(job.job_id)
 
 
 def forgotten(run: Run) -> None:
