@@ -13,7 +13,7 @@ from datasets.models import Dataset
 from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
 from datasets.uploads import upload_path
-from datasets.validators import validate_import_path, validate_percent_pair
+from datasets.validators import MAX_PER_CLASS, validate_import_path, validate_percent_pair
 
 DEFAULTS = {
     "kind": "auto",
@@ -53,8 +53,8 @@ class DatasetForm(forms.Form):
     encoding = forms.ChoiceField(choices=Dataset.Encoding.choices)
     val_percent = forms.IntegerField(min_value=0, max_value=99)
     test_percent = forms.IntegerField(min_value=0, max_value=99)
-    min_per_class = forms.IntegerField(min_value=1)
-    max_per_class = forms.IntegerField(min_value=1, required=False)
+    min_per_class = forms.IntegerField(min_value=1, max_value=MAX_PER_CLASS)
+    max_per_class = forms.IntegerField(min_value=1, max_value=MAX_PER_CLASS, required=False)
     shuffle = forms.TypedChoiceField(
         choices=[("true", "Yes"), ("false", "No")], coerce=lambda v: v in (True, "true", "True", "1", "on")
     )

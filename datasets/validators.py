@@ -8,6 +8,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+# Images per class, as the build's options store them (a 32-bit column: a larger number was a 500
+# from the database, after the form let it through).
+MAX_PER_CLASS = 2**31 - 1
 SIZE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices
+from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices, shown
 
 MODES = ("train", "forward")  # forward + backward + step, or forward only (serving)
 SYNTHETIC = "synthetic"
 MAX_CELLS = 512
+MAX_GPUS = 64  # a benchmark's widest column
 
 
 @dataclass
@@ -75,7 +76,7 @@ def _int_list(name: str, values: Any, *, low: int = 1, high: int = 1 << 20) -> l
         raise ConfigError("expected a non-empty list of integers", field=name)
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{value!r} must be an integer from {low} to {high}", field=name)
+            raise ConfigError(f"{shown(value)} must be an integer from {low} to {high}", field=name)
     return sorted(set(values))
 
 
@@ -93,7 +94,7 @@ def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> Ben
     cfg.networks = _names("networks", cfg.networks, tuple(n for n in NETWORKS if n != "custom"))
     cfg.precisions = _names("precisions", cfg.precisions, PRECISIONS)
     cfg.modes = _names("modes", cfg.modes, MODES)
-    cfg.gpu_counts = _int_list("gpu_counts", cfg.gpu_counts, high=64)
+    cfg.gpu_counts = _int_list("gpu_counts", cfg.gpu_counts, high=MAX_GPUS)
     cfg.batch_sizes = _int_list("batch_sizes", cfg.batch_sizes, high=65536)
     for name, low, high in (
         ("image_size", 4, 4096),

@@ -9,8 +9,9 @@ from typing import Any
 
 from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
-from trainer.bench_config import MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
-from trainer.config import ConfigError
+from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
+from trainer.config import ConfigError, shown
+from workbench.core.ids import parse_id
 from workbench.runs.validators import RequestError
 
 DEFAULTS: dict[str, Any] = {
@@ -38,8 +39,14 @@ def int_list(value: Any) -> Any:
     """ "1,2,4" -> [1, 2, 4] (the CLI and the form send text; the API sends lists)."""
     if isinstance(value, str):
         parts = [part for part in re.split(r"[\s,]+", value.strip()) if part]
-        return [int(part) if part.isdecimal() else part for part in parts]
+        return [whole(part) for part in parts]
     return value
+
+
+def whole(text: str) -> int | str:
+    """Decimal text -> int; anything else (a 5,000-digit text too, which int() refuses with a
+    ValueError) is left as sent, for the trainer's check to refuse by name."""
+    return int(text) if text.isdecimal() and text.isascii() and len(text) <= 18 else text
 
 
 def name_list(value: Any) -> Any:
@@ -55,9 +62,10 @@ def _dataset_of(value: str, owner) -> Dataset | None:
     match = re.fullmatch(r"dataset:(\d+)", str(value))
     if not match:
         raise RequestError("data", "give 'synthetic' or 'dataset:<id>' (a dataset of yours)")
-    dataset = datasets_visible_to(owner).filter(pk=int(match.group(1))).first()
+    pk = parse_id(match.group(1))
+    dataset = datasets_visible_to(owner).filter(pk=pk).first() if pk else None
     if dataset is None:
-        raise RequestError("data", f"no dataset {match.group(1)} of yours")
+        raise RequestError("data", f"no dataset {shown(int(match.group(1)[:400]))} of yours")
     if dataset.status != Dataset.Status.READY:
         raise RequestError("data", f"dataset {dataset.pk} is {dataset.status}, not ready")
     return dataset
@@ -84,8 +92,8 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
     for key in ("gpus", "batch_sizes"):
         request[key] = int_list(request[key])
     for key in ("image_size", "steps", "warmup_steps", "find_limit", "channels", "num_classes"):
-        if isinstance(request[key], str) and request[key].strip().isdecimal():
-            request[key] = int(request[key])
+        if isinstance(request[key], str):
+            request[key] = whole(request[key].strip())
     if isinstance(request["find_largest"], str):
         request["find_largest"] = request["find_largest"].lower() in ("1", "true", "yes", "on")
     request["networks"] = name_list(request["networks"])
@@ -100,8 +108,10 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
         run_dir="(checked later)",
         networks=request["networks"],
         image_size=request["image_size"],
-        # As many devices as the widest column: what the scheduler will grant.
-        devices=list(range(max([g for g in request["gpus"] if isinstance(g, int)] or [1]))),
+        # As many devices as the widest column: what the scheduler will grant. Never more than a
+        # benchmark may ask for, so gpus [10**9] is refused by the trainer's check of gpu_counts
+        # instead of first building a list of a billion devices (8 GB) in the web process.
+        devices=list(range(min(MAX_GPUS, max([g for g in request["gpus"] if isinstance(g, int)] or [1])))),
         gpu_counts=request["gpus"],
         batch_sizes=request["batch_sizes"],
         precisions=[request["precision"]],
@@ -142,10 +152,10 @@ def _whole(data: dict, name: str, default: int, low: int, high: int) -> int:
     value = data.get(name)
     if value in (None, ""):
         return default
-    if isinstance(value, str) and value.strip().isdecimal():
-        value = int(value)
+    if isinstance(value, str):
+        value = whole(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise RequestError(name, f"{value!r} is not a whole number from {low} to {high}")
+        raise RequestError(name, f"{shown(value)} is not a whole number from {low} to {high}")
     return value
 
 
@@ -158,9 +168,9 @@ def largest_batch_request(data: dict[str, Any], *, owner) -> tuple[dict[str, Any
     unknown = sorted(set(data) - set(FINDER_FIELDS))
     if unknown:
         raise RequestError(unknown[0], f"unknown field (known: {', '.join(FINDER_FIELDS)})")
-    if not str(data.get("dataset", "")).isdecimal():
+    if parse_id(data.get("dataset", "")) is None:
         raise RequestError("dataset", "give the id of a ready dataset of yours")
-    dataset = _dataset_of(f"dataset:{data['dataset']}", owner)
+    dataset = _dataset_of(f"dataset:{parse_id(data['dataset'])}", owner)
     network = data.get("network")
     if network == "custom":
         raise RequestError("network", "the finder measures the built-in networks, not a custom one")

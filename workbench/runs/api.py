@@ -11,7 +11,9 @@ from rest_framework.response import Response
 
 from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
+from trainer.config import shown
 from workbench.core import openapi
+from workbench.core.ids import MAX_ID, parse_id
 from workbench.runs import services
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_rows
@@ -63,9 +65,10 @@ def run_list(request):
         if request.query_params.get(field):
             runs = runs.filter(**{field: request.query_params[field]})
     if request.query_params.get("dataset"):
-        if not request.query_params["dataset"].isdecimal():
-            raise ValidationError({"dataset": ["give a dataset id (a whole number)"]})
-        runs = runs.filter(dataset_id=int(request.query_params["dataset"]))
+        dataset_id = parse_id(request.query_params["dataset"])
+        if dataset_id is None:
+            raise ValidationError({"dataset": [f"give a dataset id (a whole number from 1 to {MAX_ID})"]})
+        runs = runs.filter(dataset_id=dataset_id)
     if request.query_params.get("owner") and request.user.is_staff:
         runs = runs.filter(owner__username=request.query_params["owner"])
     return Response({"results": RunSerializer(runs[:500], many=True, context={"request": request}).data})
@@ -75,7 +78,7 @@ def _submission_dataset(request, data: dict) -> Dataset:
     """The dataset a submission names, if the user may train on it; only staff set priorities."""
     dataset = datasets_visible_to(request.user).filter(pk=data["dataset"]).first()
     if dataset is None:
-        raise ValidationError({"dataset": [f"no dataset {data['dataset']} of yours"]})
+        raise ValidationError({"dataset": [f"no dataset {shown(data['dataset'])} of yours"]})
     if data["priority"] and not request.user.is_staff:
         raise PermissionDenied("only staff can set a priority")
     return dataset

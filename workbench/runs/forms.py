@@ -4,16 +4,28 @@ then the whole request checked by the trainer's own rules (the same validation t
 from __future__ import annotations
 
 import json
-import math
+import re
 
 from django import forms
 from django.conf import settings
 
 from datasets.models import Dataset
-from trainer.config import BEST_METRICS, LR_POLICIES, MEAN_MODES, NETWORKS, OPTIMIZERS, PRECISIONS, plain_number
+from trainer.config import (
+    BEST_METRICS,
+    LR_POLICIES,
+    MAX_LIST,
+    MEAN_MODES,
+    NETWORKS,
+    OPTIMIZERS,
+    PRECISIONS,
+    RANGES,
+    plain_number,
+    shown,
+)
 from workbench.runs.models import Run
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
 from workbench.runs.validators import (
+    MAX_SWEEP_RUNS,
     RequestError,
     add_form_errors,
     check_executor,
@@ -88,22 +100,55 @@ FIELD_OF = {
 }
 
 
-def _number_list(raw: str, *, kind: type, label: str, low: float, high: float | None = None) -> list:
-    values = []
-    for part in (p.strip() for p in str(raw).replace(";", ",").split(",")):
-        if not part:
-            continue
-        try:
-            value = kind(part)
-        except ValueError:
-            raise forms.ValidationError(f"{part!r} is not a {label}.") from None
-        if isinstance(value, float) and not math.isfinite(value):
-            raise forms.ValidationError(f"{part!r} is not a finite number.")
-        if value < low or (high is not None and value > high):
-            low_text = plain_number(low)
-            bound = f"between {low_text} and {plain_number(high)}" if high is not None else f"at least {low_text}"
-            raise forms.ValidationError(f"{part} must be {bound}.")
-        if value not in values:
+# What the form takes as a number: plain decimals. float() and int() also take "1_000", "inf",
+# "nan" and a 400-digit text, which the trainer then refuses or a run failed on at launch.
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?")
+_WHOLE = re.compile(r"[+-]?\d{1,18}")
+
+
+def _plain(text: str, *, integer: bool) -> bool:
+    return bool((_WHOLE if integer else _DECIMAL).fullmatch(text.strip()))
+
+
+class DecimalTextField(forms.FloatField):
+    def to_python(self, value):
+        if value not in self.empty_values and not _plain(str(value), integer=False):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+class WholeTextField(forms.IntegerField):
+    def to_python(self, value):
+        if value not in self.empty_values and not _plain(str(value), integer=True):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+def trainer_number(path: str, **kwargs) -> forms.Field:
+    """A form field for the trainer's field `path`, bounded by the trainer's own RANGES (the form
+    may start higher, as for epochs, never go past them)."""
+    bounds = RANGES[path]
+    field = WholeTextField if bounds.integer else DecimalTextField
+    return field(min_value=kwargs.pop("min_value", bounds.low), max_value=bounds.high, **kwargs)
+
+
+def _number_list(raw: str, *, path: str, label: str, most: int = MAX_SWEEP_RUNS) -> list:
+    bounds = RANGES[path]
+    parts = [p.strip() for p in str(raw).replace(";", ",").split(",")]
+    parts = [p for p in parts if p]
+    # The count first, then linear checks: a 100,000-value list costs nothing before its refusal.
+    if len(parts) > most:
+        raise forms.ValidationError(f"{len(parts)} values; at most {most}.")
+    values, seen = [], set()
+    for part in parts:
+        if not _plain(part, integer=bounds.integer):
+            raise forms.ValidationError(f"{shown(part)} is not a {label}.")
+        value = int(part) if bounds.integer else float(part)
+        if not bounds.low <= value <= bounds.high:
+            low_text, high_text = plain_number(bounds.low), plain_number(bounds.high)
+            raise forms.ValidationError(f"{shown(value)} must be between {low_text} and {high_text}.")
+        if value not in seen:
+            seen.add(value)
             values.append(value)
     if not values:
         raise forms.ValidationError("Enter a value (several separated by commas make a sweep).")
@@ -148,27 +193,31 @@ class RunForm(forms.Form):
     base_lr = forms.CharField(
         initial="0.01", label="Base learning rate", help_text="Several, separated by commas, make a sweep"
     )
-    momentum = forms.FloatField(initial=0.9, min_value=0, max_value=1, help_text="SGD, Nesterov, RMSprop")
-    weight_decay = forms.FloatField(initial=0.0, min_value=0, max_value=1)
+    momentum = trainer_number("solver.momentum", initial=0.9, help_text="SGD, Nesterov, RMSprop")
+    weight_decay = trainer_number("solver.weight_decay", initial=0.0)
     lr_policy = forms.ChoiceField(choices=[(p, p) for p in LR_POLICIES], initial="step", label="Policy")
-    gamma = forms.FloatField(initial=0.1, min_value=0, help_text="step, multistep, exp, inv, sigmoid")
-    power = forms.FloatField(initial=1.0, min_value=0, help_text="inv, poly")
-    step_size = forms.FloatField(initial=33.0, min_value=0, max_value=100, help_text="% of the run (step, sigmoid)")
+    gamma = trainer_number("solver.gamma", initial=0.1, help_text="step, multistep, exp, inv, sigmoid")
+    power = trainer_number("solver.power", initial=1.0, help_text="inv, poly")
+    step_size = trainer_number("solver.step_size", initial=33.0, help_text="% of the run (step, sigmoid)")
     step_values = forms.CharField(initial="50, 75", help_text="% of the run, comma-separated (multistep)")
-    min_lr = forms.FloatField(initial=0.0, min_value=0, help_text="cosine floor")
-    warmup_percent = forms.FloatField(initial=0.0, min_value=0, max_value=100, label="Warmup (% of the run)")
-    onecycle_pct_start = forms.FloatField(initial=0.3, min_value=0, max_value=1, label="One-cycle rise share")
-    onecycle_div_factor = forms.FloatField(initial=25.0, min_value=1, label="One-cycle start divisor")
-    onecycle_final_div_factor = forms.FloatField(initial=1e4, min_value=1, label="One-cycle final divisor")
-    grad_clip_norm = forms.FloatField(required=False, min_value=0.000001, label="Gradient clipping (norm)")
+    min_lr = trainer_number("solver.min_lr", initial=0.0, help_text="cosine floor")
+    warmup_percent = trainer_number("solver.warmup_percent", initial=0.0, label="Warmup (% of the run)")
+    onecycle_pct_start = trainer_number("solver.onecycle_pct_start", initial=0.3, label="One-cycle rise share")
+    onecycle_div_factor = trainer_number("solver.onecycle_div_factor", initial=25.0, label="One-cycle start divisor")
+    onecycle_final_div_factor = trainer_number(
+        "solver.onecycle_final_div_factor", initial=1e4, label="One-cycle final divisor"
+    )
+    grad_clip_norm = trainer_number(
+        "solver.grad_clip_norm", required=False, min_value=0.000001, label="Gradient clipping (norm)"
+    )
 
-    epochs = forms.FloatField(initial=30, min_value=0.01, max_value=100000)
+    epochs = trainer_number("epochs", initial=30, min_value=0.01)
     batch_size = forms.CharField(initial="64", help_text="Several, separated by commas, make a sweep")
-    grad_accum = forms.IntegerField(initial=1, min_value=1, max_value=1024, label="Gradient accumulation")
-    val_interval = forms.FloatField(initial=1.0, min_value=0, label="Validate every (epochs)")
-    snapshot_interval = forms.FloatField(initial=1.0, min_value=0, label="Snapshot every (epochs)")
-    seed = forms.IntegerField(initial=0, min_value=0, max_value=2**31 - 1)
-    crop_size = forms.IntegerField(required=False, min_value=1, label="Random crop (pixels)")
+    grad_accum = trainer_number("grad_accum", initial=1, label="Gradient accumulation")
+    val_interval = trainer_number("val_interval", initial=1.0, label="Validate every (epochs)")
+    snapshot_interval = trainer_number("snapshot_interval", initial=1.0, label="Snapshot every (epochs)")
+    seed = trainer_number("seed", initial=0)
+    crop_size = trainer_number("data.crop_size", required=False, label="Random crop (pixels)")
     random_flip = forms.BooleanField(required=False, label="Horizontal flips")
     vertical_flip = forms.BooleanField(required=False, label="Vertical flips")
     mean_subtraction = forms.ChoiceField(choices=[(m, m) for m in MEAN_MODES], initial="image")
@@ -178,30 +227,28 @@ class RunForm(forms.Form):
     best_metric = forms.ChoiceField(
         choices=[(m, m) for m in BEST_METRICS], initial="top1", help_text="the best checkpoint's; early stopping's"
     )
-    early_stopping_patience = forms.IntegerField(
+    early_stopping_patience = trainer_number(
+        "early_stopping_patience",
         initial=0,
         required=False,
-        min_value=0,
-        max_value=100000,
         label="Early stopping patience",
         help_text="validations without improvement before the run stops (0: off)",
     )
-    early_stopping_min_delta = forms.FloatField(
+    early_stopping_min_delta = trainer_number(
+        "early_stopping_min_delta",
         initial=0.0,
         required=False,
-        min_value=0,
         label="Early stopping min delta",
         help_text="smaller gains do not count",
     )
-    num_workers = forms.IntegerField(initial=2, min_value=0, max_value=64, label="Data loader workers")
+    num_workers = trainer_number("data.num_workers", initial=2, label="Data loader workers")
 
     device_mode = forms.ChoiceField(choices=DEVICE_CHOICES, initial="auto", widget=forms.RadioSelect, label="Devices")
-    gpu_count = forms.IntegerField(initial=1, min_value=1, max_value=64, required=False, label="Number of GPUs")
-    model_parallel = forms.IntegerField(
+    gpu_count = WholeTextField(initial=1, min_value=1, max_value=64, required=False, label="Number of GPUs")
+    model_parallel = trainer_number(
+        "model_parallel",
         initial=1,
         required=False,
-        min_value=1,
-        max_value=64,
         label="GPUs per model copy",
         help_text="Above 1, the network is split over this many GPUs (model parallel) and data parallelism "
         "runs over the groups: for networks too big for one GPU's memory. The number of GPUs must be a multiple of it.",
@@ -215,15 +262,14 @@ class RunForm(forms.Form):
         widget=forms.RadioSelect,
         label="Runs on",
     )
-    nodes = forms.IntegerField(
+    nodes = trainer_number(
+        "nodes",
         initial=1,
-        min_value=1,
-        max_value=64,
         required=False,
         label="Nodes",
         help_text="Slurm only: the run spans this many nodes, with the GPUs above on each (one process per GPU).",
     )
-    priority = forms.IntegerField(initial=0, min_value=-100, max_value=100, required=False)
+    priority = WholeTextField(initial=0, min_value=-100, max_value=100, required=False)
 
     def __init__(self, *args, user, preview: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -249,16 +295,17 @@ class RunForm(forms.Form):
         return self.cleaned_data["name"].strip()
 
     def clean_base_lr(self):
-        values = _number_list(self.cleaned_data["base_lr"], kind=float, label="positive number", low=0, high=10)
+        values = _number_list(self.cleaned_data["base_lr"], path="solver.base_lr", label="positive number")
         if any(v <= 0 for v in values):
             raise forms.ValidationError("The learning rate must be above 0.")
         return values
 
     def clean_batch_size(self):
-        return _number_list(self.cleaned_data["batch_size"], kind=int, label="whole number", low=1, high=1 << 20)
+        return _number_list(self.cleaned_data["batch_size"], path="batch_size", label="whole number")
 
     def clean_step_values(self):
-        return sorted(_number_list(self.cleaned_data["step_values"], kind=float, label="percent", low=0, high=100))
+        values = _number_list(self.cleaned_data["step_values"], path="solver.step_size", label="percent", most=MAX_LIST)
+        return sorted(values)
 
     def clean_custom_layers(self):
         raw = self.cleaned_data["custom_layers"].strip()

@@ -1,8 +1,12 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainer.config import NETWORKS, OPTIMIZERS
+from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
+from workbench.runs.validators import MAX_NODES, MAX_PRIORITY
 from workbench.workers.models import Device
 
 
@@ -59,15 +63,31 @@ class RunDetailSerializer(RunSerializer):
         return config_for_display(run.config or {})
 
 
+@extend_schema_field(OpenApiTypes.NUMBER)
+class TrainerValue(serializers.Field):
+    """A trainer config value passed through untouched, for the trainer's own checks."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(required=False, **kwargs)
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
 class RunCreateSerializer(serializers.Serializer):
     """The short form of a run: the common fields, plus any trainer config field in `config`."""
 
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    dataset = serializers.IntegerField()
+    dataset = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     network = serializers.ChoiceField(choices=NETWORKS)
-    epochs = serializers.FloatField(required=False, min_value=0.01)
-    batch_size = serializers.IntegerField(required=False, min_value=1)
-    lr = serializers.FloatField(required=False, min_value=0)
+    # Handed to the trainer's validator as sent: DRF's FloatField read JSON true as 1.0 and let
+    # 1e308 through; the trainer's RANGES judge them, as for the same fields inside `config`.
+    epochs = TrainerValue(help_text="epochs (a positive number); the same as config.epochs")
+    batch_size = TrainerValue(help_text="the global batch (a positive integer); the same as config.batch_size")
+    lr = TrainerValue(help_text="the base learning rate; the same as config.solver.base_lr")
     solver = serializers.ChoiceField(choices=OPTIMIZERS, required=False)
     gpus = serializers.CharField(
         required=False, default="auto", help_text="auto | cpu | N | HOST:0,1 (per node on Slurm)"
@@ -75,8 +95,10 @@ class RunCreateSerializer(serializers.Serializer):
     executor = serializers.ChoiceField(
         choices=Run.Executor.choices, required=False, default="local", help_text="slurm: a batch job (when enabled)"
     )
-    nodes = serializers.IntegerField(required=False, default=1, help_text="nodes the run spans (Slurm only)")
-    priority = serializers.IntegerField(required=False, default=0)
+    nodes = serializers.IntegerField(
+        required=False, default=1, min_value=1, max_value=MAX_NODES, help_text="nodes the run spans (Slurm only)"
+    )
+    priority = serializers.IntegerField(required=False, default=0, min_value=-MAX_PRIORITY, max_value=MAX_PRIORITY)
     config = serializers.DictField(required=False, default=dict)
 
     def trainer_config(self) -> dict:
@@ -104,7 +126,7 @@ class SweepCreateSerializer(RunCreateSerializer):
 
 
 class PrioritySerializer(serializers.Serializer):
-    priority = serializers.IntegerField(min_value=-100, max_value=100)
+    priority = serializers.IntegerField(min_value=-MAX_PRIORITY, max_value=MAX_PRIORITY)
 
 
 class PretrainedWeightsSerializer(serializers.Serializer):

@@ -5,6 +5,8 @@ management-command errors) are the small adapters at the end of this module."""
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -14,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from rest_framework.exceptions import ValidationError
 
-from trainer.config import NETWORKS, ConfigError, config_from_dict
+from trainer.config import NETWORKS, ConfigError, config_from_dict, shown
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
 from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
@@ -87,6 +89,7 @@ def parse_device_request(text: str | int | None) -> DeviceRequest:
 
 
 MAX_NODES = 64
+MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)
 
 
 def check_executor(executor: Any, nodes: Any, request: DeviceRequest) -> tuple[str, int]:
@@ -218,7 +221,9 @@ def check_network_fits(*, network: str, config: dict, dataset) -> None:
     crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
     width, height = dataset.image_width, dataset.image_height
     if crop and (crop > width or crop > height):
-        raise RequestError("config.data.crop_size", f"{crop} is larger than the dataset images ({width}x{height})")
+        raise RequestError(
+            "config.data.crop_size", f"{shown(crop)} is larger than the dataset images ({width}x{height})"
+        )
     layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
     spec = InputSpec(dataset.channels, crop or height, crop or width, max(1, len(dataset.labels or [])), layers)
     try:
@@ -245,19 +250,37 @@ def sweep_combinations(grid: Any) -> list[dict[str, Any]]:
     unknown = sorted(set(grid) - set(SWEEP_FIELDS), key=str)
     if unknown:
         raise RequestError(f"sweep.{unknown[0]}", f"cannot be swept (these can: {', '.join(SWEEP_FIELDS)})")
-    axes = []
-    for key in (key for key in SWEEP_FIELDS if key in grid):
-        values = grid[key]
+    lists = {key: grid[key] for key in SWEEP_FIELDS if key in grid}
+    for key, values in lists.items():
         if not isinstance(values, list) or not values:
             raise RequestError(f"sweep.{key}", "expected a non-empty list of values")
-        twice = next((value for index, value in enumerate(values) if value in values[:index]), None)
+        # The count first, from the lengths alone: a 2,000 x 2,000 grid is refused before any of
+        # its 4 million combinations exists (building them cost the web process 770 MB).
+        if len(values) > MAX_SWEEP_RUNS:
+            raise RequestError(f"sweep.{key}", f"{len(values)} values; at most {MAX_SWEEP_RUNS} at once")
+    runs = math.prod(len(values) for values in lists.values())
+    if runs > MAX_SWEEP_RUNS:
+        raise RequestError("sweep", f"The sweep makes {runs} runs; at most {MAX_SWEEP_RUNS} at once.")
+    for key, values in lists.items():
+        twice = first_repeat(values)
         if twice is not None:
-            raise RequestError(f"sweep.{key}", f"{twice!r} is listed twice")
-        axes.append([(key, value) for value in values])
-    combinations = [dict(combination) for combination in itertools.product(*axes)]
-    if len(combinations) > MAX_SWEEP_RUNS:
-        raise RequestError("sweep", f"The sweep makes {len(combinations)} runs; at most {MAX_SWEEP_RUNS} at once.")
-    return combinations
+            raise RequestError(f"sweep.{key}", f"{shown(twice)} is listed twice")
+    return [dict(combination) for combination in itertools.product(*([(k, v) for v in vs] for k, vs in lists.items()))]
+
+
+def first_repeat(values: list) -> Any:
+    """The first value listed again, or None; linear (a set of keys), for any JSON values. Numbers
+    compare by value (0.1 and 0.10, 1 and 1.0 are one learning rate), booleans and others apart."""
+    seen: set = set()
+    for value in values:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            key: Any = value
+        else:
+            key = (type(value).__name__, json.dumps(value, sort_keys=True, default=str))
+        if key in seen:
+            return value
+        seen.add(key)
+    return None
 
 
 def sweep_config(config: dict, combination: dict[str, Any]) -> dict:

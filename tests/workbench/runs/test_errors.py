@@ -22,10 +22,10 @@ CPU = DeviceRequest.cpu()
 def test_it_names_the_trainer_field_of_a_config_error():
     with pytest.raises(ConfigError) as caught:
         config_from_dict({"network": "lenet", "run_dir": "r", "solver": {"base_lr": -1}}, check_paths=False)
-    assert caught.value.field == "solver.base_lr" and caught.value.message == "-1 must be a positive number"
-    assert str(caught.value) == "solver.base_lr: -1 must be a positive number"  # the trainer's own CLI
+    assert caught.value.field == "solver.base_lr" and caught.value.message == "-1 must be a positive number up to 10"
+    assert str(caught.value) == "solver.base_lr: -1 must be a positive number up to 10"  # the trainer's own CLI
     again = pickle.loads(pickle.dumps(caught.value))
-    assert (again.field, again.message) == ("solver.base_lr", "-1 must be a positive number")
+    assert (again.field, again.message) == ("solver.base_lr", "-1 must be a positive number up to 10")
 
 
 def test_it_carries_the_field_over_to_a_request_error():

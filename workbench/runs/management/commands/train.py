@@ -10,12 +10,13 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
-from trainer.config import NETWORKS, OPTIMIZERS
+from trainer.config import NETWORKS, OPTIMIZERS, shown
 from workbench.core.commands import require_running_workbench
+from workbench.core.ids import parse_id
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
-from workbench.runs.validators import RequestError, command_error
+from workbench.runs.validators import MAX_PRIORITY, RequestError, command_error
 
 
 class Command(BaseCommand):
@@ -48,9 +49,14 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="wait for the run to end, printing progress")
 
     def handle(self, *args, **options):
-        dataset = Dataset.objects.filter(pk=options["dataset"]).first()
+        pk = parse_id(options["dataset"])
+        dataset = Dataset.objects.filter(pk=pk).first() if pk else None
         if dataset is None:
-            raise CommandError(f"no dataset with id {options['dataset']}")
+            raise CommandError(f"no dataset with id {shown(options['dataset'])}")
+        if not -MAX_PRIORITY <= options["priority"] <= MAX_PRIORITY:  # as the API and the form take it
+            raise CommandError(
+                f"--priority: {shown(options['priority'])} is not between -{MAX_PRIORITY} and {MAX_PRIORITY}"
+            )
         owner = dataset.owner
         if options["owner"]:
             owner = get_user_model().objects.filter(username=options["owner"]).first()
