@@ -20,6 +20,17 @@ class CustomNetError(ValueError):
 
 Shape = tuple[int, ...]  # without the batch dimension
 
+MAX_LAYERS = 256
+# A billion parameters: ~16 GB to train (fp32 weights, gradients and Adam's two moments), more than
+# most single GPUs hold; the largest built-in network (VGG-16) has 138 million.
+MAX_PARAMETERS = 1_000_000_000
+
+
+def training_bytes(parameters: int) -> int:
+    """Memory the weights need while training, activations aside: fp32 weights, gradients and an
+    optimizer's two moments (Adam), 16 bytes a parameter."""
+    return parameters * 16
+
 
 def _conv(shape: Shape, p: dict) -> nn.Module:
     return nn.Conv2d(
@@ -89,18 +100,28 @@ def _check_layer(i: int, layer: Any) -> tuple[str, dict]:
     return kind, params
 
 
+def _copy(layers: Any) -> list:
+    """The layers to plan, copied (the plan fills in defaults). The count first, before the copy:
+    each layer is built on the meta device to learn its shape, and 200,000 layers cost the web
+    process's shape preview 134 s of CPU."""
+    if not isinstance(layers, list) or not layers:
+        raise CustomNetError("custom_layers: expected a non-empty list of layers")
+    if len(layers) > MAX_LAYERS:
+        raise CustomNetError(f"custom_layers: {len(layers)} layers; at most {MAX_LAYERS}")
+    return copy.deepcopy(layers)
+
+
 def _plan(
     layers: list, channels: int, height: int, width: int, num_classes: int
 ) -> list[tuple[int, str, dict, Shape, Shape]]:
     """Validate every layer on the meta device; returns (index, type, params, in, out) per layer."""
-    if not isinstance(layers, list) or not layers:
-        raise CustomNetError("custom_layers: expected a non-empty list of layers")
     checked = [_check_layer(i, layer) for i, layer in enumerate(layers)]  # names before shapes
     last_linear = max((i for i, (kind, _) in enumerate(checked) if kind == "linear"), default=None)
     if last_linear is None:
         raise CustomNetError("custom_layers: needs a final 'linear' layer producing the class scores")
     shape: Shape = (channels, height, width)
     plan = []
+    parameters = 0
     for i, (kind, params) in enumerate(checked):
         if kind == "linear" and "out_features" not in params and i != last_linear:
             raise CustomNetError(
@@ -116,9 +137,17 @@ def _plan(
             raise CustomNetError(f"layer {i} ({kind}): needs a C x H x W input, got {list(shape)}")
         try:
             with torch.device("meta"):  # shapes only: no memory, no compute
-                out = builder(shape, params)(torch.empty(2, *shape))
-        except (TypeError, ValueError, RuntimeError) as exc:
+                module = builder(shape, params)
+                out = module(torch.empty(2, *shape))
+        except (TypeError, ValueError, RuntimeError, OverflowError) as exc:  # OverflowError: a 400-digit size
             raise CustomNetError(f"layer {i} ({kind}): {str(exc).splitlines()[0]} (input {list(shape)})") from None
+        parameters += sum(p.numel() for p in module.parameters())
+        if parameters > MAX_PARAMETERS:
+            raise CustomNetError(
+                f"layer {i} ({kind}): the network reaches {parameters:,} parameters here, over the limit of "
+                f"{MAX_PARAMETERS:,} (about {training_bytes(parameters) / 2**30:.1f} GiB to train with Adam in "
+                "fp32: weights, gradients and two moments)"
+            )
         out_shape: Shape = tuple(out.shape[1:])
         if any(d <= 0 for d in out_shape):
             raise CustomNetError(f"layer {i} ({kind}): output {list(out_shape)} is empty; the image is too small")
@@ -131,12 +160,12 @@ def _plan(
 
 def layer_shapes(layers: list, channels: int, height: int, width: int, num_classes: int) -> list[dict[str, Any]]:
     """Per-layer output shapes (batch dimension left out), for the network editor."""
-    plan = _plan(copy.deepcopy(layers), channels, height, width, num_classes)
+    plan = _plan(_copy(layers), channels, height, width, num_classes)
     return [{"index": None, "type": "input", "shape": [channels, height, width]}] + [
         {"index": i, "type": kind, "shape": list(out)} for i, kind, _, _, out in plan
     ]
 
 
 def build_custom(layers: list, channels: int, height: int, width: int, num_classes: int) -> nn.Module:
-    plan = _plan(copy.deepcopy(layers), channels, height, width, num_classes)
+    plan = _plan(_copy(layers), channels, height, width, num_classes)
     return nn.Sequential(*(LAYERS[kind][0](shape_in, params) for _, kind, params, shape_in, _ in plan))

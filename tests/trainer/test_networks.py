@@ -169,3 +169,26 @@ def test_it_fine_tunes_from_one_of_our_checkpoints(tmp_path, gray8):
     loaded, skipped = load_pretrained(model, str(checkpoint))
     assert skipped == ["classifier.3.weight", "classifier.3.bias"]
     assert "features.0.weight" in loaded and "classifier.1.weight" in loaded
+
+
+def test_it_refuses_a_custom_network_too_big_to_train_with_the_numbers():
+    # linear(out_features=1e8) on 64 inputs: 6.4e9 parameters (~100 GB to train) was queued.
+    huge = [{"type": "flatten"}, {"type": "linear", "out_features": 100_000_000}, {"type": "linear"}]
+    with pytest.raises(
+        CustomNetError, match=r"layer 1 \(linear\): the network reaches 6,500,000,000 parameters"
+    ) as info:
+        layer_shapes(huge, 1, 8, 8, 5)
+    assert "over the limit of 1,000,000,000" in str(info.value) and "GiB to train" in str(info.value)
+    wide = [{"type": "conv2d", "out_channels": 1_000_000, "kernel_size": 33}, {"type": "flatten"}, {"type": "linear"}]
+    with pytest.raises(CustomNetError, match="layer 0 .conv2d.: the network reaches"):
+        layer_shapes(wide, 3, 64, 64, 5)
+    with pytest.raises(CustomNetError, match="layer 1 .linear.: "):
+        layer_shapes([{"type": "flatten"}, {"type": "linear", "out_features": 10**400}, {"type": "linear"}], 1, 8, 8, 5)
+
+
+def test_it_refuses_too_many_layers_before_building_any():
+    many = [{"type": "relu"}] * 200_000 + [{"type": "flatten"}, {"type": "linear"}]
+    started = time.monotonic()
+    with pytest.raises(CustomNetError, match="custom_layers: 200002 layers; at most 256"):
+        layer_shapes(many, 1, 8, 8, 5)
+    assert time.monotonic() - started < 1

@@ -15,6 +15,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
+from trainer.config import RANGES
+from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import executor_named
 from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_datasets
@@ -57,11 +59,11 @@ def run_page_url(run: Run) -> str:
 
 def run_new(request):
     initial = {}
-    clone = request.GET.get("clone", "")
-    if clone.isdigit():
-        initial = initial_from_run(run_for(request.user, int(clone)))
-    elif request.GET.get("dataset", "").isdigit():
-        initial["dataset"] = int(request.GET["dataset"])
+    clone, dataset = parse_id(request.GET.get("clone", "")), parse_id(request.GET.get("dataset", ""))
+    if clone:
+        initial = initial_from_run(run_for(request.user, clone))
+    elif dataset:
+        initial["dataset"] = dataset
     form = RunForm(request.POST or None, request.FILES or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         runs = _submit(request, form)
@@ -74,7 +76,7 @@ def run_new(request):
     datasets = usable_datasets(request.user)
     context = {
         "form": form,
-        "cloned_from": clone if clone.isdigit() else None,
+        "cloned_from": clone,
         "datasets": {str(d.pk): dataset_facts(d) for d in datasets},
         "network_info": {name: {"description": text, "sizes": sizes} for name, (text, sizes) in NETWORK_INFO.items()},
         "has_datasets": datasets.exists(),
@@ -204,6 +206,16 @@ def lr_preview(request):
 _LAYER = re.compile(r"^layer (\d+)")
 
 
+def _crop(value) -> int | None:
+    """A preview's crop: a side the trainer would take (RANGES), else none (the image's own size).
+    A 400-digit crop reached torch as a shape."""
+    if isinstance(value, str):
+        value = int(value) if value.strip().isdecimal() and len(value.strip()) <= 6 else None
+    bounds = RANGES["data.crop_size"]
+    ok = isinstance(value, int) and not isinstance(value, bool) and bounds.low <= value <= bounds.high
+    return value if ok else None
+
+
 @require_POST
 def layer_shapes(request):
     """Per-layer output shapes of a custom network on the chosen dataset (trainer.custom_net)."""
@@ -213,15 +225,14 @@ def layer_shapes(request):
 
     try:
         body = json.loads(request.body or b"{}")
-        dataset = usable_datasets(request.user).get(pk=int(body.get("dataset")))
-    except (ValueError, TypeError, Dataset.DoesNotExist):
+    except ValueError:
+        body = None
+    body = body if isinstance(body, dict) else {}
+    dataset = usable_datasets(request.user).filter(pk=parse_id(body.get("dataset"))).first()
+    if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
     layers = body.get("layers")
-    crop = body.get("crop_size") or None
-    try:
-        crop = int(crop) if crop else None
-    except (TypeError, ValueError):
-        crop = None
+    crop = _crop(body.get("crop_size"))
     height, width = (crop, crop) if crop else (dataset.image_height, dataset.image_width)
     classes = max(1, len(dataset.labels or []))
     try:
@@ -268,12 +279,10 @@ def _network_fit(name: str, channels: int, height: int, width: int, classes: int
 @require_GET
 def network_fit(request):
     """Parameter count of every standard network for the dataset, and whether its images fit."""
-    try:
-        dataset = usable_datasets(request.user).get(pk=int(request.GET.get("dataset", "")))
-    except (ValueError, Dataset.DoesNotExist):
+    dataset = usable_datasets(request.user).filter(pk=parse_id(request.GET.get("dataset", ""))).first()
+    if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
-    crop = request.GET.get("crop_size", "")
-    side = int(crop) if crop.isdigit() and int(crop) > 0 else None
+    side = _crop(request.GET.get("crop_size", ""))
     height, width = (side, side) if side else (dataset.image_height, dataset.image_width)
     classes = max(1, len(dataset.labels or []))
     result = {

@@ -4,6 +4,7 @@ the live endpoints (learning-rate preview, custom network shapes, network fit, p
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -280,6 +281,28 @@ def test_it_shows_the_output_shape_after_each_custom_layer(owner_client, dataset
     assert response.json()["error"].startswith("layer 2 (max_pool)")
     response = owner_client.post(url, {"dataset": 999, "layers": layers}, content_type="application/json")
     assert response.json() == {"error": "dataset: choose one of your ready datasets"}
+
+
+def test_it_caps_the_layer_shape_preview_and_answers_400_to_any_body(owner_client, dataset):
+    url = reverse("run-new-layer-shapes")
+    many = [{"type": "relu"}] * 200_000 + [{"type": "flatten"}, {"type": "linear"}]  # 134 s of CPU before
+    started = time.monotonic()
+    response = owner_client.post(url, {"dataset": dataset.pk, "layers": many}, content_type="application/json")
+    assert time.monotonic() - started < 5
+    assert response.status_code == 400 and response.json()["error"] == "custom_layers: 200002 layers; at most 256"
+    huge = [{"type": "flatten"}, {"type": "linear", "out_features": 100_000_000}, {"type": "linear"}]
+    response = owner_client.post(url, {"dataset": dataset.pk, "layers": huge}, content_type="application/json")
+    assert response.status_code == 400 and "6,500,000,000 parameters" in response.json()["error"]
+    for body in ([1, 2], {"dataset": "9" * 400, "layers": huge}, {"dataset": True}):
+        response = owner_client.post(url, body, content_type="application/json")
+        assert response.json() == {"error": "dataset: choose one of your ready datasets"}
+    layers = [{"type": "flatten"}, {"type": "linear"}]
+    crops = owner_client.post(
+        url, {"dataset": dataset.pk, "layers": layers, "crop_size": 10**400}, content_type="application/json"
+    )
+    assert crops.json()["shapes"][0]["shape"] == [1, 8, 8]  # no crop a run could take: the images' size
+    assert owner_client.get(reverse("run-new-networks"), {"dataset": "9" * 400}).status_code == 400
+    assert owner_client.get(reverse("run-new"), {"clone": "9" * 400}).status_code == 200
 
 
 def test_it_tells_which_networks_fit_the_dataset(owner_client, dataset):
