@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainer import protocol
+from trainer.config import shown
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
@@ -73,7 +74,12 @@ def checkpoint_choices(*, run: Run) -> list[dict]:
 
 def checkpoint_path(*, run: Run, which: str = "best") -> Path:
     """`best` | `last` (or `latest`) | a step number | a snapshot file name -> the file."""
-    which = (which or "best").strip()
+    which = "best" if which in (None, "") else which
+    if not isinstance(which, str) or len(which) > 40:
+        # A 400-digit step made a file name the system refuses (OSError: a 500, with the run's
+        # folder in the log); no step or snapshot name is that long.
+        raise InferenceError("checkpoint", f"{shown(which)} is not best, last or a step number")
+    which = which.strip()
     best, latest = protocol.best_checkpoint(run.run_dir), protocol.latest_checkpoint(run.run_dir)
     if which == "best":
         path = best or latest

@@ -57,6 +57,8 @@ def test_it_resizes_a_big_colour_photo_like_training_did(owner_client, digits_ru
         ({"top_k": "lots"}, "top_k", "'lots' is not a whole number"),
         ({"top_k": "0"}, "top_k", "must be between 1 and 100"),
         ({"checkpoint": "12345"}, "checkpoint", "has no checkpoint at step 12345"),
+        # A file name the system refuses: OSError, a 500 with the run's folder in the log, before.
+        ({"checkpoint": "9" * 400}, "checkpoint", "is not best, last or a step number"),
     ],
 )
 def test_it_names_the_problem_of_a_classify_request(owner_client, digits_run, data, field, message):
