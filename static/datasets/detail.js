@@ -1,6 +1,7 @@
 // The dataset page: live build progress (over its websocket), the class
 // histogram (Plotly), and the paged gallery read from the LMDBs.
 import { getJSON } from "../workbench/http.js";
+import { plotlyTexts } from "../workbench/plotly_text.js";
 
 const root = document.getElementById("dataset");
 const ACTIVE = ["pending", "building"];
@@ -66,7 +67,7 @@ function drawHistogram() {
   if (!holder || !source || !window.Plotly) return;
   const chart = JSON.parse(source.textContent);
   const traces = Object.entries(chart.splits).map(([split, counts]) => ({
-    type: "bar", name: split, x: chart.labels, y: counts,
+    type: "bar", name: split, x: plotlyTexts(chart.labels), y: counts,
   }));
   window.Plotly.newPlot(holder, traces, {
     barmode: "stack", margin: { t: 10, r: 10, b: 60, l: 50 },

@@ -1,6 +1,7 @@
 // Classify one image: drop or pick it, see the top-k as a bar chart and the image as the net saw it.
 import { postForm } from "../workbench/http.js";
 import { percent } from "./common.js";
+import { plotlyText } from "../workbench/plotly_text.js";
 
 const card = document.getElementById("classify-one");
 if (card) {
@@ -39,7 +40,7 @@ if (card) {
       (pre.crop ? `, centre crop ${pre.crop}` : "") + ` · ${body.checkpoint}`;
     const rows = [...body.predictions].reverse();
     Plotly.react("classify-chart", [{
-      type: "bar", orientation: "h", x: rows.map((r) => r.probability), y: rows.map((r) => r.label),
+      type: "bar", orientation: "h", x: rows.map((r) => r.probability), y: rows.map((r) => plotlyText(r.label)),
       text: rows.map((r) => percent(r.probability)), textposition: "auto", marker: { color: "#2f6fdf" },
     }], {
       margin: { l: 10, r: 10, t: 10, b: 30 }, xaxis: { range: [0, 1], tickformat: ".0%" },

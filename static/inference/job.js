@@ -1,6 +1,7 @@
 // A classify-many or test job: follows its progress, then shows the results.
 import { getJSON } from "../workbench/http.js";
 import { percent, sortable } from "./common.js";
+import { plotlyTexts } from "../workbench/plotly_text.js";
 
 const card = document.getElementById("job");
 const kind = card.dataset.kind;
@@ -112,7 +113,7 @@ function showTopPerClass(r) {
 }
 
 function drawConfusion(r, normalised) {
-  const labels = r.labels;
+  const labels = plotlyTexts(r.labels); // class names: the user's folders
   const raw = r.confusion;
   const z = normalised
     ? raw.map((row) => { const total = row.reduce((a, b) => a + b, 0); return row.map((v) => (total ? v / total : 0)); })

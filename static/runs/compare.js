@@ -3,6 +3,7 @@
 // while any run is active the chart is refreshed every few seconds.
 import { getJSON } from "../workbench/http.js";
 import { AXIS_TITLES, ema, xRange } from "./charts.js";
+import { plotlyText } from "../workbench/plotly_text.js";
 
 const page = JSON.parse(document.getElementById("compare-page").textContent);
 const chart = document.getElementById("compare-chart");
@@ -52,7 +53,7 @@ function traces(shown) {
     const x = toAxis(run, series.points[page.x]);
     const y = series.points.value;
     const type = y.length > 5000 ? "scattergl" : "scatter";
-    const name = run.label;
+    const name = plotlyText(run.label); // the run's name: the user's text
     if (view.smoothing) {
       out.push({ type, x, y, name, legendgroup: name, showlegend: false, opacity: 0.25, line: { color, width: 1 } });
       out.push({ type, x, y: ema(y, view.smoothing), name, legendgroup: name, showlegend: true,

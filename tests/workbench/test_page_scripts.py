@@ -3,7 +3,10 @@ server, so the CSRF token and the reading of the server's errors have one home."
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
@@ -47,3 +50,41 @@ def test_it_provides_the_csrf_token_to_every_page_from_the_base_template():
     base = (REPO_ROOT / "templates" / "base.html").read_text()
     assert '<meta name="csrf-token" content="{{ csrf_token }}">' in base
     assert 'querySelector("meta[name=csrf-token]")' in HTTP.read_text()
+
+
+# Pages whose Plotly traces and axes carry only the workbench's own words (metric names, network
+# names, "lr=0.1 bs=32"); every other page that draws with Plotly shows user text and escapes it.
+PLOTLY_OWN_WORDS = {"runs/charts.js", "runs/run_detail.js", "runs/new_run.js", "benchmarks/detail.js"}
+PLOTLY_TEXT = STATIC / "workbench" / "plotly_text.js"
+
+
+def test_it_escapes_user_labels_for_plotly_on_every_page_that_draws_them():
+    drawing = [p for p in own_scripts() if re.search(r"Plotly\.(react|newPlot)\(", p.read_text())]
+    assert len(drawing) >= 6, drawing
+    unescaped = [
+        str(path.relative_to(STATIC))
+        for path in drawing
+        if str(path.relative_to(STATIC)) not in PLOTLY_OWN_WORDS and "/workbench/plotly_text.js" not in path.read_text()
+    ]
+    assert not unescaped, unescaped
+
+
+def test_it_turns_markup_and_quotes_into_entities_plotly_decodes_back():
+    # Playwright's own Node runs the module as the browser would (an ES module, no build step).
+    import playwright
+
+    node = Path(playwright.__file__).parent / "driver" / "node"
+    labels = ["<a href='https://evil.example/'>link</a>", '<span style="font-size:300px">x</span>', "a & b", 7, None]
+    script = (
+        f"import {{ plotlyTexts }} from {json.dumps(PLOTLY_TEXT.as_uri())};"
+        f"console.log(JSON.stringify(plotlyTexts({json.dumps(labels)})));"
+    )
+    out = subprocess.run([str(node), "--input-type=module", "-e", script], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [
+        "&lt;a href=&#39;https://evil.example/&#39;&gt;link&lt;/a&gt;",
+        "&lt;span style=&quot;font-size:300px&quot;&gt;x&lt;/span&gt;",
+        "a &amp; b",
+        "7",
+        "",
+    ]
