@@ -16,8 +16,23 @@ bytes (datasets.archives).
 from __future__ import annotations
 
 import os
+import unicodedata
 
 NOT_UTF8 = "name is not valid UTF-8 (shown with \\x escapes)"
+# A class name is one line of labels.txt: a folder named "a\nb" made labels.txt one line longer than
+# the classes, and an exported bundle failed to load (size mismatch [7, 500] vs [9, 500]).
+CONTROL_CHARACTER = "class name holds a control character such as a line break or a tab (shown escaped)"
+
+
+def has_control(name: str) -> bool:
+    """True for a name with a control character (Cc: line breaks, tabs, NUL, escapes) or a line or
+    paragraph separator; format characters (zero-width joiners) are parts of real names."""
+    return any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
+
+
+def escaped(name: str) -> str:
+    """The name with each control character written as an escape (a\\nb), for messages."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if has_control(c) else c for c in name)
 
 
 def is_utf8(name: str) -> bool:

@@ -26,7 +26,7 @@ from datasets.images import (
     to_array,
     to_png_bytes,
 )
-from datasets.names import is_utf8, os_error_text
+from datasets.names import has_control, is_utf8, os_error_text
 from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
@@ -258,7 +258,8 @@ def _class_counts(names: list[tuple[str, ...]], *, unwrap: bool) -> Counter:
             parts = [p[1:] for p in parts]
         else:
             break
-    return Counter(p[0] for p in parts if len(p) > 1)
+    # A class folder whose name the build skips (a control character) is no class here either.
+    return Counter(p[0] for p in parts if len(p) > 1 and not has_control(p[0]))
 
 
 def source_classes(*, kind: str, path: Path, min_per_class: int) -> dict[str, int] | None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets.archives import archive_kind
-from datasets.names import NOT_UTF8, is_utf8, readable
+from datasets.names import CONTROL_CHARACTER, NOT_UTF8, escaped, has_control, is_utf8, readable
 
 KINDS = ("folder", "archive", "textlist", "lmdb", "digits")
 SPLITS = ("train", "val", "test")
@@ -132,6 +133,9 @@ def scan_class_folders(root: Path, skipped: list[dict]) -> dict[str, list[str]]:
             continue
         if _hidden(entry.name):
             skipped.append({"path": entry.name, "reason": "hidden folder or file is not a class"})
+            continue
+        if entry.is_dir() and has_control(entry.name):
+            skipped.append({"path": escaped(entry.name), "reason": CONTROL_CHARACTER})
             continue
         if entry.is_symlink():
             skipped.append({"path": entry.name, "reason": "symbolic link not followed"})
@@ -253,11 +257,13 @@ def read_labels_file(path: Path) -> list[str]:
     for number, name in enumerate(lines, start=1):
         if not name:
             raise SourceError(f"{path}: line {number} is blank; every line up to the last must name a class")
+        if has_control(name):
+            raise SourceError(f"{path}: line {number}: class name {escaped(name)!r} holds a control character")
         if name.startswith("."):
             # The same rule as for class folders, where '.', '..' and hidden names are never classes.
             raise SourceError(f"{path}: line {number}: class name {name!r} is not allowed (it starts with '.')")
     if len(lines) != len(set(lines)):
-        dupes = sorted({n for n in lines if lines.count(n) > 1})
+        dupes = sorted(n for n, count in Counter(lines).items() if count > 1)  # linear, for long files
         raise SourceError(f"{path}: class names appear twice: {', '.join(dupes)}")
     if not lines:
         raise SourceError(f"{path}: no class names")

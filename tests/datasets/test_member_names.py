@@ -253,3 +253,32 @@ def test_it_builds_an_uploaded_latin1_tar_through_the_worker(celery_worker, owne
     assert "a/caf\\xe9.png" in page
     _assert_no_internal_path(json.dumps(skipped) + body["error"])
     assert ".extract-" not in page and ".building-" not in page
+
+
+def test_it_skips_a_class_folder_whose_name_holds_a_line_break_naming_it(owner, import_root):
+    # "x\ny" became two lines of labels.txt: one more line than classes, and an exported bundle
+    # failed to load (size mismatch). Tabs and other control characters break it the same way.
+    archive = import_root / "breaks.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name in (*GOOD, "x\ny/1.png", "x\ny/2.png", "t\tab/1.png", "t\tab/2.png"):
+            data = image_bytes()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dataset = _build(owner, archive, kind="archive")
+    assert dataset.status == "ready", dataset.error
+    assert dataset.labels == ["a", "b"]
+    reasons = {s["path"]: s["reason"] for s in services.dataset_skipped(dataset=dataset)}
+    assert reasons == {
+        "t\\tab": "class name holds a control character such as a line break or a tab (shown escaped)",
+        "x\\ny": "class name holds a control character such as a line break or a tab (shown escaped)",
+    }
+    assert (Path(dataset.path) / "labels.txt").read_text().splitlines() == ["a", "b"]
+
+
+def test_it_refuses_a_labels_file_line_with_a_control_character(import_root):
+    from datasets.sources import SourceError, read_labels_file
+
+    (import_root / "labels.txt").write_text("cat\ndog\x1bred\n")
+    with pytest.raises(SourceError, match=r"line 2: class name 'dog\\\\x1bred' holds a control character"):
+        read_labels_file(import_root / "labels.txt")
