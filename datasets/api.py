@@ -38,6 +38,7 @@ from datasets.uploads import (
     upload_start,
     upload_status,
 )
+from datasets.validators import upload_request
 from workbench.core.openapi import bad_request, error, form_schema
 from workbench.core.parsers import JSONObjectParser
 
@@ -344,13 +345,10 @@ def upload_create(request):
       be sent with PUT /api/datasets/uploads/<token>/ in chunks of at most `chunk_bytes`.
     """
     if request.content_type.startswith("application/json"):
-        try:
-            size = int(request.data.get("size"))
-            filename = str(request.data.get("filename") or "upload")
-        except (TypeError, ValueError):
-            return Response(
-                {"errors": {"size": ["Give the archive's size in bytes."]}}, status=status.HTTP_400_BAD_REQUEST
-            )
+        checked = upload_request(request.data)
+        if isinstance(checked, dict):
+            return Response({"errors": checked}, status=status.HTTP_400_BAD_REQUEST)
+        filename, size = checked
         try:
             token = upload_start(user_id=request.user.pk, filename=filename, size=size)
         except UploadError as exc:

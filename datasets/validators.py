@@ -14,6 +14,22 @@ MAX_PER_CLASS = 2**31 - 1
 SIZE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
+def upload_request(data: dict) -> tuple[str, int] | dict[str, list[str]]:
+    """A chunked upload's {"filename", "size"} -> (filename, size), or the errors by field. JSON
+    true is no size (int(True) is 1), {} no file name (str({}) was taken as "{}")."""
+    size, filename = data.get("size"), data.get("filename")
+    if isinstance(size, str) and size.strip().isdecimal() and len(size.strip()) <= 18:
+        size = int(size)
+    errors: dict[str, list[str]] = {}
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        errors["size"] = ["Give the archive's size in bytes."]
+    if filename in (None, ""):
+        filename = "upload"
+    if not isinstance(filename, str) or len(filename) > 255:
+        errors["filename"] = ["Give the archive's file name (text, at most 255 characters)."]
+    return errors or (filename, size)
+
+
 def allowed_roots_text() -> str:
     roots = settings.IMPORT_ROOTS
     return ", ".join(str(r) for r in roots) if roots else "none (the administrator has not set WORKBENCH_IMPORT_ROOTS)"

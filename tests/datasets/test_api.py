@@ -399,3 +399,37 @@ def test_it_imports_sklearn_digits_folders_through_the_api(owner_client, import_
     detail = owner_client.get(f"/api/datasets/{created.json()['id']}/").json()
     assert detail["status"] == "ready" and detail["labels"] == [str(i) for i in range(10)]
     assert detail["splits"]["train"]["class_counts"] == [9] * 10 and detail["splits"]["val"]["count"] == 30
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"filename": {}, "size": 10}, "filename"),  # was taken, as the file name "{}"
+        ({"filename": ["a.zip"], "size": 10}, "filename"),
+        ({"filename": "a" * 300 + ".zip", "size": 10}, "filename"),
+        ({"filename": "a.zip", "size": True}, "size"),  # int(True) is 1
+        ({"filename": "a.zip", "size": 1.5}, "size"),
+        ({"filename": "a.zip", "size": -1}, "size"),
+        ({"filename": "a.zip", "size": "9" * 5000}, "size"),
+    ],
+)
+def test_it_refuses_a_chunked_upload_request_naming_the_field(owner_client, body, field):
+    response = owner_client.post("/api/datasets/uploads/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == [field]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("multipart/form-data; boundary=xyz", b""),
+        ("multipart/form-data; boundary=", b""),
+        ("multipart/form-data; boundary=xyz", b"--xyz--\r\n"),
+        ("multipart/form-data; boundary=xyz", b"garbage"),
+        ("application/x-www-form-urlencoded", b""),
+    ],
+)
+def test_it_answers_an_empty_or_broken_multipart_upload_with_json_naming_the_field(owner_client, content_type, body):
+    response = owner_client.generic("POST", "/api/datasets/uploads/", body, content_type=content_type)
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert response.json() == {"errors": {"archive": ["Attach the archive as the multipart field 'archive'."]}}
