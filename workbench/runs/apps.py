@@ -7,7 +7,5 @@ class RunsConfig(AppConfig):
     verbose_name = "Training runs"
 
     def ready(self) -> None:
-        # Connects this app's receivers of the workers' heartbeat signals, and the Slurm
-        # follower's start at worker_ready (it starts only where WORKBENCH_SLURM=1).
+        # Connects this app's receivers of the workers' heartbeat signals and of freed devices.
         from workbench.runs import receivers  # noqa: F401
-        from workbench.runs.executors.slurm import follow  # noqa: F401

@@ -1,16 +1,18 @@
 """Runs on a real Slurm cluster: munged, slurmctld and two slurmd on this machine (two nodes of
-two GRES GPUs each, placeholders: the trainer uses gloo on the CPU, as simulated GPUs say), a
-real worker following the jobs, real trainers over two nodes."""
+two GRES GPUs each, placeholders: the trainer uses gloo on the CPU, as simulated GPUs say),
+the real follower process (manage.py follow_slurm) following the jobs, real trainers over two nodes."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
 
-from tests.conftest import start_worker
+from tests.conftest import ServiceProcess, child_env
 from tests.support.slurm_cluster import PARTITION, SlurmCluster, slurm_available
+from tests.support.waiting import wait_until
 from tests.workbench.runs.conftest import TINY_CONFIG
 from tests.workbench.runs.test_worker_runs import metric_steps, wait_for, wait_for_state
 from trainer.checkpoint import CheckpointStore
@@ -37,9 +39,9 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def slurm_worker(cluster, django_db_setup):
-    worker = start_worker(
-        "slurm-worker",
+def slurm_follower(cluster, django_db_setup):
+    """The follower as the run command starts it: its own process, `manage.py follow_slurm`."""
+    env = child_env(
         WORKBENCH_SLURM="1",
         WORKBENCH_SLURM_PARTITION=PARTITION,
         WORKBENCH_SLURM_POLL_SECONDS="1",
@@ -47,19 +49,21 @@ def slurm_worker(cluster, django_db_setup):
         WORKBENCH_RUN_STOP_GRACE_SECONDS="50",
         **cluster.env,
     )
-    yield worker
-    worker.stop()
+    follower = ServiceProcess("slurm-follower", [sys.executable, "manage.py", "follow_slurm"], env)
+    wait_until(lambda: "following Slurm partition" in follower.tail(), what=follower.tail, timeout=60)
+    yield follower
+    follower.stop()
 
 
 @pytest.fixture
-def slurm(settings, cluster, slurm_worker, transactional_db, monkeypatch):
+def slurm(settings, cluster, slurm_follower, transactional_db, monkeypatch):
     """This test process submits to Slurm as the worker does; every job is gone afterwards."""
     settings.SLURM_ENABLED = True
     settings.SLURM_PARTITION = PARTITION
     for key, value in cluster.env.items():
         monkeypatch.setenv(key, value)
     yield cluster
-    slurm_worker.check_alive()
+    slurm_follower.check_alive()
     cluster.cancel_all()
 
 

@@ -96,6 +96,10 @@ class Command(BaseCommand):
             )
         )
 
+        if settings.SLURM_ENABLED:
+            # Its own process, restarted like web and worker: a crash in it never takes a worker down.
+            follower = python_argv(str(settings.BASE_DIR / "manage.py"), "follow_slurm")
+            services.append(Service(name="slurm-follower", argv=follower, env=env))
         supervisor = Supervisor(services, out=self.stdout)
         signal.signal(signal.SIGINT, supervisor.request_stop)
         signal.signal(signal.SIGTERM, supervisor.request_stop)

@@ -1,4 +1,5 @@
-"""The follower of the Slurm runs: two threads in a worker's main process while WORKBENCH_SLURM=1.
+"""The follower of the Slurm runs: its own process (`manage.py follow_slurm`), which the run command
+starts and restarts beside web and worker while WORKBENCH_SLURM=1. Two threads in it:
 
 - the events thread stores and publishes what each running job's trainer appends to its events
   file on shared storage, every half second: the same ingest as a local run's (sequence
@@ -8,8 +9,8 @@
   requeued, stopped, ended.
 
 Two threads, so that a controller that hangs (squeue waits out its timeout) does not hold up the
-live curves: the events are on shared storage and need no controller. One worker follows at a
-time, whichever holds the lease in the cache; if it dies, another takes over within the lease,
+live curves: the events are on shared storage and need no controller. One follower acts at a
+time (one per machine may run), whichever holds the lease in the cache; if it dies, another takes over within the lease,
 and the ledgers make the handover lose and double nothing. While the controller does not
 answer, runs keep their state, the GPUs page says so (controller_status), and the next answer
 brings everything up to date.
@@ -21,7 +22,6 @@ import logging
 import threading
 import time
 
-from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
@@ -105,20 +105,13 @@ def _loop(holder: str, every: float, step) -> None:
         _stop.wait(max(0.05, every - (time.monotonic() - started)))
 
 
-@worker_ready.connect
-def start_follower(sender=None, **kwargs) -> None:
-    if not settings.SLURM_ENABLED:
-        return
-    holder = f"{sender.hostname if sender is not None else 'worker'}:{time.time()}"
+def follow_until_stopped(holder: str, stop: threading.Event) -> None:
+    """Follows until `stop` is set: the events thread beside this one, the control passes here."""
     _stop.clear()
-    for name, every, step in (
-        ("slurm-events", EVENTS_SECONDS, events_pass),
-        ("slurm-control", settings.SLURM_POLL_SECONDS, control_pass),
-    ):
-        threading.Thread(target=_loop, args=(holder, every, step), name=name, daemon=True).start()
+    events = threading.Thread(target=_loop, args=(holder, EVENTS_SECONDS, events_pass), name="slurm-events")
+    events.start()
     log.info("following Slurm partition %s every %.1fs", settings.SLURM_PARTITION, settings.SLURM_POLL_SECONDS)
-
-
-@worker_shutdown.connect
-def stop_follower(sender=None, **kwargs) -> None:
-    _stop.set()
+    watcher = threading.Thread(target=lambda: (stop.wait(), _stop.set()), name="slurm-stop", daemon=True)
+    watcher.start()
+    _loop(holder, settings.SLURM_POLL_SECONDS, control_pass)
+    events.join()
