@@ -16,6 +16,7 @@ import torch
 import torchvision
 from torch import nn
 
+from trainer.config import ConfigError
 from trainer.custom_net import build_custom
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,15 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
             loaded.append(key)
         else:
             skipped.append(key)
+    if not loaded:
+        # Training from scratch while the user asked for weights is a silent wrong answer ("loaded 0
+        # tensors, skipped 8"): refused, naming what the file and the network hold.
+        theirs = ", ".join(sorted(state)[:3]) + ("..." if len(state) > 3 else "")
+        raise ConfigError(
+            f"{Path(path).name} matches none of the network's {len(own)} tensors by name and shape "
+            f"(the file holds {len(state)}: {theirs or 'none'}); choose weights of the same network",
+            field="pretrained",
+        )
     model.load_state_dict(own)
     unused = sorted(set(state) - set(own))
     log.info(

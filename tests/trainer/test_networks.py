@@ -192,3 +192,20 @@ def test_it_refuses_too_many_layers_before_building_any():
     with pytest.raises(CustomNetError, match="custom_layers: 200002 layers; at most 256"):
         layer_shapes(many, 1, 8, 8, 5)
     assert time.monotonic() - started < 1
+
+
+def test_it_refuses_weights_that_match_none_of_the_networks_tensors(tmp_path, gray8):
+    from trainer.config import ConfigError
+    from trainer.events import ListReporter
+    from trainer.protocol import EXIT_CONFIG
+    from trainer.run import train
+
+    # A state_dict of another network: before, "loaded 0 tensors, skipped 8" and training from scratch.
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "resnet.pt")
+    with pytest.raises(ConfigError, match=r"resnet.pt matches none of the network's \d+ tensors") as refused:
+        load_pretrained(build_model("lenet", InputSpec(1, 8, 8, 5)), str(tmp_path / "resnet.pt"))
+    assert refused.value.field == "pretrained" and "the file holds 122: bn1.bias" in str(refused.value)
+    reporter = ListReporter()
+    cfg = make_config(tmp_path / "run", gray8, epochs=1, pretrained=str(tmp_path / "resnet.pt"))
+    assert train(cfg, reporter=reporter) == EXIT_CONFIG
+    assert "matches none of the network's" in reporter.events[-1]["message"]
