@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import zipfile
 from pathlib import Path
 from typing import IO
 
@@ -45,11 +46,36 @@ def inside_store(path: Path) -> bool:
     return not path.is_symlink() and path.resolve().is_relative_to(root) and path.is_file()
 
 
+def check_inflated_size(path: Path) -> None:
+    """A weights file is a zip (torch.save's format) whose records torch inflates in memory: bound
+    what they inflate to from the zip's directory, before anything is inflated, as the dataset
+    archives are (total bytes and compression ratio). A 1 MB file whose record inflated to 1 GiB
+    grew the web process by 1 GB during the check. The legacy format (a plain pickle) is not
+    compressed: its tensors are no larger than the file."""
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        raise PretrainedError("is not a PyTorch state_dict file (a damaged zip)") from None
+    inflated = sum(record.file_size for record in records)
+    if inflated > MAX_PRETRAINED_BYTES:
+        raise PretrainedError(f"inflates to {inflated} bytes, over the {MAX_PRETRAINED_BYTES} byte limit")
+    ratio = inflated / max(1, path.stat().st_size)
+    if ratio > settings.ARCHIVE_MAX_RATIO:
+        raise PretrainedError(
+            f"inflates {ratio:.0f} times its size (to {inflated} bytes), over the ratio of "
+            f"{settings.ARCHIVE_MAX_RATIO:g} allowed for archives; torch.save stores its records uncompressed"
+        )
+
+
 def state_dict_tensor_count(path: Path) -> int:
     """Tensors in the file's state_dict (one of our checkpoints counts by its model); raises
     PretrainedError when it is anything else. `weights_only`: a pickle with code is refused."""
     import torch  # here, not at the top: see weights_from_run
 
+    check_inflated_size(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # any unpickling problem is the file's; its details could quote the file

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from tests.workbench.runs.conftest import TINY_CONFIG
 from trainer.checkpoint import CheckpointStore
 from trainer.networks import InputSpec, build_model
 from workbench.runs.models import PretrainedWeights, Run
-from workbench.runs.pretrained import pretrained_root, weights_upload
+from workbench.runs.pretrained import PretrainedError, pretrained_root, weights_upload
 from workbench.runs.services import run_create
 from workbench.runs.validators import PRETRAINED_REFUSED
 
@@ -264,3 +266,29 @@ def test_it_trains_from_an_uploaded_state_dict_and_then_from_that_run(
         tensors = len(build_model("lenet", SPEC).state_dict())
         assert any(f": loaded {tensors} tensors, skipped 0" in line for line in lines), lines
         runs.append(run)
+
+
+@pytest.fixture(scope="module")
+def weights_bomb(tmp_path_factory) -> Path:
+    """A torch.save file (a zip) with one more record: 1 GiB of zeros deflated to about 1 MB."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.pt"
+    torch.save({"w": torch.zeros(2)}, path)
+    with zipfile.ZipFile(path, "a") as archive:
+        info = zipfile.ZipInfo("bomb/data/1")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with archive.open(info, "w", force_zip64=True) as record:
+            zeros = bytes(1 << 24)
+            for _ in range(64):
+                record.write(zeros)
+    return path
+
+
+@pytest.mark.django_db
+def test_it_refuses_weights_that_inflate_far_beyond_their_size_before_loading_them(owner, weights_bomb):
+    assert weights_bomb.stat().st_size < 2 * 1024**2
+    started = time.monotonic()
+    with weights_bomb.open("rb") as handle, pytest.raises(PretrainedError) as refused:
+        weights_upload(owner=owner, name="bomb.pt", chunks=handle)
+    assert time.monotonic() - started < 5
+    assert "bomb.pt inflates" in str(refused.value) and "over the ratio of 100" in str(refused.value)
+    assert not PretrainedWeights.objects.exists()
