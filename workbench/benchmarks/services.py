@@ -12,8 +12,8 @@ from django.utils import timezone
 from trainer import bench_table
 from workbench.benchmarks.models import Benchmark, BenchmarkCell
 from workbench.benchmarks.validators import largest_batch_request, validate_benchmark_request
+from workbench.core.errors import RequestError
 from workbench.core.groups import group_publish
-from workbench.runs.validators import RequestError
 from workbench.workers.models import Device
 
 log = logging.getLogger(__name__)

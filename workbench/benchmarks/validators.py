@@ -11,8 +11,8 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
+from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
-from workbench.runs.validators import RequestError
 
 DEFAULTS: dict[str, Any] = {
     "networks": ["resnet50"],

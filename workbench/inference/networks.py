@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass
 
 from datasets.models import Dataset
+from workbench.core.errors import RequestError
 from workbench.runs.models import Run
-from workbench.runs.validators import RequestError
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from django.utils import timezone
 
 from trainer import protocol
 from trainer.config import shown
+from workbench.core.errors import RequestError
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
-from workbench.runs.validators import RequestError
 from workbench.workers.processes import start_child
 
 log = logging.getLogger(__name__)

@@ -487,8 +487,8 @@ class RunForm(forms.Form):
 
     def _check_network(self, data, dataset: Dataset) -> None:
         # torch (with the trainer) is loaded only where this runs, never by every web process
-        from trainer.custom_net import CustomNetError
-        from trainer.networks import InputSpec, NetworkError, check_input_size
+        from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
+        from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
         network = data["network"]
         if network == "custom" and not data.get("custom_layers"):

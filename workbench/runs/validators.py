@@ -8,7 +8,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from django import forms
@@ -17,44 +17,11 @@ from django.core.management.base import CommandError
 from rest_framework.exceptions import ValidationError
 
 from trainer.config import NETWORKS, ConfigError, config_from_dict, shown
+from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
 from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
 from workbench.runs.selectors import runs_visible_to
-
-
-class RequestError(ValueError):
-    """Bad input as (field, message) pairs. `field` is the dotted path of what was sent
-    ("gpus", "config.solver.base_lr"), None for the request as a whole; `message` says what is
-    wrong and what is allowed, without repeating the field."""
-
-    def __init__(self, field: str | None, message: str, *more: tuple[str | None, str]) -> None:
-        self.errors: list[tuple[str | None, str]] = [(field, message), *more]
-        super().__init__("; ".join(f"{key}: {text}" if key else text for key, text in self.by_request_field()))
-
-    def __reduce__(self):  # keeps the pairs when pickled (a Celery result, a test worker)
-        return (self.__class__, (*self.errors[0], *self.errors[1:]))
-
-    @classmethod
-    def of(cls, pairs: list[tuple[str | None, str]]) -> RequestError:
-        first, *more = pairs
-        return cls(*first, *more)
-
-    @property
-    def field(self) -> str | None:
-        return self.errors[0][0]
-
-    @property
-    def message(self) -> str:
-        return self.errors[0][1]
-
-    def by_request_field(self) -> Iterator[tuple[str | None, str]]:
-        """(top-level field, message led by the rest of the path): what an API client sent under
-        that key. ("config.solver.base_lr", "-1 must...") -> ("config", "solver.base_lr: -1 must...")."""
-        for field, message in self.errors:
-            top, _, rest = (field or "").partition(".")
-            yield top or None, f"{rest}: {message}" if rest else message
-
 
 # One answer for every pretrained source refused: a missing upload, someone else's run, a path,
 # a symlink all read the same, so the API cannot be used to learn what exists on the server.
@@ -214,8 +181,8 @@ def check_network_fits(*, network: str, config: dict, dataset) -> None:
     if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
         return  # an unknown network and a bad config are refused by validate_trainer_config
     # torch (with the trainer) is loaded only where a run is submitted, never by every web process
-    from trainer.custom_net import CustomNetError
-    from trainer.networks import InputSpec, NetworkError, check_input_size
+    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
+    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
     crop = (config.get("data") or {}).get("crop_size")
     crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None

@@ -77,29 +77,7 @@ class Command(BaseCommand):
                     wait_ready=lambda process: wait_until_ready(command.url, process=process),
                 )
             )
-        env = child_environment({"REDIS_URL": redis_url})
-        services.append(
-            Service(
-                name="web",
-                argv=python_argv("-m", "daphne", "--bind", host, "--port", str(port), "workbench.asgi:application"),
-                env=env,
-                wait_ready=_wait_for_http(f"http://{host}:{port}/healthz"),
-            )
-        )
-        services.append(
-            Service(
-                name="worker",
-                argv=celery_worker_argv(
-                    nodename=f"workbench@{socket.gethostname()}", concurrency=options["worker_concurrency"]
-                ),
-                env=env,
-            )
-        )
-
-        if settings.SLURM_ENABLED:
-            # Its own process, restarted like web and worker: a crash in it never takes a worker down.
-            follower = python_argv(str(settings.BASE_DIR / "manage.py"), "follow_slurm")
-            services.append(Service(name="slurm-follower", argv=follower, env=env))
+        services += _app_services(host, port, child_environment({"REDIS_URL": redis_url}), options)
         supervisor = Supervisor(services, out=self.stdout)
         signal.signal(signal.SIGINT, supervisor.request_stop)
         signal.signal(signal.SIGTERM, supervisor.request_stop)
@@ -145,3 +123,24 @@ class Command(BaseCommand):
                 f"{url}setup/ to create the administrator account, or run "
                 "`.venv/bin/python manage.py createsuperuser`"
             )
+
+
+def _app_services(host: str, port: int, env: dict[str, str], options: dict) -> list[Service]:
+    """Web and worker, and the Slurm follower where Slurm is on."""
+    web = Service(
+        name="web",
+        argv=python_argv("-m", "daphne", "--bind", host, "--port", str(port), "workbench.asgi:application"),
+        env=env,
+        wait_ready=_wait_for_http(f"http://{host}:{port}/healthz"),
+    )
+    nodename = f"workbench@{socket.gethostname()}"
+    worker = Service(
+        name="worker", argv=celery_worker_argv(nodename=nodename, concurrency=options["worker_concurrency"]), env=env
+    )
+    if not settings.SLURM_ENABLED:
+        return [web, worker]
+    # Its own process, restarted like web and worker: a crash in it never takes a worker down.
+    follower = Service(
+        name="slurm-follower", argv=python_argv(str(settings.BASE_DIR / "manage.py"), "follow_slurm"), env=env
+    )
+    return [web, worker, follower]
