@@ -4,7 +4,6 @@ then the whole request checked by the trainer's own rules (the same validation t
 from __future__ import annotations
 
 import json
-import re
 
 from django import forms
 from django.conf import settings
@@ -18,20 +17,19 @@ from trainer.config import (
     NETWORKS,
     OPTIMIZERS,
     PRECISIONS,
-    RANGES,
-    plain_number,
-    shown,
 )
 from workbench.runs.models import Run
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
 from workbench.runs.validators import (
-    MAX_SWEEP_RUNS,
     RequestError,
+    WholeTextField,
     add_form_errors,
     check_executor,
     check_pretrained,
+    number_list,
     parse_device_request,
     sweep_validate,
+    trainer_number,
 )
 from workbench.workers.models import Device
 
@@ -98,61 +96,6 @@ FIELD_OF = {
     "devices": "device_mode",
     "gpus": "device_mode",
 }
-
-
-# What the form takes as a number: plain decimals. float() and int() also take "1_000", "inf",
-# "nan" and a 400-digit text, which the trainer then refuses or a run failed on at launch.
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?")
-_WHOLE = re.compile(r"[+-]?\d{1,18}")
-
-
-def _plain(text: str, *, integer: bool) -> bool:
-    return bool((_WHOLE if integer else _DECIMAL).fullmatch(text.strip()))
-
-
-class DecimalTextField(forms.FloatField):
-    def to_python(self, value):
-        if value not in self.empty_values and not _plain(str(value), integer=False):
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
-        return super().to_python(value)
-
-
-class WholeTextField(forms.IntegerField):
-    def to_python(self, value):
-        if value not in self.empty_values and not _plain(str(value), integer=True):
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
-        return super().to_python(value)
-
-
-def trainer_number(path: str, **kwargs) -> forms.Field:
-    """A form field for the trainer's field `path`, bounded by the trainer's own RANGES (the form
-    may start higher, as for epochs, never go past them)."""
-    bounds = RANGES[path]
-    field = WholeTextField if bounds.integer else DecimalTextField
-    return field(min_value=kwargs.pop("min_value", bounds.low), max_value=bounds.high, **kwargs)
-
-
-def _number_list(raw: str, *, path: str, label: str, most: int = MAX_SWEEP_RUNS) -> list:
-    bounds = RANGES[path]
-    parts = [p.strip() for p in str(raw).replace(";", ",").split(",")]
-    parts = [p for p in parts if p]
-    # The count first, then linear checks: a 100,000-value list costs nothing before its refusal.
-    if len(parts) > most:
-        raise forms.ValidationError(f"{len(parts)} values; at most {most}.")
-    values, seen = [], set()
-    for part in parts:
-        if not _plain(part, integer=bounds.integer):
-            raise forms.ValidationError(f"{shown(part)} is not a {label}.")
-        value = int(part) if bounds.integer else float(part)
-        if not bounds.low <= value <= bounds.high:
-            low_text, high_text = plain_number(bounds.low), plain_number(bounds.high)
-            raise forms.ValidationError(f"{shown(value)} must be between {low_text} and {high_text}.")
-        if value not in seen:
-            seen.add(value)
-            values.append(value)
-    if not values:
-        raise forms.ValidationError("Enter a value (several separated by commas make a sweep).")
-    return values
 
 
 def usable_datasets(user):
@@ -295,16 +238,16 @@ class RunForm(forms.Form):
         return self.cleaned_data["name"].strip()
 
     def clean_base_lr(self):
-        values = _number_list(self.cleaned_data["base_lr"], path="solver.base_lr", label="positive number")
+        values = number_list(self.cleaned_data["base_lr"], path="solver.base_lr", label="positive number")
         if any(v <= 0 for v in values):
             raise forms.ValidationError("The learning rate must be above 0.")
         return values
 
     def clean_batch_size(self):
-        return _number_list(self.cleaned_data["batch_size"], path="batch_size", label="whole number")
+        return number_list(self.cleaned_data["batch_size"], path="batch_size", label="whole number")
 
     def clean_step_values(self):
-        values = _number_list(self.cleaned_data["step_values"], path="solver.step_size", label="percent", most=MAX_LIST)
+        values = number_list(self.cleaned_data["step_values"], path="solver.step_size", label="percent", most=MAX_LIST)
         return sorted(values)
 
     def clean_custom_layers(self):

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from rest_framework.exceptions import ValidationError
 
-from trainer.config import NETWORKS, ConfigError, config_from_dict, shown
+from trainer.config import NETWORKS, RANGES, ConfigError, config_from_dict, plain_number, shown
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
@@ -290,6 +290,63 @@ def sweep_validate(
             raise RequestError.of(pairs) from None
         checked.append((combination, stored))
     return checked
+
+
+# ----------------------------------------------------------------------------- numbers in forms
+
+# What the form takes as a number: plain decimals. float() and int() also take "1_000", "inf",
+# "nan" and a 400-digit text, which the trainer then refuses or a run failed on at launch.
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?")
+_WHOLE = re.compile(r"[+-]?\d{1,18}")
+
+
+def _plain(text: str, *, integer: bool) -> bool:
+    return bool((_WHOLE if integer else _DECIMAL).fullmatch(text.strip()))
+
+
+class DecimalTextField(forms.FloatField):
+    def to_python(self, value):
+        if value not in self.empty_values and not _plain(str(value), integer=False):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+class WholeTextField(forms.IntegerField):
+    def to_python(self, value):
+        if value not in self.empty_values and not _plain(str(value), integer=True):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+def trainer_number(path: str, **kwargs) -> forms.Field:
+    """A form field for the trainer's field `path`, bounded by the trainer's own RANGES (the form
+    may start higher, as for epochs, never go past them)."""
+    bounds = RANGES[path]
+    field = WholeTextField if bounds.integer else DecimalTextField
+    return field(min_value=kwargs.pop("min_value", bounds.low), max_value=bounds.high, **kwargs)
+
+
+def number_list(raw: str, *, path: str, label: str, most: int = MAX_SWEEP_RUNS) -> list:
+    bounds = RANGES[path]
+    parts = [p.strip() for p in str(raw).replace(";", ",").split(",")]
+    parts = [p for p in parts if p]
+    # The count first, then linear checks: a 100,000-value list costs nothing before its refusal.
+    if len(parts) > most:
+        raise forms.ValidationError(f"{len(parts)} values; at most {most}.")
+    values, seen = [], set()
+    for part in parts:
+        if not _plain(part, integer=bounds.integer):
+            raise forms.ValidationError(f"{shown(part)} is not a {label}.")
+        value = int(part) if bounds.integer else float(part)
+        if not bounds.low <= value <= bounds.high:
+            low_text, high_text = plain_number(bounds.low), plain_number(bounds.high)
+            raise forms.ValidationError(f"{shown(value)} must be between {low_text} and {high_text}.")
+        if value not in seen:
+            seen.add(value)
+            values.append(value)
+    if not values:
+        raise forms.ValidationError("Enter a value (several separated by commas make a sweep).")
+    return values
 
 
 # ----------------------------------------------------------------------------- the adapters
