@@ -83,7 +83,7 @@ def test_it_turns_markup_and_quotes_into_entities_plotly_decodes_back():
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == [
         "&lt;a href=&#39;https://evil.example/&#39;&gt;link&lt;/a&gt;",
-        "&lt;span style=&quot;font-size:300px&quot;&gt;x&lt;/span&gt;",
+        "&lt;span style=&#34;font-size:300px&#34;&gt;x&lt;/span&gt;",
         "a &amp; b",
         "7",
         "",
