@@ -6,14 +6,17 @@ from django import forms
 
 from trainer.bench_config import MODES
 from trainer.config import NETWORKS, PRECISIONS
+from workbench.runs.validators import WholeTextField
 
 NETWORK_CHOICES = [(name, name) for name in NETWORKS if name != "custom"]
 
 
 class BenchmarkForm(forms.Form):
+    # Whole numbers as typed (not 1_000, which int() takes); the ranges are the validators', the
+    # same for the API and the CLI.
     name = forms.CharField(required=False, max_length=200)
     networks = forms.MultipleChoiceField(choices=NETWORK_CHOICES, initial=["resnet50"])
-    image_size = forms.IntegerField(initial=224, min_value=4)
+    image_size = WholeTextField(initial=224, min_value=4)
     gpus = forms.CharField(initial="1,2", label="GPUs", help_text="GPU counts, the table's columns: 1,2,4")
     batch_sizes = forms.CharField(initial="32,64,128", help_text="per GPU, the table's rows")
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
@@ -22,8 +25,8 @@ class BenchmarkForm(forms.Form):
     modes = forms.ChoiceField(
         choices=[("train", "forward + backward"), ("forward", "forward only"), ("both", "both")], initial="train"
     )
-    steps = forms.IntegerField(initial=10, min_value=1)
-    warmup_steps = forms.IntegerField(initial=3, min_value=0)
+    steps = WholeTextField(initial=10, min_value=1)
+    warmup_steps = WholeTextField(initial=3, min_value=0)
     find_largest = forms.BooleanField(required=False, label="Find the largest batch that fits")
 
     def request(self) -> dict:

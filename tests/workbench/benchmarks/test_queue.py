@@ -89,3 +89,14 @@ def test_it_gives_simulated_gpus_their_memory_as_the_capacity(owner, no_launch, 
 def test_it_labels_the_gpu_counts_field_gpus(owner_client):
     page = owner_client.get("/benchmarks/").content.decode()
     assert '<label for="id_gpus">GPUs' in page and "Gpus" not in page
+
+
+@pytest.mark.parametrize("text", ["1_000", "1e3", "9" * 400, "inf"])
+def test_it_takes_whole_numbers_as_typed_in_the_form(owner_client, text):
+    from workbench.benchmarks.forms import BenchmarkForm
+
+    fields = {"networks": ["resnet18"], "image_size": "32", "gpus": "1", "batch_sizes": "8", "precision": "fp32",
+              "data": "synthetic", "layout": "data", "modes": "train", "steps": "2", "warmup_steps": "0"}  # fmt: skip
+    assert BenchmarkForm(fields).is_valid()
+    form = BenchmarkForm({**fields, "steps": text})
+    assert not form.is_valid() and "steps" in form.errors
