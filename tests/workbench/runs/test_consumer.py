@@ -171,7 +171,7 @@ def test_it_fills_a_gap_when_the_client_asks_again(run, owner):
 def _append_unpublished(run_id: int, events: list[dict]) -> None:
     from unittest import mock
 
-    with mock.patch("workbench.runs.services.publish_run_events"):
+    with mock.patch("workbench.runs.lifecycle.publish_run_events"):
         run_events_append(run_id=run_id, events=events)
 
 

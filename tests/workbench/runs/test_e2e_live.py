@@ -271,7 +271,7 @@ def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, 
     off_the_loop(run_events_append, run_id=run.pk, events=[metrics(step) for step in range(1, 11)])
     wait_points(page, "loss", 10)
     # Stored but never delivered (as when the channel layer drops for a slow client)...
-    with mock.patch("workbench.runs.services.publish_run_events"):
+    with mock.patch("workbench.runs.lifecycle.publish_run_events"):
         off_the_loop(run_events_append, run_id=run.pk, events=[metrics(step) for step in range(11, 21)])
     # ...then the next live batch shows the gap: the page asks for a replay and fills it in.
     off_the_loop(run_events_append, run_id=run.pk, events=[metrics(step) for step in range(21, 26)])
