@@ -61,9 +61,10 @@ def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
     try:
         health_url = f"http://127.0.0.1:{port}/healthz"
         report = wait_healthy(health_url, process)
-        assert report["checks"]["database"]["detail"] == "sqlite"
+        # An anonymous client reads the states only (the details are for staff: test_health).
+        assert report["checks"]["database"] == {"ok": True} and "workers" not in report
         assert report["checks"]["broker"]["ok"] and report["checks"]["channel_layer"]["ok"]
-        assert report["workers"][0]["devices"][0]["kind"] == "cpu"
+        assert report["checks"]["workers"]["ok"]  # the run command's worker sends heartbeats
         output = log_path.read_text()
         assert "no accounts yet: open" in output and "/setup/" in output
 
