@@ -13,8 +13,8 @@ import time
 
 from datasets.models import Dataset
 from trainer import protocol
+from workbench.benchmarks.lifecycle import benchmark_finish, cells_append, largest_batch_append, progress_update
 from workbench.benchmarks.models import Benchmark
-from workbench.benchmarks.services import benchmark_finish, cells_append, largest_batch_append, progress_update
 from workbench.runs.attempts import outcome
 from workbench.runs.attempts.config import device_config
 from workbench.runs.models import Run

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import logging
 
+from celery import current_app
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from workbench.benchmarks.lifecycle import benchmark_finish, publish_state
 from workbench.benchmarks.models import Benchmark
-from workbench.benchmarks.services import benchmark_finish, publish_state
 from workbench.runs.scheduler import Inventory
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import Device, WorkerHost
 
 log = logging.getLogger(__name__)
+
+# The worker's task that measures one benchmark (tasks.run_benchmark), sent by its name: the tasks
+# module imports this one, and a name is all a producer of a task needs.
+RUN_TASK = "workbench.benchmarks.tasks.run_benchmark"
 
 
 def reclaim_lost() -> int:
@@ -85,11 +90,8 @@ def reserve(benchmark: Benchmark, host: WorkerHost, devices: list[Device]) -> bo
 
 
 def launch(benchmark_id: int, queue: str) -> None:
-    # Inside: the tasks module imports this one.
-    from workbench.benchmarks.tasks import run_benchmark  # the tasks module imports this one
-
     try:
-        run_benchmark.apply_async(args=[benchmark_id], queue=queue)
+        current_app.send_task(RUN_TASK, args=[benchmark_id], queue=queue)
     except Exception:
         log.warning("could not send the launch of benchmark %s", benchmark_id)
 

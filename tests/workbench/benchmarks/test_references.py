@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import log_in
+from workbench.benchmarks.lifecycle import cells_append
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.references import REFERENCES, references_for
-from workbench.benchmarks.services import cells_append
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
