@@ -25,6 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from celery import current_app
 from django.db import transaction
 
 from trainer.checkpoint import atomic_write
@@ -115,10 +116,8 @@ def _write_state(path: Path, state: dict) -> None:
 
 
 def _queue(run_id: int, fmt: str, checkpoint: str) -> None:
-    # inside: the tasks module imports this one
-    from workbench.inference.tasks import build_export  # the tasks module imports this one
-
-    build_export.delay(run_id, fmt, checkpoint)
+    # By the task's name (tasks.build_export): the tasks module imports this one.
+    current_app.send_task("workbench.inference.tasks.build_export", args=[run_id, fmt, checkpoint])
 
 
 def export_build(*, run_id: int, fmt: str, checkpoint: str, worker: str = "", boot_id: uuid.UUID | None = None) -> str:

@@ -19,6 +19,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -176,10 +177,8 @@ def job_create(
 
 
 def _queue(job_id: int) -> None:
-    # inside: the tasks module imports this one
-    from workbench.inference.tasks import run_inference_job  # the tasks module imports this one
-
-    run_inference_job.delay(job_id)
+    # By the task's name (tasks.run_inference_job): the tasks module imports this one.
+    current_app.send_task("workbench.inference.tasks.run_inference_job", args=[job_id])
 
 
 def _finish(job: InferenceJob, *, state: str, error: str = "", result: dict | None = None) -> None:
