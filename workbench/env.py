@@ -87,6 +87,30 @@ def env_path_list(name: str) -> list[Path]:
     return paths
 
 
+class NoWorkbenchData(SystemExit):
+    """Settings found no data dir and may not make one. A SystemExit with its text, so that every
+    entry point (a `manage.py` command, celery, daphne) prints that one line and exits with 1,
+    instead of a traceback: Django's command line would take an ImproperlyConfigured for
+    "unknown command"."""
+
+
+def data_dir_or_exit(data_dir: Path, *, create: bool) -> Path:
+    """The data dir, made when `create` (the run command), else one that must exist already.
+
+    Any other command run where there is none (a second terminal without WORKBENCH_DATA_DIR)
+    would leave an empty one behind (database, secret key, uploads) and fail on its empty
+    database; it says where it looked and how to point it at the running workbench instead."""
+    if create:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    elif not data_dir.is_dir():
+        raise NoWorkbenchData(
+            f"no workbench data in {data_dir}: set WORKBENCH_DATA_DIR to the data dir of the running "
+            "workbench (as in the terminal where it runs), or start one there with `make run` "
+            "(manage.py runworkbench)"
+        )
+    return data_dir
+
+
 def read_or_create_secret(path: Path) -> str:
     """The secret key kept in the data dir: generated once, readable only by its owner."""
     try:

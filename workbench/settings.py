@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from workbench.embedded_redis import running_url
 from workbench.env import (
+    data_dir_or_exit,
     env_bool,
     env_float,
     env_int,
@@ -27,8 +28,9 @@ from workbench.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = env_path("WORKBENCH_DATA_DIR", BASE_DIR / "var")
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# Only the run command makes a data dir; any other process needs one that exists (env.py says why).
+RUN_COMMAND = "runworkbench"
+DATA_DIR = data_dir_or_exit(env_path("WORKBENCH_DATA_DIR", BASE_DIR / "var"), create=sys.argv[1:2] == [RUN_COMMAND])
 
 # Production mode turns on every HTTPS and cookie hardening that `check --deploy` asks for;
 # it is for a deployment behind TLS (see docs/deployment.md).

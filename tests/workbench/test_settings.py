@@ -78,3 +78,15 @@ def test_it_reads_every_variable_in_the_settings_module_and_lists_it_in_the_read
             if found := readers.findall(path.read_text()):
                 elsewhere[str(path.relative_to(REPO_ROOT))] = found
     assert elsewhere == {}
+
+
+def test_it_says_in_one_line_that_a_command_finds_no_data_dir_and_creates_none(tmp_path):
+    # A second terminal without WORKBENCH_DATA_DIR: no traceback, no empty data dir left behind.
+    missing = tmp_path / "var"
+    result = manage("train", "--dataset", "1", "--network", "lenet", "--wait", data_dir=missing)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"no workbench data in {missing}: set WORKBENCH_DATA_DIR to the data dir of the running workbench (as "
+        "in the terminal where it runs), or start one there with `make run` (manage.py runworkbench)"
+    ]
+    assert not missing.exists()
