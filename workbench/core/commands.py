@@ -1,14 +1,34 @@
-"""What the `manage.py` commands that queue work share: they refuse at once when no worker could
-take the work, instead of queueing it where nobody listens and waiting forever."""
+"""What the `manage.py` commands that queue work share: whom they act for (`command_owner`, one
+rule for every command), and refusing at once when no worker could take the work, instead of
+queueing it where nobody listens and waiting forever."""
 
 from __future__ import annotations
 
 import redis
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 # A broker on this machine or the lab's network answers well within this.
 BROKER_CHECK_SECONDS = 3.0
+
+
+def command_owner(username: str | None, *, default=None):
+    """The user a command acts for: --owner USERNAME when given; else `default` (the owner of the
+    dataset the command works on, where it works on one); else the only superuser, as on a
+    one-person workbench. CommandError names the option when none of them gives a user."""
+    users = get_user_model().objects
+    if username:
+        owner = users.filter(username=username).first()
+        if owner is None:
+            raise CommandError(f"--owner: no user named {username!r}")
+        return owner
+    if default is not None:
+        return default
+    admins = list(users.filter(is_superuser=True)[:2])
+    if len(admins) != 1:
+        raise CommandError("give --owner USERNAME (there is not exactly one superuser to default to)")
+    return admins[0]
 
 
 def require_running_workbench() -> None:

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -30,7 +29,7 @@ from datasets.preview import cap_proposal, resize_preview
 from datasets.services import dataset_create
 from datasets.sources import KINDS, SourceError
 from datasets.validators import parse_image_size
-from workbench.core.commands import require_running_workbench
+from workbench.core.commands import command_owner, require_running_workbench
 
 
 class Command(BaseCommand):
@@ -60,7 +59,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many seconds")
 
     def handle(self, *args, **opts):
-        owner = self._owner(opts["owner"])
+        owner = command_owner(opts["owner"])
         form = self._form(opts, owner)
         if opts["image_size"] is None or opts["channels"] is None:
             form = self._with_proposal(form, opts, owner)
@@ -148,18 +147,6 @@ class Command(BaseCommand):
             "--image-size and --channels choose otherwise"
         )
         return form
-
-    def _owner(self, username: str | None):
-        users = get_user_model().objects
-        if username:
-            try:
-                return users.get(username=username)
-            except users.model.DoesNotExist:
-                raise CommandError(f"--owner: no user named {username!r}") from None
-        admins = list(users.filter(is_superuser=True)[:2])
-        if len(admins) != 1:
-            raise CommandError("give --owner USERNAME (there is not exactly one superuser to default to)")
-        return admins[0]
 
     @staticmethod
     def _errors(form) -> str:

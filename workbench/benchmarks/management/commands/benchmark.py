@@ -7,7 +7,6 @@ import json
 import sys
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
@@ -16,6 +15,7 @@ from trainer.config import NETWORKS, PRECISIONS
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.selectors import benchmark_payload, cells_of
 from workbench.benchmarks.services import benchmark_submit
+from workbench.core.commands import command_owner
 from workbench.runs.validators import RequestError, command_error
 
 
@@ -38,7 +38,10 @@ class Command(BaseCommand):
         parser.add_argument("--warmup-steps", type=int, help="untimed steps first (default 3)")
         parser.add_argument("--find-largest", action="store_true", help="also find the largest batch that fits")
         parser.add_argument("--name", default="")
-        parser.add_argument("--owner", help="username of the owner (default: the dataset's owner)")
+        parser.add_argument(
+            "--owner",
+            help="username of the owner (default: the dataset's owner, else the only superuser)",
+        )
         parser.add_argument("--wait", action="store_true", help="wait for the end, printing progress, then the table")
         parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="with --wait: give up after this (s)")
@@ -71,18 +74,13 @@ class Command(BaseCommand):
         if benchmark.state != Benchmark.State.DONE:
             raise CommandError(f"benchmark {benchmark.pk} {benchmark.state}: {benchmark.reason}")
 
-    def _owner(self, options):
-        if options["owner"]:
-            owner = get_user_model().objects.filter(username=options["owner"]).first()
-            if owner is None:
-                raise CommandError(f"no user named {options['owner']!r}")
-            return owner
-        data = options["data"] or ""
+    @staticmethod
+    def _owner(options):
+        """The dataset's owner for --data dataset:<id>; else the one rule of every command."""
+        data, dataset = options["data"] or "", None
         if data.startswith("dataset:") and data[8:].isdecimal():
             dataset = Dataset.objects.filter(pk=int(data[8:])).select_related("owner").first()
-            if dataset is not None:
-                return dataset.owner
-        raise CommandError("give --owner (a username), or --data dataset:<id> to benchmark as its owner")
+        return command_owner(options["owner"], default=dataset.owner if dataset is not None else None)
 
     def _wait(self, benchmark: Benchmark, timeout: float) -> Benchmark:
         deadline, last = time.monotonic() + timeout, None
