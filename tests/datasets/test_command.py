@@ -53,11 +53,19 @@ def test_it_proposes_the_size_channels_and_name_from_the_images(owner, tmp_path)
     call_command("import_dataset", str(archive), "--owner", "alice", "--sync", stdout=io.StringIO(), stderr=err)
     dataset = Dataset.objects.get()
     assert (dataset.name, dataset.image_width, dataset.image_height, dataset.channels) == ("digits", 8, 8, 1)
-    assert err.getvalue().startswith("8x8, 1 channel: proposed from 20 sampled images (20 of that size)")
-    # What the command line says wins over the proposal.
-    _run(str(archive), "--owner", "alice", "--name", "big", "--image-size", "16x16", "--sync")
+    assert err.getvalue().startswith(
+        "image size 8x8 proposed from 20 sampled images (20 of that size); 1 channel proposed from 20 sampled images"
+    )
+    # What the command line says wins over the proposal, and is said as given, not as proposed.
+    err = io.StringIO()
+    call_command("import_dataset", str(archive), "--owner", "alice", "--name", "big", "--image-size", "16x16",
+                 "--sync", stdout=io.StringIO(), stderr=err)  # fmt: skip
     big = Dataset.objects.get(name="big")
     assert (big.image_width, big.image_height, big.channels) == (16, 16, 1)
+    assert err.getvalue().startswith(
+        "image size 16x16 as given by --image-size; 20 sampled images propose 8x8; "
+        "1 channel proposed from 20 sampled images; --channels chooses otherwise"
+    )
 
 
 @pytest.mark.django_db

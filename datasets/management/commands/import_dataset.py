@@ -140,12 +140,7 @@ class Command(BaseCommand):
             return form
         proposed = cap_proposal(preview["proposed"], settings.MAX_IMAGE_SIDE)
         form = self._form(opts, owner, proposed=proposed)
-        c = form.cleaned_data
-        self.stderr.write(
-            f"{c['image_width']}x{c['image_height']}, {c['channels']} channel{'s' if c['channels'] > 1 else ''}: "
-            f"proposed from {proposed['sampled']} sampled images ({proposed['same_size']} of that size); "
-            "--image-size and --channels choose otherwise"
-        )
+        self.stderr.write(proposal_text(form.cleaned_data, proposed, given=opts))
         return form
 
     @staticmethod
@@ -190,6 +185,32 @@ class Command(BaseCommand):
         for row in dataset.class_counts():
             self.stdout.write(row["name"].ljust(width) + "".join(str(row[s]).rjust(8) for s in splits))
         self.stdout.write("total".ljust(width) + "".join(str(dataset.splits[s]["count"]).rjust(8) for s in splits))
+
+
+def proposal_text(chosen: dict, proposed: dict, *, given: dict) -> str:
+    """What the import uses, each option said as given (on the command line) or as proposed (from
+    the sampled images), with the proposal beside a given value that differs from it."""
+    size, proposed_size = (
+        f"{chosen['image_width']}x{chosen['image_height']}",
+        f"{proposed['width']}x{proposed['height']}",
+    )
+    sampled = f"{proposed['sampled']} sampled images"
+    if given["image_size"]:
+        differs = f"; {sampled} propose {proposed_size}" if size != proposed_size else ""
+        size_text = f"image size {size} as given by --image-size{differs}"
+    else:
+        size_text = f"image size {size} proposed from {sampled} ({proposed['same_size']} of that size)"
+    channels = f"{chosen['channels']} channel{'s' if chosen['channels'] > 1 else ''}"
+    if given["channels"]:
+        differs = f"; {sampled} propose {proposed['channels']}" if chosen["channels"] != proposed["channels"] else ""
+        channels_text = f"{channels} as given by --channels{differs}"
+    else:
+        channels_text = f"{channels} proposed from {sampled}"
+    left_out = [
+        option for option, key in (("--image-size", "image_size"), ("--channels", "channels")) if not given[key]
+    ]
+    verb = "choose" if len(left_out) > 1 else "chooses"
+    return f"{size_text}; {channels_text}; {' and '.join(left_out)} {verb} otherwise"
 
 
 def default_name(source: str) -> str:
