@@ -1,6 +1,7 @@
 """Early stopping: end a run when its validation metric (`best_metric`) has not improved by more
 than `early_stopping_min_delta` for `early_stopping_patience` validations in a row. The best
-checkpoint is kept as always; the final status says why it ended, so the run's timeline does.
+checkpoint is kept as always; the final status says why it ended, where, and which best was kept,
+so the run's timeline and its page do.
 Its count is saved in every checkpoint, so a run resumed after an interruption keeps counting."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.config import TrainConfig
+from trainer.protocol import Outcome
 
 
 @dataclass
@@ -40,12 +42,42 @@ class EarlyStopping:
             self.best, self.best_epoch, self.stale = state["best"], float(state["best_epoch"]), int(state["stale"])
             self.triggered = self.stale >= self.patience
 
-    def reason(self, epoch: float) -> str:
-        return (
-            f"stopped early at epoch {epoch:.2f}: {self.metric} has not improved by more than "
-            f"{self.min_delta:g} for {self.patience} validation(s) (best {self.best:.4f} at epoch "
-            f"{self.best_epoch:.2f}; the best checkpoint is kept)"
-        )
+
+def early_stop_outcome(
+    stopper: EarlyStopping, cfg: TrainConfig, *, step: int, epoch: float, best: tuple[float | None, float | None]
+) -> Outcome:
+    """A run ended by its rule: done, saying where it stopped of how many epochs and the one best
+    a user can use, the best checkpoint's (`best.pt`: the best value of the metric the rule
+    watches, at its epoch). The rule's own best moves only by more than the delta, so it may be
+    an earlier, lower one: naming it beside the kept one made the run contradict itself."""
+    kept, kept_epoch = best
+    message = (
+        f"stopped early at epoch {plain(epoch)} of {plain(cfg.epochs)}: {stopper.metric} has not improved by more "
+        f"than {stopper.min_delta:g} for {stopper.patience} validation{'s' if stopper.patience > 1 else ''}"
+    )
+    if kept is not None:
+        message += f"; the best checkpoint is kept: {metric_text(stopper.metric, kept)} at epoch {plain(kept_epoch)}"
+    return Outcome.done(
+        message,
+        step=step,
+        early_stopped=True,
+        stopped_epoch=round(epoch, 5),
+        epochs=cfg.epochs,
+        best_metric=stopper.metric,
+        best=kept,
+        best_epoch=kept_epoch,
+    )
+
+
+def plain(epoch: float | None) -> str:
+    """An epoch as a person writes it: 8, 2.5 (steps make 7.99999 of 8)."""
+    return "?" if epoch is None else f"{round(epoch, 2):g}"
+
+
+def metric_text(metric: str, value: float) -> str:
+    """Accuracy as a percentage with two decimals and a loss with four, as the workbench's pages
+    write them (workbench/runs/templatetags/numbers.py, static/workbench/format.js)."""
+    return f"top-1 {100 * value:.2f}%" if metric == "top1" else f"{metric} {value:.4f}"
 
 
 def early_stopping_for(cfg: TrainConfig) -> EarlyStopping | None:

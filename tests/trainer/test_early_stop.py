@@ -41,8 +41,21 @@ def test_it_ends_a_run_whose_validation_accuracy_stops_improving_at_the_right_ep
     assert [round(v["epoch"]) for v in validations] == [1, 2, 3]
     final = reporter.events[-1]
     assert final["state"] == "done" and final["early_stopped"] is True
-    assert final["message"].startswith("stopped early at epoch 3.00: top1 has not improved by more than 0")
-    assert best_checkpoint(cfg.run_dir) is not None
+    # Where it stopped of how many, and one best: the kept checkpoint's, in the metric the rule watched.
+    assert (final["stopped_epoch"], final["epochs"], final["best_metric"]) == (3, 10, "top1")
+    best = torch.load(best_checkpoint(cfg.run_dir), weights_only=False)
+    assert (
+        (final["best"], final["best_epoch"])
+        == (best["best"], round(best["epoch"], 5))
+        == (
+            validations[0]["top1"],
+            1,
+        )
+    )
+    assert final["message"] == (
+        "stopped early at epoch 3 of 10: top1 has not improved by more than 0 for 2 validations; "
+        f"the best checkpoint is kept: top-1 {100 * final['best']:.2f}% at epoch 1"
+    )
 
 
 def test_it_keeps_counting_after_a_resume_from_the_checkpoint(tmp_path, gray8):
@@ -58,7 +71,7 @@ def test_it_keeps_counting_after_a_resume_from_the_checkpoint(tmp_path, gray8):
     reporter = ListReporter()
     assert train(longer, reporter=reporter, resume=True) == EXIT_DONE
     assert [round(v["epoch"]) for v in reporter.of_type("validation")] == [3, 4]
-    assert reporter.events[-1]["message"].startswith("stopped early at epoch 4.00")
+    assert reporter.events[-1]["message"].startswith("stopped early at epoch 4 of 10")
 
 
 def test_it_refuses_early_stopping_without_validations_during_the_run(tmp_path, gray8):
