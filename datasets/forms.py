@@ -13,7 +13,7 @@ from datasets.models import Dataset
 from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
 from datasets.uploads import upload_path
-from datasets.validators import MAX_PER_CLASS, validate_import_path, validate_percent_pair
+from datasets.validators import MAX_PER_CLASS, validate_import_path, validate_percent_pair, validate_source_classes
 
 DEFAULTS = {
     "kind": "auto",
@@ -123,6 +123,9 @@ class DatasetForm(forms.Form):
                 raise ValidationError(str(exc)) from None
         cleaned["kind"] = kind
         getattr(self, f"_check_{kind}")(path, cleaned)
+        if not self.errors:
+            # The classes the build would find: {name: images}, None where unknown before it.
+            cleaned["classes"] = validate_source_classes(kind=kind, path=path, min_per_class=cleaned["min_per_class"])
         return cleaned
 
     def _check_archive(self, path: Path, cleaned) -> None:

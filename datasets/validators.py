@@ -8,6 +8,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from datasets.archives import ArchiveError
+from datasets.preview import source_classes
+from datasets.sources import SourceError
+
 # Images per class, as the build's options store them (a 32-bit column: a larger number was a 500
 # from the database, after the form let it through).
 MAX_PER_CLASS = 2**31 - 1
@@ -70,6 +74,18 @@ def parse_image_size(raw: str) -> tuple[int, int]:
 def validate_image_side(value: int) -> None:
     if not 1 <= value <= settings.MAX_IMAGE_SIDE:
         raise ValidationError(f"Image sides must be between 1 and {settings.MAX_IMAGE_SIDE} pixels, not {value}.")
+
+
+def validate_source_classes(*, kind: str, path: Path, min_per_class: int) -> dict[str, int] | None:
+    """{class: files} of an archive or a folder of class folders; refused at the request when
+    fewer than two classes hold `min_per_class` images (an empty or one-class source), so the
+    wizard, POST /api/datasets/ and import_dataset refuse alike instead of queueing a build that
+    fails. None where the classes are not known before the build (labels files, LMDBs, a tar too
+    long to list within the preview's time)."""
+    try:
+        return source_classes(kind=kind, path=path, min_per_class=min_per_class)
+    except (SourceError, ArchiveError) as error:
+        raise ValidationError(str(error)) from None
 
 
 def validate_percent_pair(val_percent: int, test_percent: int) -> None:

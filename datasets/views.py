@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.models import Dataset
-from datasets.preview import cap_proposal, resize_preview, source_classes
+from datasets.preview import cap_proposal, resize_preview
 from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
 from datasets.services import (
     DatasetInUse,
@@ -81,11 +81,10 @@ def dataset_preview(request):
             image_folder=c.get("image_folder"),
             allowed_roots=settings.IMPORT_ROOTS,
         )
-        classes = source_classes(kind=c["kind"], path=c["upload"] or c["source_path"], min_per_class=c["min_per_class"])
     except (SourceError, ArchiveError) as exc:
         return JsonResponse({"errors": {"__all__": [str(exc)]}}, status=400)
     preview.update(kind=c["kind"], width=c["image_width"], height=c["image_height"], resize_mode=c["resize_mode"])
-    preview["classes"] = classes
+    preview["classes"] = c.get("classes")
     if proposed := preview.get("proposed"):  # the largest side a dataset may have holds here too
         cap_proposal(proposed, settings.MAX_IMAGE_SIDE)
     return JsonResponse(preview)

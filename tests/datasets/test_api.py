@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 
 from datasets import building, services
 from datasets.models import Dataset
@@ -294,6 +297,22 @@ def test_it_does_not_keep_an_upload_whose_dataset_is_refused(owner_client, owner
     assert response.status_code == 400
     assert "not a zip or tar archive" in str(response.json()["errors"])
     assert not list((settings.DATA_DIR / "uploads" / str(owner.pk)).iterdir())
+
+
+@pytest.mark.parametrize("classes", [{}, {"only": 3}], ids=["empty", "one class"])
+def test_it_refuses_an_empty_or_one_class_archive_at_the_request(owner_client, owner, tmp_path, queued, classes):
+    # The wizard's rule, at the API and the command line alike: no row, no build that fails later.
+    archive = zip_folder(make_class_folders(tmp_path / "few", classes), tmp_path / "few.zip")
+    upload = SimpleUploadedFile("few.zip", archive.read_bytes(), content_type="application/zip")
+    response = owner_client.post("/api/datasets/", {"name": "few", "archive": upload})
+    assert response.status_code == 400
+    found = "'only'" if classes else "none"
+    refusal = f"few.zip: a classifier needs at least 2 classes with images; usable classes: {found}"
+    assert response.json()["errors"] == {"__all__": [refusal]}
+    with pytest.raises(CommandError) as error:
+        call_command("import_dataset", str(archive), "--owner", owner.username, stdout=io.StringIO())
+    assert str(error.value) == f"SOURCE: {refusal}"
+    assert not Dataset.objects.exists() and not queued
 
 
 def _put_chunk(client, token, offset, data):

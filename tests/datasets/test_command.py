@@ -127,5 +127,5 @@ def test_it_exits_non_zero_naming_the_problem(owner, tmp_path):
     with pytest.raises(CommandError, match="--labels: A text list needs a labels file"):
         _run(str(tmp_path / "list.txt"), "--name", "x", "--owner", "alice")
     make_class_folders(tmp_path / "one", {"only": 3})
-    with pytest.raises(CommandError, match="failed: .*at least 2 classes"):
-        _run(str(tmp_path / "one"), "--name", "x", "--owner", "alice", "--sync")
+    with pytest.raises(CommandError, match="SOURCE: one: a classifier needs at least 2 classes"):
+        _run(str(tmp_path / "one"), "--name", "x", "--owner", "alice", "--sync")  # refused before any build
