@@ -7,5 +7,10 @@ class BenchmarksConfig(AppConfig):
     verbose_name = "Benchmarks"
 
     def ready(self) -> None:
-        # Connects this app's receivers of the workers' heartbeat signals.
+        # Connects this app's receivers, and puts benchmarks in the one queue of the runs'
+        # scheduler: the runs app lies below this one and never imports it.
         from workbench.benchmarks import receivers  # noqa: F401
+        from workbench.benchmarks.scheduling import BENCHMARKS
+        from workbench.runs.scheduler import register
+
+        register(BENCHMARKS)

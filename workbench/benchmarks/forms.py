@@ -6,6 +6,7 @@ from django import forms
 
 from trainer.bench_config import MODES
 from trainer.config import NETWORKS, PRECISIONS
+from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.runs.validators import WholeTextField
 
 NETWORK_CHOICES = [(name, name) for name in NETWORKS if name != "custom"]
@@ -28,6 +29,13 @@ class BenchmarkForm(forms.Form):
     steps = WholeTextField(initial=10, min_value=1)
     warmup_steps = WholeTextField(initial=3, min_value=0)
     find_largest = forms.BooleanField(required=False, label="Find the largest batch that fits")
+    time_budget_minutes = WholeTextField(
+        required=False,
+        initial=DEFAULT_TIME_BUDGET_MINUTES,
+        min_value=1,
+        label="Time budget (minutes)",
+        help_text="it holds its GPUs at most this long (runs wait behind it); stopped there, the cells measured kept",
+    )
 
     def request(self) -> dict:
         data = dict(self.cleaned_data)

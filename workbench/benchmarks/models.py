@@ -11,6 +11,9 @@ from django.utils import timezone
 
 from workbench.core.groups import benchmark_group_name
 
+# The time a benchmark may hold its GPUs unless it asks for another (validators.py bounds it).
+DEFAULT_TIME_BUDGET_MINUTES = 60
+
 
 class BenchmarkQuerySet(models.QuerySet):
     def visible_to(self, user) -> models.QuerySet:
@@ -37,6 +40,8 @@ class Benchmark(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     reason = models.CharField(max_length=500, blank=True)  # the last transition's words
     wait_reason = models.CharField(max_length=300, blank=True)
+    # When the one queue expects it to start (workbench/runs/scheduler), as for a run.
+    estimated_start = models.DateTimeField(null=True, blank=True)
     host = models.ForeignKey("workers.WorkerHost", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     host_boot_id = models.UUIDField(null=True, blank=True)
     device_labels = models.JSONField(default=list)  # "sim0@host: GPU 0", for the page
@@ -71,6 +76,12 @@ class Benchmark(models.Model):
     def reservation(self) -> str:
         """What its devices' `reserved_by` reads while it holds them."""
         return f"benchmark:{self.pk}"
+
+    @property
+    def time_budget_seconds(self) -> float:
+        """How long it may hold its GPUs: its runner stops it there (requests stored before the
+        budget existed have the default)."""
+        return 60.0 * float(self.request.get("time_budget_minutes") or DEFAULT_TIME_BUDGET_MINUTES)
 
     @property
     def gpus_needed(self) -> int:

@@ -24,6 +24,8 @@ from workbench.workers.processes import EventTail, GracefulStop, start_child
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
+# The executor end state of a benchmark stopped at its time budget: the table's time limit.
+BUDGET_SPENT = "TIMEOUT"
 CANCEL_GRACE_SECONDS = 10.0
 
 
@@ -121,17 +123,25 @@ def watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> o
 
 def _watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail, stop: GracefulStop) -> outcome.Ending:
     last_status: dict = {}
+    deadline = time.monotonic() + benchmark.time_budget_seconds
+    out_of_time = False
     while True:
         code = process.poll()
         last_status = store(benchmark, tail.read()) or last_status
         if code is not None:
-            # A cancel is the benchmark's abort: the outcome table decides as for a run.
-            request = Run.StopRequest.ABORT if stop.requested else ""
-            return outcome.Ending(code, stop_request=request, message=last_status.get("message") or "")
+            # A cancel is the benchmark's abort, its budget spent its time limit: the outcome
+            # table decides as for a run (a job past its time limit fails).
+            request = Run.StopRequest.ABORT if stop.requested and not out_of_time else ""
+            end = BUDGET_SPENT if out_of_time else ""
+            return outcome.Ending(code, stop_request=request, message=last_status.get("message") or "", end_state=end)
         row = Benchmark.objects.filter(pk=benchmark.pk).values_list("state", "cancel_requested").first()
         # No row: the benchmark was deleted while it ran, and stops as a cancelled one does.
         state, cancel = row if row is not None else (None, True)
         if cancel or state != Benchmark.State.RUNNING:
+            stop.request()
+        elif time.monotonic() > deadline and not stop.requested:
+            # Runs wait behind it on the budget's word (the queue's estimates count on it).
+            out_of_time = True
             stop.request()
         stop.poll()
         time.sleep(POLL_SECONDS)
@@ -150,7 +160,11 @@ _BENCHMARK_STATES = {
 def finish(benchmark: Benchmark, ending: outcome.Ending) -> str:
     decided = outcome.decide(ending)
     state = _BENCHMARK_STATES[decided.state]
-    if state == Benchmark.State.CANCELLED:
+    if ending.end_state == BUDGET_SPENT and decided.state == Run.State.FAILED:
+        budget = benchmark.time_budget_seconds
+        words = f"{budget / 60:g} min" if budget >= 60 else f"{budget:.0f} s"
+        reason = f"stopped at its time budget of {words}; the {benchmark.cells.count()} cells measured are kept"
+    elif state == Benchmark.State.CANCELLED:
         reason = f"cancelled by the user; {benchmark.cells.count()} cells measured are kept"
     elif decided.state == Run.State.INTERRUPTED:
         reason = f"{decided.reason}; the cells measured are kept"

@@ -29,6 +29,8 @@ def summary(benchmark: Benchmark) -> dict:
         "state": benchmark.state,
         "reason": benchmark.reason,
         "wait_reason": benchmark.wait_reason,
+        "estimated_start": benchmark.estimated_start.isoformat() if benchmark.estimated_start else None,
+        "time_budget_minutes": benchmark.time_budget_seconds / 60,
         "progress": round(benchmark.progress, 4),
         "request": benchmark.request,
         "devices": benchmark.device_labels,

@@ -10,19 +10,13 @@ from django.db import transaction
 
 from workbench.benchmarks.lifecycle import benchmark_finish
 from workbench.benchmarks.models import Benchmark
-from workbench.benchmarks.tasks import schedule_benchmarks
 from workbench.benchmarks.validators import largest_batch_request, validate_benchmark_request
 from workbench.core.errors import RequestError
 
+# Benchmarks wait in the runs' one queue: a pass of it places them too.
+from workbench.runs.services import queue_scheduling
+
 log = logging.getLogger(__name__)
-
-
-def queue_scheduling() -> None:
-    try:
-        schedule_benchmarks.delay()
-    except Exception:
-        # No broker right now: the workers' heartbeats schedule on their own every few seconds.
-        log.warning("could not queue a benchmark scheduling pass; the next heartbeat runs one")
 
 
 def benchmark_submit(*, owner, request: dict) -> Benchmark:

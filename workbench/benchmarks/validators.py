@@ -11,6 +11,7 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
+from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 
@@ -29,7 +30,10 @@ DEFAULTS: dict[str, Any] = {
     "find_limit": 4096,  # the largest batch the finder tries
     "channels": 3,  # synthetic images' channels and classes (a dataset's, for the run form's finder)
     "num_classes": 1000,
+    # How long it may hold its GPUs (the queue counts on it for the runs behind it): minutes.
+    "time_budget_minutes": DEFAULT_TIME_BUDGET_MINUTES,
 }
+MAX_TIME_BUDGET_MINUTES = 24 * 60
 FIELDS = (*DEFAULTS, "name")
 # The request's names for the trainer's config fields, so a trainer refusal names what was sent.
 _FIELD_OF = {"networks": "networks", "gpu_counts": "gpus", "precisions": "precision", "model_parallel": "layout"}
@@ -127,6 +131,9 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
         validate_benchmark(cfg, check_paths=False)
     except ConfigError as error:
         raise RequestError(_FIELD_OF.get(error.field or "", error.field), error.message) from None
+    request["time_budget_minutes"] = _whole(
+        request, "time_budget_minutes", DEFAULT_TIME_BUDGET_MINUTES, 1, MAX_TIME_BUDGET_MINUTES
+    )
     if not isinstance(request["find_largest"], bool):
         raise RequestError("find_largest", "must be true or false")
     name = str(request.get("name") or f"{', '.join(cfg.networks)} {request['precision']} x{max(cfg.gpu_counts)}")

@@ -13,6 +13,7 @@ from trainer import bench_table
 from workbench.benchmarks import services
 from workbench.benchmarks.forms import BenchmarkForm
 from workbench.benchmarks.references import REFERENCES, references_for
+from workbench.benchmarks.scheduling import queue_position
 from workbench.benchmarks.selectors import benchmark_for, benchmark_payload, benchmarks_visible_to, cells_of
 from workbench.runs.validators import RequestError, add_form_errors
 
@@ -41,7 +42,7 @@ def benchmark_detail(request, pk: int):
         # The page puts each under its GPU count in the matching table, as the cells arrive.
         "references": references_for(benchmark.request),
     }
-    context = {"benchmark": benchmark, "page": page, "published": REFERENCES}
+    context = {"benchmark": benchmark, "page": page, "published": REFERENCES, "queue": queue_position(benchmark)}
     others = benchmarks_visible_to(request.user).exclude(pk=pk)[:100]
     return render(request, "benchmarks/detail.html", {**context, "others": others})
 

@@ -16,7 +16,7 @@ from workbench.core import openapi
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.models import Run
-from workbench.runs.scheduler import queue_rows
+from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
 from workbench.runs.serializers import (
     PrioritySerializer,
@@ -206,30 +206,23 @@ def run_resume(request, pk: int):
 
 
 @extend_schema(
-    summary="The queue of runs waiting for devices; other users' runs are anonymous",
-    responses=inline_serializer("Queue", {"queue": serializers.ListField(child=serializers.DictField())}),
+    summary="The one queue: runs and benchmarks waiting for devices, and what runs now until when",
+    description=(
+        "`queue`: waiting jobs in the order they will be considered (runs on Slurm last, position null); "
+        "`running`: jobs holding devices now, where, and their expected end. Other users' jobs are anonymous."
+    ),
+    responses=inline_serializer(
+        "Queue",
+        {
+            "queue": serializers.ListField(child=serializers.DictField()),
+            "running": serializers.ListField(child=serializers.DictField()),
+        },
+    ),
 )
 @api_view(["GET"])
 def queue(request):
-    rows = []
-    for position, run in queue_rows():
-        mine = run.is_visible_to(request.user)
-        rows.append(
-            {
-                "position": position,
-                "id": run.pk if mine else None,
-                "name": run.name if mine else "another user's run",
-                "owner": run.owner.username if mine else None,
-                "state": run.state,
-                "priority": run.priority,
-                "requested_devices": run.device_request_text(),
-                "wait_reason": run.wait_reason_for(request.user),
-                "estimated_start": run.estimated_start,
-                "queued_at": run.queued_at,
-                "executor": run.executor,
-            }
-        )
-    return Response({"queue": rows})
+    picture = queue_for(request.user)
+    return Response({"queue": picture["waiting"], "running": picture["running"]})
 
 
 @extend_schema(

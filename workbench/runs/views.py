@@ -5,7 +5,7 @@ from django.views.decorators.http import require_POST
 
 from workbench.runs.manage_views import run_summary
 from workbench.runs.models import Run
-from workbench.runs.scheduler import queue_rows
+from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
 from workbench.runs.services import queue_scheduling
 
@@ -62,10 +62,7 @@ def run_list(request):
 
 
 def queue(request):
-    rows = [
-        {"position": position, "run": run, "visible": run.is_visible_to(request.user)} for position, run in queue_rows()
-    ]
-    return render(request, "runs/queue.html", {"rows": rows})
+    return render(request, "runs/queue.html", queue_for(request.user))
 
 
 @staff_member_required

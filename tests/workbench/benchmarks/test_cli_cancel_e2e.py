@@ -71,3 +71,20 @@ def test_it_stops_the_trainer_of_a_benchmark_deleted_while_it_runs(celery_worker
     wait_until(lambda: not trainers(), what="the trainer of the deleted benchmark to stop", timeout=60)
     reserved = Device.objects.filter(reserved_by=benchmark.reservation)
     wait_until(lambda: not reserved.exists(), what="its GPU to be given back", timeout=30)
+
+
+def test_it_stops_a_benchmark_at_its_time_budget_keeping_the_cells_measured(celery_worker, owner):
+    # Every device held while the budget is cut to 3 s (the form and API take whole minutes).
+    Device.objects.update(reserved_by="test: hold")
+    call_command("benchmark", "--owner", owner.username, *SMALL, "--steps", "10000", "--batch-sizes", "8,16,32",
+                 "--time-budget", "1", stdout=io.StringIO())  # fmt: skip
+    benchmark = Benchmark.objects.get()
+    assert benchmark.request["time_budget_minutes"] == 1
+    Benchmark.objects.filter(pk=benchmark.pk).update(request={**benchmark.request, "time_budget_minutes": 0.05})
+    Device.objects.update(reserved_by="")
+    wait_for_state(benchmark, Benchmark.State.FAILED, Benchmark.State.DONE, Benchmark.State.CANCELLED, timeout=120)
+    assert benchmark.state == Benchmark.State.FAILED
+    assert (
+        benchmark.reason == f"stopped at its time budget of 3 s; the {benchmark.cells.count()} cells measured are kept"
+    )
+    assert not Device.objects.filter(reserved_by=benchmark.reservation).exists()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
+from datasets.models import Dataset
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.runner import trainer_config
-from workbench.benchmarks.scheduling import benchmark_pass
 from workbench.benchmarks.services import benchmark_cancel, benchmark_submit
 from workbench.runs.models import Run
-from workbench.runs.scheduler import Inventory, find_placement
+from workbench.runs.scheduler import Inventory, find_placement, schedule
+from workbench.runs.scheduler.run_jobs import run_job
 from workbench.runs.validators import RequestError
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
@@ -51,19 +52,19 @@ def test_it_takes_its_gpus_to_itself_and_waits_with_a_reason(owner, no_launch, d
     first = benchmark_submit(owner=owner, request=GRID)
     second = benchmark_submit(owner=owner, request={**GRID, "gpus": "1"})
     with django_capture_on_commit_callbacks(execute=True):
-        benchmark_pass()
+        schedule()
     first.refresh_from_db(), second.refresh_from_db()
     assert first.state == Benchmark.State.RUNNING and no_launch == [(first.pk, host.queue)]
     assert first.device_labels == [f"{host.hostname}: GPU {i} (simulated)" for i in (0, 1)]
     assert Device.objects.filter(reserved_by=first.reservation).count() == 2
     assert Inventory.load().free_gpus(host) == []  # runs are not offered them
     # A run waiting for them says why, and still counts them in the host's size.
-    waiting = Run(owner=owner, name="r", device_request={"kind": "count", "count": 2})
-    placement, reason, holder = find_placement(waiting, Inventory.load())
+    waiting = Run(owner=owner, name="r", device_request={"kind": "count", "count": 2}, dataset=Dataset(status="ready"))
+    placement, reason, holder = find_placement(run_job(waiting), Inventory.load())
     assert placement is None and holder is None
-    assert reason == "needs 2 GPUs on one host, 0 free (2 reserved by a benchmark)"
+    assert reason == "needs 2 GPUs on one host, 0 free (2 held by a benchmark)"
     assert second.state == Benchmark.State.WAITING
-    assert second.wait_reason == "needs 1 GPU on one host to itself; 0 free (the others are in use)"
+    assert second.wait_reason == "needs 1 GPU on one host, 0 free (2 held by a benchmark)"
     benchmark_cancel(benchmark=first)  # running: asks its runner to stop
     first.refresh_from_db()
     assert first.cancel_requested and first.state == Benchmark.State.RUNNING
@@ -79,7 +80,7 @@ def test_it_gives_simulated_gpus_their_memory_as_the_capacity(owner, no_launch, 
     assert simulated_gpus(2)[0]["memory_total_mb"] == 96
     simulate_hosts(hosts=1, gpus_per_host=2)
     benchmark = benchmark_submit(owner=owner, request={**GRID, "layout": "2x1", "gpus": None})
-    benchmark_pass()
+    schedule()
     benchmark.refresh_from_db()
     config, env = trainer_config(benchmark, list(Device.objects.filter(reserved_by=benchmark.reservation)))
     assert config["devices"] == ["cpu", "cpu"] and config["memory_capacity_mb"] == 96

@@ -10,6 +10,7 @@ from workbench.runs.devices import DeviceRequest
 from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
 from workbench.runs.scheduler import placement_preview, queue_order, schedule
+from workbench.runs.scheduler.run_jobs import run_job
 from workbench.runs.services import run_abort, run_create
 from workbench.workers.models import Device, WorkerHost
 from workbench.workers.simulation import simulate_hosts
@@ -140,7 +141,7 @@ def test_it_stores_a_wait_reason_that_names_no_holder(owner, other_user, staff_u
 def test_it_interleaves_users_within_a_priority(owner, other_user, dataset):
     alice_runs = [submit(owner, dataset, gpus(1), name=f"a{i}") for i in range(3)]
     bob_run = submit(other_user, dataset, gpus(1), name="b0")
-    order = [run.name for run in queue_order(list(Run.objects.all()))]
+    order = [job.row.name for job in queue_order([run_job(run) for run in Run.objects.all()])]
     assert order == ["a0", "b0", "a1", "a2"]
     assert alice_runs[0].queued_at < bob_run.queued_at
 
@@ -156,7 +157,7 @@ def test_it_lets_higher_priority_go_first_and_blocks_lower_ones(owner, other_use
     small.refresh_from_db()
     assert urgent.state == small.state == Run.State.WAITING
     assert small.wait_reason == "behind 1 run of higher priority"
-    assert [run.name for run in queue_order([small, urgent])] == ["urgent", "small"]
+    assert [job.row.name for job in queue_order([run_job(small), run_job(urgent)])] == ["urgent", "small"]
 
 
 def test_it_estimates_the_start_from_the_holders_time_left(owner, dataset):

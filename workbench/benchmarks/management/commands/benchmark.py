@@ -37,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--steps", type=int, help="timed steps per cell (default 10)")
         parser.add_argument("--warmup-steps", type=int, help="untimed steps first (default 3)")
         parser.add_argument("--find-largest", action="store_true", help="also find the largest batch that fits")
+        parser.add_argument(
+            "--time-budget", type=int, help="minutes it may hold its GPUs; stopped there, cells kept (default 60)"
+        )
         parser.add_argument("--name", default="")
         parser.add_argument(
             "--owner",
@@ -61,6 +64,7 @@ class Command(BaseCommand):
             "steps": options["steps"],
             "warmup_steps": options["warmup_steps"],
             "find_largest": options["find_largest"] or None,
+            "time_budget_minutes": options["time_budget"],
         }
         try:
             benchmark = benchmark_submit(owner=owner, request={k: v for k, v in request.items() if v})
