@@ -107,18 +107,24 @@ def to_csv(cells: Iterable[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+def cell_key(cell: dict[str, Any]) -> tuple:
+    """What makes two cells the same measurement: network, precision, mode, data, GPUs, batch."""
+    return (*table_key(cell), cell.get("gpus"), cell.get("batch_size"))
+
+
 def compare(left: Iterable[dict[str, Any]], right: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Cells present in both (same network, precision, mode, data, GPU count and batch), with
-    the ratio right / left of their images/s (None where either did not run)."""
-    index = {(*table_key(c), c["gpus"], c["batch_size"]): c for c in right}
+    the ratio left / right of their images/s, read as "left vs right": above 1, left is faster
+    (None where either did not run)."""
+    index = {cell_key(c): c for c in right}
     pairs = []
     for cell in left:
-        other = index.get((*table_key(cell), cell["gpus"], cell["batch_size"]))
+        other = index.get(cell_key(cell))
         if other is None:
             continue
         ratio = None
-        if cell.get("status") == other.get("status") == "ok" and cell.get("images_per_sec"):
-            ratio = other["images_per_sec"] / cell["images_per_sec"]
+        if cell.get("status") == other.get("status") == "ok" and other.get("images_per_sec"):
+            ratio = cell["images_per_sec"] / other["images_per_sec"]
         pairs.append({**{k: cell.get(k) for k in (*TABLE_KEYS, "gpus", "batch_size")}, "left": cell, "right": other,
                       "ratio": ratio})  # fmt: skip
     return pairs

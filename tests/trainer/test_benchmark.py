@@ -117,7 +117,7 @@ def test_it_compares_two_benchmarks_cell_by_cell():
              "batch_size": 8, "status": "ok", "images_per_sec": 100.0}]  # fmt: skip
     right = [{**left[0], "images_per_sec": 150.0}]
     (pair,) = compare(left, right)
-    assert pair["ratio"] == pytest.approx(1.5)
+    assert pair["ratio"] == pytest.approx(100 / 150)  # read "left vs right": left is 0.67x as fast
 
 
 def test_it_refuses_a_bad_benchmark_config_naming_the_field(tmp_path):

@@ -15,9 +15,11 @@ NETWORK_CHOICES = [(name, name) for name in NETWORKS if name != "custom"]
 class BenchmarkForm(forms.Form):
     # Whole numbers as typed (not 1_000, which int() takes); the ranges are the validators', the
     # same for the API and the CLI.
-    name = forms.CharField(required=False, max_length=200)
-    networks = forms.MultipleChoiceField(choices=NETWORK_CHOICES, initial=["resnet50"])
-    image_size = WholeTextField(initial=224, min_value=4)
+    name = forms.CharField(required=False, max_length=200, help_text="blank: named after what it measures")
+    networks = forms.MultipleChoiceField(
+        choices=NETWORK_CHOICES, initial=["resnet50"], help_text="Ctrl-click (Cmd-click on a Mac) to choose several"
+    )
+    image_size = WholeTextField(initial=224, min_value=4, help_text="side of the square synthetic images, in pixels")
     gpus = forms.CharField(initial="1,2", label="GPUs", help_text="GPU counts, the table's columns: 1,2,4")
     batch_sizes = forms.CharField(initial="32,64,128", help_text="per GPU, the table's rows")
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
@@ -26,8 +28,8 @@ class BenchmarkForm(forms.Form):
     modes = forms.ChoiceField(
         choices=[("train", "forward + backward"), ("forward", "forward only"), ("both", "both")], initial="train"
     )
-    steps = WholeTextField(initial=10, min_value=1)
-    warmup_steps = WholeTextField(initial=3, min_value=0)
+    steps = WholeTextField(initial=10, min_value=1, help_text="timed steps per cell")
+    warmup_steps = WholeTextField(initial=3, min_value=0, help_text="untimed steps before them (cuDNN's autotuning)")
     find_largest = forms.BooleanField(required=False, label="Find the largest batch that fits")
     time_budget_minutes = WholeTextField(
         required=False,

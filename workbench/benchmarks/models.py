@@ -84,6 +84,11 @@ class Benchmark(models.Model):
         return 60.0 * float(self.request.get("time_budget_minutes") or DEFAULT_TIME_BUDGET_MINUTES)
 
     @property
+    def on_simulated_gpus(self) -> bool:
+        """Measured on simulated GPUs: CPU processes sharing the host's cores, not GPUs."""
+        return any(label.endswith("(simulated)") for label in self.device_labels)
+
+    @property
     def gpus_needed(self) -> int:
         return max(self.request.get("gpus") or [1])
 

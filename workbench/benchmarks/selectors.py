@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 
 from trainer import bench_table
-from workbench.benchmarks.models import Benchmark
+from workbench.benchmarks.models import Benchmark, BenchmarkCell
 
 
 def benchmarks_visible_to(user):
@@ -71,3 +71,18 @@ def largest_batch_answer(benchmark: Benchmark) -> dict:
         "limit": found.get("limit"),
         "message": found.get("message", ""),
     }
+
+
+def comparable_with(benchmark: Benchmark, candidates, *, most: int = 100) -> list[Benchmark]:
+    """Of `candidates` (the viewer's benchmarks), those sharing at least one cell with `benchmark`
+    (bench_table.compare's key): a compare link to one with none would open an empty table."""
+    keys = {bench_table.cell_key(cell) for cell in cells_of(benchmark)}
+    if not keys:
+        return []
+    others = list(candidates.exclude(pk=benchmark.pk)[:most])
+    shared = {
+        cell.benchmark_id
+        for cell in BenchmarkCell.objects.filter(benchmark__in=others)
+        if bench_table.cell_key(cell.data) in keys
+    }
+    return [other for other in others if other.pk in shared]

@@ -14,7 +14,13 @@ from workbench.benchmarks import services
 from workbench.benchmarks.forms import BenchmarkForm
 from workbench.benchmarks.references import REFERENCES, references_for
 from workbench.benchmarks.scheduling import queue_position
-from workbench.benchmarks.selectors import benchmark_for, benchmark_payload, benchmarks_visible_to, cells_of
+from workbench.benchmarks.selectors import (
+    benchmark_for,
+    benchmark_payload,
+    benchmarks_visible_to,
+    cells_of,
+    comparable_with,
+)
 from workbench.runs.validators import RequestError, add_form_errors
 
 
@@ -35,16 +41,24 @@ def benchmark_list(request):
 @login_required
 def benchmark_detail(request, pk: int):
     benchmark = benchmark_for(request.user, pk)
+    matching = references_for(benchmark.request)
     page = {
         **benchmark_payload(benchmark),
         "socket_path": f"/ws/benchmarks/{benchmark.pk}/",
         "cancel_url": reverse("api-benchmark-cancel", args=[benchmark.pk]),
         # The page puts each under its GPU count in the matching table, as the cells arrive.
-        "references": references_for(benchmark.request),
+        "references": matching,
     }
-    context = {"benchmark": benchmark, "page": page, "published": REFERENCES, "queue": queue_position(benchmark)}
-    others = benchmarks_visible_to(request.user).exclude(pk=pk)[:100]
-    return render(request, "benchmarks/detail.html", {**context, "others": others})
+    context = {
+        "benchmark": benchmark,
+        "page": page,
+        "published": matching,
+        "published_networks": sorted({reference["network"] for reference in REFERENCES}),
+        "queue": queue_position(benchmark),
+        "simulated": benchmark.on_simulated_gpus,
+        "others": comparable_with(benchmark, benchmarks_visible_to(request.user)),
+    }
+    return render(request, "benchmarks/detail.html", context)
 
 
 def _download(text: str, name: str, content_type: str) -> HttpResponse:
@@ -63,6 +77,8 @@ def benchmark_csv(request, pk: int):
 def benchmark_markdown(request, pk: int):
     benchmark = benchmark_for(request.user, pk)
     text = bench_table.markdown(cells_of(benchmark), title=f"Benchmark #{pk}: {benchmark.name}")
+    if benchmark.on_simulated_gpus:
+        text += "\nMeasured on simulated GPUs: CPU processes sharing one host's cores, not GPUs.\n"
     published = references_for(benchmark.request)
     if published:
         text += "\nPublished reference numbers (measured elsewhere, not here):\n\n" + "".join(
