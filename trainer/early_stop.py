@@ -21,8 +21,14 @@ class EarlyStopping:
     best_epoch: float = 0.0
     stale: int = 0  # validations in a row without enough improvement
     triggered: bool = False
+    # The best checkpoint's value and epoch (best.pt: any improvement, by `improves`), which a
+    # stopped run names as its one best; `best` above moves only by more than the delta.
+    kept: float | None = None
+    kept_epoch: float | None = None
 
     def update(self, value: float, *, epoch: float) -> None:
+        if improves(self.metric, value, self.kept):
+            self.kept, self.kept_epoch = value, round(epoch, 5)
         higher_is_better = self.metric == "top1"
         gain = (value - self.best if higher_is_better else self.best - value) if self.best is not None else None
         if gain is None or gain > self.min_delta:
@@ -33,7 +39,13 @@ class EarlyStopping:
 
     def state(self) -> dict:
         """What a checkpoint keeps, so a resumed run goes on counting where it was."""
-        return {"best": self.best, "best_epoch": self.best_epoch, "stale": self.stale}
+        return {
+            "best": self.best,
+            "best_epoch": self.best_epoch,
+            "stale": self.stale,
+            "kept": self.kept,
+            "kept_epoch": self.kept_epoch,
+        }
 
     def load(self, state: dict | None) -> None:
         """From a checkpoint's `state()`; a checkpoint written without one (or with early stopping
@@ -41,16 +53,20 @@ class EarlyStopping:
         if state:
             self.best, self.best_epoch, self.stale = state["best"], float(state["best_epoch"]), int(state["stale"])
             self.triggered = self.stale >= self.patience
+            self.kept, self.kept_epoch = state.get("kept"), state.get("kept_epoch")
 
 
-def early_stop_outcome(
-    stopper: EarlyStopping, cfg: TrainConfig, *, step: int, epoch: float, best: tuple[float | None, float | None]
-) -> Outcome:
+def improves(metric: str, value: float, best: float | None) -> bool:
+    """The rule of the best checkpoint (best.pt): strictly better, higher top-1 or lower loss."""
+    return best is None or (value > best if metric == "top1" else value < best)
+
+
+def early_stop_outcome(stopper: EarlyStopping, cfg: TrainConfig, *, step: int, epoch: float) -> Outcome:
     """A run ended by its rule: done, saying where it stopped of how many epochs and the one best
     a user can use, the best checkpoint's (`best.pt`: the best value of the metric the rule
     watches, at its epoch). The rule's own best moves only by more than the delta, so it may be
     an earlier, lower one: naming it beside the kept one made the run contradict itself."""
-    kept, kept_epoch = best
+    kept, kept_epoch = stopper.kept, stopper.kept_epoch
     message = (
         f"stopped early at epoch {plain(epoch)} of {plain(cfg.epochs)}: {stopper.metric} has not improved by more "
         f"than {stopper.min_delta:g} for {stopper.patience} validation{'s' if stopper.patience > 1 else ''}"
@@ -77,7 +93,7 @@ def plain(epoch: float | None) -> str:
 def metric_text(metric: str, value: float) -> str:
     """Accuracy as a percentage with two decimals and a loss with four, as the workbench's pages
     write them (workbench/runs/templatetags/numbers.py, static/workbench/format.js)."""
-    return f"top-1 {100 * value:.2f}%" if metric == "top1" else f"{metric} {value:.4f}"
+    return f"top-1 {100 * value:.2f}%" if metric == "top1" else f"val. loss {value:.4f}"
 
 
 def early_stopping_for(cfg: TrainConfig) -> EarlyStopping | None:

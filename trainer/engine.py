@@ -22,7 +22,7 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.custom_net import CustomNetError
 from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
-from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for
+from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
@@ -95,8 +95,7 @@ class Run:
     store: CheckpointStore
     total_steps: int
     step: int = 0
-    best: float | None = None  # of cfg.best_metric: the best checkpoint's
-    best_epoch: float | None = None
+    best: float | None = None
     meter: Meter = field(default_factory=Meter)
     started: float = field(default_factory=time.perf_counter)
     start_step: int = 0
@@ -231,7 +230,6 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
         "step": run.step,
         "epoch": run.epoch,
         "best": run.best,
-        "best_epoch": run.best_epoch,
         "early_stopping": run.early.state() if run.early is not None else None,
         "meter": run.meter.state(),
         "rng": rngs,
@@ -256,7 +254,7 @@ def resume_from_latest(run: Run) -> bool:
     run.scheduler.load_state_dict(state["scheduler"])
     run.scaler.load_state_dict(state["scaler"])
     run.step = run.start_step = int(state["step"])
-    run.best, run.best_epoch = state.get("best"), state.get("best_epoch")
+    run.best = state.get("best")
     if run.early is not None:
         run.early.load(state.get("early_stopping"))
     rngs = state["rng"]
@@ -415,9 +413,9 @@ def validate_and_maybe_save(run: Run, criterion: nn.Module, *, snapshot: bool) -
         return None
     result = evaluate(run, criterion)
     value = result[run.cfg.best_metric]
-    better = run.best is None or (value > run.best if run.cfg.best_metric == "top1" else value < run.best)
+    better = improves(run.cfg.best_metric, value, run.best)
     if better:
-        run.best, run.best_epoch = value, round(run.epoch, 5)
+        run.best = value
     if run.rank == 0:
         run.events.validation(step=run.step, epoch=round(run.epoch, 5), **result)
     if run.early is not None:  # every rank sees the same (reduced) result: they stop together
@@ -436,9 +434,7 @@ def fit(run: Run) -> Outcome:
         if run.step == before and not stopped:  # a loader that yields nothing would loop forever
             raise RuntimeError(f"epoch {epoch} produced no training batches (step {run.step})")
         if stopped and run.early is not None and run.early.triggered:
-            return early_stop_outcome(
-                run.early, run.cfg, step=run.step, epoch=run.epoch, best=(run.best, run.best_epoch)
-            )
+            return early_stop_outcome(run.early, run.cfg, step=run.step, epoch=run.epoch)
         if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"

@@ -2,17 +2,11 @@
 // histogram (Plotly), and the paged gallery read from the LMDBs.
 import { getJSON } from "../workbench/http.js";
 import { plotlyTexts } from "../workbench/plotly_text.js";
+import { formatDuration } from "../workbench/format.js";
 
 const root = document.getElementById("dataset");
 const ACTIVE = ["pending", "building"];
 
-function formatEta(seconds) {
-  if (seconds === null || seconds === undefined) return "–";
-  const s = Math.round(seconds);
-  if (s < 60) return `${s} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
-  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-}
 
 function setText(id, text) {
   const el = document.getElementById(id);
@@ -34,7 +28,7 @@ function showProgress(data) {
   setText("progress-total", data.total);
   setText("progress-rate", (data.images_per_second || 0).toFixed(1));
   // Before the first image, the worker is still extracting the archive or listing files.
-  setText("progress-eta", data.total ? formatEta(data.eta_seconds) : "– (extracting and listing files)");
+  setText("progress-eta", data.total ? formatDuration(data.eta_seconds) : "– (extracting and listing files)");
   const status = document.querySelector("#dataset-status .status");
   if (status) {
     status.textContent = data.status;

@@ -1,6 +1,7 @@
 // The "New dataset" wizard: steps, archive upload with progress, resize preview, summary.
 // Without JavaScript the form still works (all steps shown, server paths only).
 import { getJSON, postForm, sendJSON, sendWithProgress } from "../workbench/http.js";
+import { formatBytes } from "../workbench/format.js";
 
 const form = document.getElementById("dataset-wizard");
 form.classList.add("js");
@@ -94,13 +95,6 @@ function setText(id, text) {
   if (el) el.textContent = text;
 }
 
-function humanBytes(n) {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
-}
-
 // Archive upload, in chunks: each chunk is one small request (no server process ever holds a
 // whole archive in memory), XHR so the browser reports progress, retried and resumable.
 const fileInput = document.getElementById("archive-file");
@@ -124,7 +118,7 @@ async function upload(file) {
     try {
       state = await sendChunk(url, file.slice(offset, end), offset, (loaded) => {
         bar.value = (100 * (offset + loaded)) / file.size;
-        setText("upload-status", `Uploading ${file.name}: ${humanBytes(offset + loaded)} of ${humanBytes(file.size)}`);
+        setText("upload-status", `Uploading ${file.name}: ${formatBytes(offset + loaded)} of ${formatBytes(file.size)}`);
       });
       offset = state.received;
       failures = 0;
@@ -147,7 +141,7 @@ fileInput.addEventListener("change", async () => {
   if (!file) return;
   const max = Number(form.dataset.maxUpload);
   if (file.size > max) {
-    setText("upload-status", `${file.name} is ${humanBytes(file.size)}, over the upload limit of ${humanBytes(max)}.`);
+    setText("upload-status", `${file.name} is ${formatBytes(file.size)}, over the upload limit of ${formatBytes(max)}.`);
     return;
   }
   bar.hidden = false;
@@ -157,7 +151,7 @@ fileInput.addEventListener("change", async () => {
     uploadField.value = done.upload;
     uploadRefused = "";
     bar.value = 100;
-    setText("upload-status", `Uploaded ${done.filename} (${humanBytes(done.size)}).`);
+    setText("upload-status", `Uploaded ${done.filename} (${formatBytes(done.size)}).`);
     const name = form.querySelector("[name=name]");
     if (!name.value) name.value = file.name.replace(/\.(zip|tgz|tar(\.(gz|bz2|xz))?)$/i, "");
   } catch (err) {

@@ -52,7 +52,7 @@ if (card) {
       const tr = document.createElement("tr");
       tr.innerHTML = "<td></td><td></td>";
       tr.children[0].textContent = p.label;
-      tr.children[1].textContent = percent(p.probability, 2);
+      tr.children[1].textContent = percent(p.probability);
       return tr;
     }));
   }

@@ -1,7 +1,6 @@
 // Small helpers shared by the inference pages (talking to the server: ../workbench/http.js).
-export function percent(value, digits = 1) {
-  return value === null || value === undefined ? "–" : `${(100 * value).toFixed(digits)}%`;
-}
+// Percentages as every page writes them (two decimals): the bar and the table of one result agree.
+export { formatPercent as percent } from "../workbench/format.js";
 
 // Click a header to sort by its data-key; `rows` are objects, `render(rows)` redraws the body.
 export function sortable(table, getRows, render) {

@@ -1,11 +1,12 @@
 // Look inside: the first convolution's filters and the activation maps of chosen layers.
 import { postForm } from "../workbench/http.js";
+import { formatPercent } from "../workbench/format.js";
 
 const card = document.getElementById("inside");
 if (card) {
   const form = document.getElementById("inside-form");
   const error = document.getElementById("inside-error");
-  const fmt = (s) => `min ${s.min.toFixed(3)} · max ${s.max.toFixed(3)} · mean ${s.mean.toFixed(3)} · std ${s.std.toFixed(3)} · zeros ${(100 * s.zero_share).toFixed(1)}%`;
+  const fmt = (s) => `min ${s.min.toFixed(3)} · max ${s.max.toFixed(3)} · mean ${s.mean.toFixed(3)} · std ${s.std.toFixed(3)} · zeros ${formatPercent(s.zero_share)}`;
 
   async function submit(event) {
     if (event) event.preventDefault();
@@ -29,7 +30,7 @@ if (card) {
     document.getElementById("inside-seen").src = body.preprocessed;
     document.getElementById("inside-predictions").replaceChildren(...body.predictions.map((p) => {
       const li = document.createElement("li");
-      li.textContent = `${p.label}: ${(100 * p.probability).toFixed(1)}%`;
+      li.textContent = `${p.label}: ${formatPercent(p.probability)}`;
       return li;
     }));
     if (body.filters) {

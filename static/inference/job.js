@@ -44,9 +44,9 @@ function skippedNote(result) {
 // ------------------------------------------------------------------ test
 function showTest(r) {
   document.getElementById("test-result").hidden = false;
-  document.getElementById("metric-top1").textContent = percent(r.top1, 2);
+  document.getElementById("metric-top1").textContent = percent(r.top1);
   document.getElementById("metric-topk-label").textContent = `Top-${r.top_k}`;
-  document.getElementById("metric-top5").textContent = percent(r.top5, 2);
+  document.getElementById("metric-top5").textContent = percent(r.top5);
   document.getElementById("metric-count").textContent = r.count;
   document.getElementById("skipped-note").textContent = skippedNote(r);
   const toggle = document.getElementById("confusion-normalised");
@@ -149,7 +149,7 @@ async function showClassify(result) {
     const shown = needle ? rows.filter((r) => r.path.toLowerCase().includes(needle) || r.label.toLowerCase().includes(needle)) : rows;
     table.tBodies[0].replaceChildren(...shown.slice(0, 5000).map((row) => {
       const tr = document.createElement("tr");
-      const cells = [row.path, row.label, percent(row.probability, 2),
+      const cells = [row.path, row.label, percent(row.probability),
         row.top.map((t) => `${t.label} ${percent(t.probability)}`).join(", ")];
       for (const value of cells) {
         const td = document.createElement("td");

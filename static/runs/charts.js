@@ -3,6 +3,7 @@
 //
 // A series point carries all four x coordinates (step, epoch, time, images), so switching the
 // x axis needs no request. Events arrive flat (system samples flattened by the server).
+import { PERCENT_AXIS } from "../workbench/format.js";
 
 export const X_AXES = ["step", "epoch", "time", "images"];
 export const SERIES_TYPES = new Set(["metrics", "validation", "system"]);
@@ -141,13 +142,7 @@ export function ema(values, weight, state = { last: 0, count: 0 }) {
   return out;
 }
 
-export function formatDuration(seconds) {
-  if (!isNumber(seconds)) return "–";
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
-  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-}
+export { formatDuration } from "../workbench/format.js";
 
 // Wall time is shown in the browser's time zone: Plotly reads numbers on a date axis as UTC.
 const TZ_MS = new Date().getTimezoneOffset() * 60000;
@@ -158,7 +153,7 @@ export const WALL_TIME = {
 
 export const AXIS_TITLES = { step: "step", epoch: "epoch", time: "wall time", images: "images seen" };
 
-const percent = { tickformat: ".0%", rangemode: "tozero" };
+const percent = { ...PERCENT_AXIS, rangemode: "tozero" };
 
 function gpuLabel(match) {
   const what = {
@@ -194,7 +189,7 @@ export const CHARTS = {
     ],
     layout: {
       yaxis: { title: { text: "images/s" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "waiting for data" }, overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%",
+      yaxis2: { title: { text: "waiting for data" }, overlaying: "y", side: "right", range: [0, 1], ...PERCENT_AXIS,
         tickmode: "linear", tick0: 0, dtick: 0.25, showgrid: false },
     },
   },

@@ -4,6 +4,7 @@
 import { getJSON } from "../workbench/http.js";
 import { AXIS_TITLES, ema, xRange } from "./charts.js";
 import { plotlyText } from "../workbench/plotly_text.js";
+import { PERCENT_AXIS, isFraction } from "../workbench/format.js";
 
 const page = JSON.parse(document.getElementById("compare-page").textContent);
 const chart = document.getElementById("compare-chart");
@@ -77,7 +78,11 @@ async function draw() {
     hovermode: "closest",
     uirevision: "compare",
     xaxis: { title: { text: xTitle } },
-    yaxis: { title: { text: page.labels[page.name] || page.name }, type: view.log ? "log" : "linear" },
+    // Accuracies read as percentages, as on the run page and in the checkpoint menus.
+    yaxis: {
+      title: { text: page.labels[page.name] || page.name }, type: view.log ? "log" : "linear",
+      ...(isFraction(page.name) ? PERCENT_AXIS : {}),
+    },
   };
   window.Plotly.react(chart, traces(shown), layout, { displaylogo: false, responsive: true });
   setState(missing.length ? `no ${page.name} yet for: ${missing.join(", ")}` : `${runs.length} run${runs.length === 1 ? "" : "s"}`);

@@ -6,6 +6,7 @@ import {
   CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountCharts,
 } from "./charts.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
+import { formatClock, formatDate, formatMetric, metricName } from "../workbench/format.js";
 import { networkGraph } from "../inference/netgraph.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
@@ -16,7 +17,10 @@ const LOG_LINES = 500;
 const $ = (id) => document.getElementById(id);
 const store = new SeriesStore();
 const view = { x: $("x-axis").value, smoothing: Number($("smoothing").value), log: $("log-loss").checked };
-const header = { state: page.state, progress: null, progressAt: 0, bestTop1: null, epoch: null };
+// `best`: the best validation of the metric that picks best.pt ({value, epoch}); `earlyStop`: where
+// an early-stopped run stopped and the best it kept, from the trainer's final status.
+const header = { state: page.state, progress: null, progressAt: 0, best: null, epoch: null, earlyStop: page.early_stop };
+const higherIsBetter = page.best_metric === "top1";
 
 async function fetchRange(names, x, start, end) {
   const url = new URL(page.series_url, window.location.href);
@@ -54,8 +58,16 @@ function setState(state) {
   showPauseNote();
 }
 
-// "2.93 of 3" while it trains (the last metric's epoch); a run that is done did all its epochs.
+// "2.93 of 3" while it trains (the last metric's epoch); a run that is done did all its epochs,
+// unless its early-stopping rule ended it: then where it stopped.
+const epochText = (epoch) => String(Number(epoch.toFixed(2)));
 function showEpoch() {
+  const stop = header.earlyStop;
+  if (stop && typeof stop.epoch === "number") {
+    $("run-epoch").textContent = `stopped early at epoch ${epochText(stop.epoch)}`
+      + (typeof stop.epochs === "number" ? ` of ${epochText(stop.epochs)}` : "");
+    return;
+  }
   const total = typeof page.epochs === "number" ? page.epochs : null;
   const epoch = header.state === "done" && total !== null ? total : header.epoch;
   if (epoch === null) return;
@@ -63,6 +75,8 @@ function showEpoch() {
 }
 
 function setProgress(percent) {
+  // An early-stopped run shows the share of its epochs that ran, whatever else reports 100 %.
+  if (header.earlyStop) percent = 100 * header.earlyStop.progress;
   const bar = $("run-progress");
   bar.setAttribute("aria-valuenow", Math.round(percent));
   bar.querySelector(".bar").style.width = `${percent}%`;
@@ -93,16 +107,8 @@ function appendLog(lines) {
   if (atBottom) log.scrollTop = log.scrollHeight;
 }
 
-// HH:MM:SS in the browser's time zone, without Intl: the first toLocaleTimeString() of a page
-// loads the locale data (~40 ms, while the history is being drawn).
-const pad = (n) => String(n).padStart(2, "0");
-function clock(seconds) {
-  const date = new Date(seconds * 1000);
-  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
-}
-
 function logLine(event) {
-  const time = clock(event.time);
+  const time = formatClock(event.time);
   if (event.type === "log") return `${time} ${event.level && event.level !== "info" ? `${event.level.toUpperCase()} ` : ""}${event.line}`;
   return `${time} [${event.source === "workbench" ? "run" : "trainer"}] ${event.state}${event.message ? `: ${event.message}` : ""}`;
 }
@@ -123,7 +129,7 @@ function renderDetail(detail) {
     const item = document.createElement("li");
     const at = document.createElement("time");
     at.dateTime = t.at;
-    at.textContent = new Date(t.at).toLocaleString();
+    at.textContent = formatDate(t.at);
     const badge = document.createElement("span");
     badge.className = `status status-${t.to_state}`;
     badge.textContent = t.to_state;
@@ -162,7 +168,7 @@ async function showQueuePosition() {
   const body = await getJSON(page.queue_url).catch(() => null);
   const row = body?.queue.find((r) => r.id === page.id);
   if (!row) return;
-  const start = row.estimated_start ? `; expected to start ${new Date(row.estimated_start).toLocaleString()}` : "";
+  const start = row.estimated_start ? `; expected to start ${formatDate(row.estimated_start)}` : "";
   $("run-queue").textContent = `position ${row.position} of ${body.queue.length}${start}`;
 }
 
@@ -211,15 +217,22 @@ function apply(event, logs) {
   if (SERIES_TYPES.has(event.type)) {
     store.addEvent(event);
     if (event.type === "metrics" && typeof event.epoch === "number") header.epoch = event.epoch;
-    if (event.type === "validation" && typeof event.top1 === "number") {
-      header.bestTop1 = Math.max(header.bestTop1 ?? 0, event.top1);
-    }
+    if (event.type === "validation") considerBest(event[page.best_metric], event.epoch);
   } else if (event.type === "progress") {
     applyProgress(event);
   } else if (event.type === "log") {
     logs.push(logLine(event));
   } else if (event.type === "status") {
     logs.push(logLine(event));
+    if (event.early_stopped) {
+      const epochs = event.epochs ?? page.epochs;
+      header.earlyStop = {
+        epoch: event.stopped_epoch, epochs, metric: event.best_metric || page.best_metric,
+        best: event.best, best_epoch: event.best_epoch,
+        progress: epochs ? Math.min(1, event.stopped_epoch / epochs) : 1,
+      };
+      setProgress(100 * header.earlyStop.progress);
+    }
     if (event.source === "workbench") {
       setState(event.state);
       header.detailStale = true; // devices, timeline, wait reason: fetched once per batch
@@ -227,10 +240,16 @@ function apply(event, logs) {
   }
 }
 
+function considerBest(value, epoch) {
+  if (typeof value !== "number") return;
+  const best = header.best;
+  if (best === null || (higherIsBetter ? value > best.value : value < best.value)) header.best = { value, epoch };
+}
+
 // After a downsampled replay the header's figures come from the series (min/max keep the best).
 function summarise() {
-  const top1 = store.get("top1");
-  if (top1 && top1.value.length) header.bestTop1 = Math.max(header.bestTop1 ?? 0, ...top1.value);
+  const watched = store.get(page.best_metric);
+  if (watched) watched.value.forEach((value, i) => considerBest(value, watched.epoch[i]));
   const loss = store.get("loss");
   const last = loss ? loss.epoch[loss.epoch.length - 1] : null;
   if (typeof last === "number") header.epoch = last;
@@ -243,8 +262,18 @@ function afterApply(logs) {
     refreshDetail();
   }
   showEpoch();
-  if (header.bestTop1 !== null) $("run-best").textContent = `${(100 * header.bestTop1).toFixed(2)}% (top-1)`;
+  showBest();
   scheduleDraw();
+}
+
+// One best: the kept checkpoint's, in the metric that chose it ("top-1 96.40% at epoch 8").
+function showBest() {
+  const stop = header.earlyStop;
+  const best = stop && typeof stop.best === "number" ? { value: stop.best, epoch: stop.best_epoch } : header.best;
+  if (best === null) return;
+  const metric = stop ? stop.metric : page.best_metric;
+  const at = typeof best.epoch === "number" ? ` at epoch ${epochText(best.epoch)}` : "";
+  $("run-best").textContent = `${metricName(metric)} ${formatMetric(metric, best.value)}${at}${stop ? " (kept)" : ""}`;
 }
 
 class RunStream {
@@ -375,6 +404,7 @@ document.querySelectorAll("[data-action]").forEach((button) => {
 });
 
 setState(page.state);
+document.querySelectorAll("#run-timeline time[datetime]").forEach((at) => { at.textContent = formatDate(at.dateTime); });
 if (typeof page.eta_seconds === "number" && page.state === "running") $("run-eta").textContent = formatDuration(page.eta_seconds);
 // Plotly loads while the socket brings the history; the charts mount once both are there (or
 // after HISTORY_WAIT_MS without a history): drawing them empty, then again with the history,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.config import ConfigError
-from trainer.early_stop import EarlyStopping
+from trainer.config import ConfigError, TrainConfig
+from trainer.early_stop import EarlyStopping, early_stop_outcome
 from trainer.events import ListReporter
 from trainer.protocol import EXIT_DONE, best_checkpoint, latest_checkpoint
 from trainer.run import train
@@ -21,6 +21,20 @@ def test_it_counts_validations_without_an_improvement_larger_than_the_delta():
         stopper.update(value, epoch=epoch)
         assert stopper.triggered == (epoch == 6)
     assert stopper.best == 0.70 and stopper.best_epoch == 4
+    # The run names one best, the kept checkpoint's (0.709 beat 0.70, by less than the delta).
+    assert (stopper.kept, stopper.kept_epoch) == (0.709, 6)
+    cfg = TrainConfig(epochs=30)
+    outcome = early_stop_outcome(stopper, cfg, step=600, epoch=6.0)
+    assert outcome.message == (
+        "stopped early at epoch 6 of 30: top1 has not improved by more than 0.01 for 2 validations; "
+        "the best checkpoint is kept: top-1 70.90% at epoch 6"
+    )
+    assert {key: outcome.fields[key] for key in ("stopped_epoch", "epochs", "best", "best_epoch")} == {
+        "stopped_epoch": 6,
+        "epochs": 30,
+        "best": 0.709,
+        "best_epoch": 6,
+    }
     loss = EarlyStopping("val_loss", patience=1, min_delta=0.0)
     loss.update(1.0, epoch=1)
     loss.update(0.9, epoch=2)

@@ -30,6 +30,7 @@ from workbench.core.errors import RequestError
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
+from workbench.runs.templatetags.numbers import metric, metric_name
 from workbench.workers.processes import start_child
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ def checkpoint_choices(*, run: Run) -> list[dict]:
 
     def describe(meta: dict | None) -> str:
         meta = meta or {}
-        parts = [f"{key} {meta[key]:.4g}" for key in ("top1", "val_loss") if isinstance(meta.get(key), int | float)]
+        # In the pages' words and numbers ("top-1 97.75%, val. loss 0.0812"), as on the run page.
+        parts = [f"{metric_name(key)} {metric(meta[key], key)}" for key in ("top1", "val_loss") if key in meta]
         return f" ({', '.join(parts)})" if parts else ""
 
     best = index.get("best") or {}

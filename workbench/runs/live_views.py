@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from trainer import protocol
 from workbench.runs import series
 from workbench.runs.models import Run
 from workbench.runs.selectors import run_for, runs_visible_to
@@ -46,6 +47,29 @@ def key_settings(run: Run) -> dict:
     }
 
 
+def early_stop_of(run: Run) -> dict | None:
+    """Where a run ended by its early-stopping rule stopped, and the one best it kept (the
+    trainer's final status says so: trainer/early_stop.py); None for any other run. The row's
+    progress says 100 % once done: the page shows the share of the epochs that ran instead."""
+    if run.state != Run.State.DONE:
+        return None
+    event = (
+        run.events.filter(kind=protocol.STATUS, data__early_stopped=True).order_by("-seq").values_list("data", "epoch")
+    ).first()
+    if event is None:
+        return None
+    data, event_epoch = event
+    epoch, epochs = data.get("stopped_epoch", event_epoch), data.get("epochs") or (run.config or {}).get("epochs")
+    return {
+        "epoch": epoch,
+        "epochs": epochs,
+        "progress": min(1.0, epoch / epochs) if epoch is not None and epochs else run.progress,
+        "metric": data.get("best_metric") or (run.config or {}).get("best_metric") or "top1",
+        "best": data.get("best"),
+        "best_epoch": data.get("best_epoch"),
+    }
+
+
 def run_label(run: Run) -> str:
     settings = key_settings(run)
     parts = [settings["network"]]
@@ -59,11 +83,14 @@ def run_label(run: Run) -> str:
 @login_required
 def run_detail(request, pk: int):
     run = run_for(request.user, pk)
+    early_stop = early_stop_of(run)
     page = {
         "id": run.pk,
         "name": run.name,
         "state": run.state,
-        "progress": run.progress,
+        "progress": early_stop["progress"] if early_stop else run.progress,
+        "early_stop": early_stop,
+        "best_metric": (run.config or {}).get("best_metric") or "top1",
         "eta_seconds": run.eta_seconds,
         "epochs": (run.config or {}).get("epochs"),
         "started_at": run.started_at.timestamp() if run.started_at else None,

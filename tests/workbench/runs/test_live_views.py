@@ -185,3 +185,34 @@ def test_it_keeps_peaks_in_the_compare_series(owner_client, owner, dataset):
     )  # fmt: skip
     data = owner_client.get("/runs/compare/series/", {"runs": run.pk, "name": "loss"}).json()
     assert 7.0 in data["runs"][0]["series"]["points"]["value"]
+
+
+def early_stopped(run: Run) -> Run:
+    """`run` ended by early stopping at epoch 8 of 30, keeping best.pt from epoch 8 at 96.40 %,
+    while the rule's own best (moved only by more than the delta) was 95.51 % at epoch 6."""
+    validations = [(6, 0.9551), (7, 0.9590), (8, 0.9640)]
+    events = [
+        {"type": "validation", "time": 2000.0 + e, "step": 100 * e, "epoch": e, "top1": v} for e, v in validations
+    ]
+    events.append({"type": "progress", "time": 2009.0, "percent": 26.7, "eta_seconds": 60, "elapsed": 30, "step": 800})
+    message = "stopped early at epoch 8 of 30: top1 has not improved by more than 0.01 for 2 validations"
+    events.append(
+        {"type": "status", "time": 2010.0, "state": "done", "message": message, "exit_code": 0, "step": 800,
+         "early_stopped": True, "stopped_epoch": 8, "epochs": 30, "best_metric": "top1", "best": 0.964,
+         "best_epoch": 8}
+    )  # fmt: skip
+    run_events_append(run_id=run.pk, events=events)
+    Run.objects.filter(pk=run.pk).update(state=Run.State.DONE, progress=1.0, config={**run.config, "epochs": 30})
+    return run
+
+
+def test_it_shows_where_an_early_stopped_run_stopped_what_ran_and_the_one_best_it_kept(owner_client, owner, dataset):
+    run = early_stopped(make_run(owner, dataset))
+    html = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<dd id="run-epoch">stopped early at epoch 8 of 30</dd>' in html
+    assert '<span id="run-percent">27%</span>' in html  # 8 of 30 epochs ran; the row says 100 % (done)
+    assert '<dd id="run-best">top-1 96.40% at epoch 8 (kept)</dd>' in html
+    page = json.loads(html.split('id="run-page" type="application/json">')[1].split("</script>")[0])
+    assert page["early_stop"] == {
+        "epoch": 8, "epochs": 30, "progress": 8 / 30, "metric": "top1", "best": 0.964, "best_epoch": 8
+    }  # fmt: skip

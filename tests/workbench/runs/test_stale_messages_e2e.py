@@ -12,6 +12,7 @@ from tests.conftest import log_in
 from tests.support.trainer_data import make_dataset_folder
 from tests.workbench.runs.conftest import parked_host
 from tests.workbench.runs.test_e2e_live import off_the_loop
+from tests.workbench.runs.test_live_views import early_stopped, make_run
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run
 
@@ -49,3 +50,18 @@ def test_it_drops_the_queued_message_and_shows_every_epoch_when_done(live_server
     off_the_loop(run_finish, run=run, to_state=Run.State.DONE, reason="finished")
     page.wait_for_function("document.querySelector('#run-state .status').textContent === 'done'")
     assert page.inner_text("#run-epoch") == "3 of 3"
+
+
+def test_it_keeps_an_early_stopped_runs_stop_progress_and_best_once_its_history_is_replayed(
+    live_server_url, page, owner
+):
+    # The page's script replays the events (a progress of 26.7 %, validations up to 96.40 %) and
+    # reads the run (done: progress 1.0); it must still say what the server drew.
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never started
+    run = early_stopped(make_run(owner, dataset))
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    assert page.inner_text("#run-epoch") == "stopped early at epoch 8 of 30"
+    assert page.inner_text("#run-percent") == "27%"
+    assert page.inner_text("#run-best") == "top-1 96.40% at epoch 8 (kept)"

@@ -1,0 +1,67 @@
+// The one way the pages write numbers for people; workbench/runs/templatetags/numbers.py is its
+// twin on the server, rule for rule, so a page drawn by the server and updated here reads the same.
+//   percentages: a fraction as 97.75% (two decimals, everywhere: header, menus, bars, tables)
+//   losses:      four decimals (0.1234); below 0.001, three significant digits (1.23e-4)
+//   sizes:       binary units, as the GPUs report memory: B, KiB, MiB, GiB, TiB (one decimal)
+//   durations:   12 s, 3 min 5 s, 1 h 2 min
+//   dates:       2026-12-02 14:03:09 in the reader's time zone
+const DASH = "–";
+const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
+
+export function formatPercent(fraction) {
+  return isNumber(fraction) ? `${(100 * fraction).toFixed(2)}%` : DASH;
+}
+
+export function formatLoss(value) {
+  if (!isNumber(value)) return DASH;
+  if (value === 0 || Math.abs(value) >= 0.001) return value.toFixed(4);
+  return value.toExponential(2);
+}
+
+// The metrics' names in the pages' words.
+export const METRIC_NAMES = { top1: "top-1", top5: "top-5", val_loss: "val. loss", loss: "loss" };
+export const metricName = (name) => METRIC_NAMES[name] || name;
+
+// Accuracy-like metrics (fractions) as percentages, the others as losses.
+const FRACTIONS = new Set(["top1", "top5", "accuracy", "data_wait_share", "same_top1"]);
+export const isFraction = (name) => FRACTIONS.has(name);
+export function formatMetric(name, value) {
+  return isFraction(name) ? formatPercent(value) : formatLoss(value);
+}
+
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
+export function formatBytes(bytes) {
+  if (!isNumber(bytes)) return DASH;
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit ? `${value.toFixed(1)} ${UNITS[unit]}` : `${Math.round(value)} B`;
+}
+
+export function formatDuration(seconds) {
+  if (!isNumber(seconds)) return DASH;
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+// Without Intl: the first toLocaleString() of a page loads the locale data (~40 ms).
+const pad = (n) => String(n).padStart(2, "0");
+export function formatDate(value) {
+  const date = value instanceof Date ? value : new Date(value);
+  if (Number.isNaN(date.getTime())) return DASH;
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} `
+    + `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+// HH:MM:SS of a Unix time, for log lines.
+export function formatClock(seconds) {
+  return formatDate(new Date(seconds * 1000)).slice(11);
+}
+
+// Plotly axes of fractions: whole percents on the ticks, the percentage above on hover.
+export const PERCENT_AXIS = { tickformat: ".0%", hoverformat: ".2%" };

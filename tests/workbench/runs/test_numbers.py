@@ -1,0 +1,101 @@
+"""One formatter for the numbers people read: the server's filters (workbench/runs/templatetags/
+numbers.py) and the browser's module (static/workbench/format.js) write every value alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from datasets.models import Dataset
+from tests.conftest import REPO_ROOT
+from trainer import protocol
+from workbench.inference.services import checkpoint_choices
+from workbench.runs.services import run_create
+from workbench.runs.templatetags import numbers
+
+FORMAT_JS = REPO_ROOT / "static" / "workbench" / "format.js"
+FRACTIONS = [0.9775, 0.99994, 1.0, 0.0, 0.12345, None]
+LOSSES = [0.123456, 2.5, 0.0, 0.000123, 1234.5, None]
+SIZES = [0, 512, 1536, 5 * 2**20, 3.25 * 2**30, 2**41, None]
+DURATIONS = [0, 2.5, 59.4, 61, 3599, 3600, 7384, None]
+MOMENT = datetime(2026, 12, 2, 14, 3, 9, tzinfo=UTC)
+
+
+def browser_formats() -> dict:
+    # Playwright's own Node runs the module as the browser would (an ES module, no build step).
+    import playwright
+
+    node = Path(playwright.__file__).parent / "driver" / "node"
+    script = (
+        f"import * as f from {json.dumps(FORMAT_JS.as_uri())};"
+        "const values = JSON.parse(process.argv[1]);"
+        "console.log(JSON.stringify({"
+        "percent: values.fractions.map(f.formatPercent), loss: values.losses.map(f.formatLoss),"
+        "metric: [f.formatMetric('top1', 0.9775), f.formatMetric('val_loss', 0.9775)],"
+        "bytes: values.sizes.map(f.formatBytes), duration: values.durations.map(f.formatDuration),"
+        "date: f.formatDate(values.moment)}));"
+    )
+    values = {"fractions": FRACTIONS, "losses": LOSSES, "sizes": SIZES, "durations": DURATIONS}
+    values["moment"] = MOMENT.isoformat()
+    out = subprocess.run(
+        [str(node), "--input-type=module", "-e", script, json.dumps(values)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "TZ": "UTC"},  # the server's TIME_ZONE
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
+    browser = browser_formats()
+    server = {
+        "percent": [numbers.percent(v) for v in FRACTIONS],
+        "loss": [numbers.loss(v) for v in LOSSES],
+        "metric": [numbers.metric(0.9775, "top1"), numbers.metric(0.9775, "val_loss")],
+        "bytes": [numbers.bytes_size(v) for v in SIZES],
+        "duration": [numbers.duration(v) for v in DURATIONS],
+        "date": numbers.datetime_text(MOMENT),
+    }
+    assert server == browser
+    assert server == {
+        "percent": ["97.75%", "99.99%", "100.00%", "0.00%", "12.35%", "–"],
+        "loss": ["0.1235", "2.5000", "0.0000", "1.23e-4", "1234.5000", "–"],
+        "metric": ["97.75%", "0.9775"],
+        "bytes": ["0 B", "512 B", "1.5 KiB", "5.0 MiB", "3.3 GiB", "2.0 TiB", "–"],
+        "duration": ["0 s", "3 s", "59 s", "1 min 1 s", "59 min 59 s", "1 h 0 min", "2 h 3 min", "–"],
+        "date": "2026-12-02 14:03:09",
+    }
+
+
+@pytest.mark.django_db
+def test_it_writes_a_checkpoints_metrics_as_the_run_page_does(owner):
+    # The checkpoint menus said "top1 0.9775" where the run header says 97.75%.
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never started
+    run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
+    folder = protocol.checkpoint_dir(run.run_dir)
+    folder.mkdir(parents=True)
+    for name in (protocol.snapshot_name(80), protocol.BEST):
+        (folder / name).write_bytes(b"")
+    metrics = {"step": 80, "top1": 0.9775, "val_loss": 0.081234}
+    index = {
+        "snapshots": {protocol.snapshot_name(80): metrics},
+        "best": {"file": protocol.snapshot_name(80), **metrics},
+    }
+    (folder / protocol.INDEX).write_text(json.dumps(index))
+    try:
+        labels = [choice["label"] for choice in checkpoint_choices(run=run)]
+    finally:
+        shutil.rmtree(run.run_dir)  # the run's pk may come again in another test
+    assert labels == [
+        "best: step 80 (top-1 97.75%, val. loss 0.0812)",
+        "last: step 80 (top-1 97.75%, val. loss 0.0812)",
+        "step 80 (top-1 97.75%, val. loss 0.0812)",
+    ]

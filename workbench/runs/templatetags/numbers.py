@@ -1,0 +1,104 @@
+"""The one way the server writes numbers for people: `{% load numbers %}`, then
+`{{ value|percent }}`, `|loss`, `|metric:"top1"`, `|bytes_size`, `|duration`, `|datetime_text`.
+
+static/workbench/format.js is its twin in the browser, rule for rule, so a page drawn here and
+updated by its script reads the same (the run header and the checkpoint menus, the classify bar
+and its table). The rules:
+- percentages: a fraction as "97.75%", two decimals everywhere;
+- losses: four decimals ("0.1234"); below 0.001, three significant digits ("1.23e-4");
+- sizes: binary units, as the GPUs report memory (B, KiB, MiB, GiB, TiB; one decimal);
+- durations: "12 s", "3 min 5 s", "1 h 2 min";
+- dates: "2026-12-02 14:03:09" in the current time zone.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+DASH = "–"
+# Metrics that are fractions (shown as percentages); the others are losses.
+FRACTIONS = frozenset({"top1", "top5", "accuracy", "data_wait_share", "same_top1"})
+UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+# The metrics' names in the pages' words.
+METRIC_NAMES = {"top1": "top-1", "top5": "top-5", "val_loss": "val. loss", "loss": "loss"}
+
+
+def _fixed(number: float, digits: int) -> str:
+    """`digits` decimals with JavaScript's toFixed rounding (a half goes up; Python's format sends
+    it to even: 3.25 is 3.2 there and 3.3 in the browser), so both sides write the same."""
+    return str(Decimal(number).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@register.filter
+def percent(fraction) -> str:
+    value = _number(fraction)
+    return DASH if value is None else f"{_fixed(100 * value, 2)}%"
+
+
+@register.filter
+def loss(value) -> str:
+    number = _number(value)
+    if number is None:
+        return DASH
+    if number == 0 or abs(number) >= 0.001:
+        return _fixed(number, 4)
+    mantissa, exponent = f"{number:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"  # 1.23e-4, as JavaScript's toExponential writes it
+
+
+@register.filter
+def metric(value, name: str) -> str:
+    """`{{ value|metric:"top1" }}`: a fraction as a percentage, any other metric as a loss."""
+    return percent(value) if name in FRACTIONS else loss(value)
+
+
+@register.filter
+def metric_name(name: str) -> str:
+    return METRIC_NAMES.get(name, name)
+
+
+@register.filter
+def bytes_size(value) -> str:
+    number = _number(value)
+    if number is None:
+        return DASH
+    unit = 0
+    while abs(number) >= 1024 and unit < len(UNITS) - 1:
+        number /= 1024
+        unit += 1
+    return f"{_fixed(number, 1)} {UNITS[unit]}" if unit else f"{math.floor(number + 0.5)} B"
+
+
+@register.filter
+def duration(seconds) -> str:
+    number = _number(seconds)
+    if number is None:
+        return DASH
+    s = max(0, math.floor(number + 0.5))  # JavaScript's Math.round: halves up, not to even
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+@register.filter
+def datetime_text(moment: datetime | None) -> str:
+    if moment is None:
+        return DASH
+    if timezone.is_aware(moment):
+        moment = timezone.localtime(moment)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
