@@ -170,8 +170,10 @@ def _image_to_chw(image: Image.Image, channels: int) -> np.ndarray:
             background = Image.new("RGBA", image.size, (0, 0, 0, 255))
             image = Image.alpha_composite(background, image)
         image = image.convert(mode)
+    # A copy either way: np.asarray(image) is a read-only view of Pillow's buffer, and torch warns
+    # for every read-only array it is handed ("not writable"): one line per grey run in its log.
     arr = np.asarray(image, dtype=np.uint8)
-    return arr[None] if arr.ndim == 2 else np.ascontiguousarray(arr.transpose(2, 0, 1))
+    return arr[None].copy() if arr.ndim == 2 else np.ascontiguousarray(arr.transpose(2, 0, 1))
 
 
 def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.ndarray, int]:

@@ -236,3 +236,13 @@ def test_it_keeps_pillows_decompression_bomb_limit(monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # 400 pixels > 2 x limit: refused, not decoded
     with pytest.raises(DatumError, match="record 7_0: image refused by Pillow's size limit"):
         decode_datum(value, key="7_0")
+
+
+@pytest.mark.parametrize("encoding", ["none", "png", "jpg"])
+@pytest.mark.parametrize("shape", [(6, 5), (6, 5, 3)], ids=["grey", "rgb"])
+def test_it_decodes_writable_pixels_so_torch_warns_in_no_run_log(encoding, shape):
+    # A read-only array (a grey image was a view of Pillow's buffer) made torch.from_numpy warn
+    # "The given NumPy array is not writable" in every trainer log.
+    pixels = np.random.default_rng(0).integers(0, 255, shape, dtype=np.uint8)
+    chw, _label = decode_datum(encode_datum(pixels, 1, encoding=encoding))
+    assert chw.flags.writeable and chw.flags.c_contiguous
