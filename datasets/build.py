@@ -28,8 +28,11 @@ import numpy as np
 from PIL import Image
 
 from datasets.images import ImageRefused, prepare_image, set_max_pixels
+from datasets.labels.prepare import prepare_annotated
+from datasets.labels.stats import LabelStats
 from datasets.names import os_error_text
 from trainer.datum import encode_datum, write_mean_blobproto
+from trainer.protocol import CLASSIFICATION
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
@@ -60,10 +63,11 @@ class ImageOptions:
 @dataclass
 class BuildResult:
     labels: list[str]
-    splits: dict[str, dict]  # split -> {"db", "count", "class_counts"}
+    splits: dict[str, dict]  # split -> {"db", "count", "class_counts"[, "targets_db"]}
     skipped: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     images_per_second: float = 0.0
+    stats: dict | None = None  # detection and segmentation: datasets.labels.stats
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,28 +91,43 @@ def _slot(name: str) -> shared_memory.SharedMemory:
     return slot
 
 
-def process_chunk(items: list[tuple[int, str, int, bool]], options: ImageOptions, slot: str | None = None):
-    """items: (sequence number, path, label, counts towards the mean).
+def process_chunk(items: list[tuple], options: ImageOptions, slot: str | None = None):
+    """items: (sequence number, path, label, counts towards the mean[, target]).
 
-    Returns ([(seq, value, reason or None)], uint16 pixel sum of the mean images or None, n). With
-    a shared-memory `slot`, each value is an (offset, length) pair into it instead of bytes: the
-    encoded images then cross to the writer with one copy instead of a pickle through a pipe.
+    Returns ([(seq, value, reason or None[, (target bytes, facts)])], uint16 pixel sum of the mean
+    images or None, n). With a shared-memory `slot`, each value is an (offset, length) pair into it
+    instead of bytes: the encoded images then cross to the writer with one copy instead of a pickle
+    through a pipe. An item with a target (detection, segmentation) has its target resized with
+    its image (datasets.labels.prepare), encoded, and sent inline beside it (a few bytes of boxes,
+    a small PNG of a mask).
     """
     results = []
     total: np.ndarray | None = None
     n = 0
     buffer = _slot(slot).buf if slot else None
     offset = 0
-    for seq, path, label, for_mean in items:
+    for seq, path, label, for_mean, *target in items:
+        prepared = None
         try:
-            pixels = prepare_image(
-                path,
-                width=options.width,
-                height=options.height,
-                channels=options.channels,
-                resize_mode=options.resize_mode,
-                seed=seq,
-            )
+            if target and target[0] is not None:
+                pixels, *prepared = prepare_annotated(
+                    path,
+                    target[0],
+                    width=options.width,
+                    height=options.height,
+                    channels=options.channels,
+                    resize_mode=options.resize_mode,
+                    seed=seq,
+                )
+            else:
+                pixels = prepare_image(
+                    path,
+                    width=options.width,
+                    height=options.height,
+                    channels=options.channels,
+                    resize_mode=options.resize_mode,
+                    seed=seq,
+                )
         except ImageRefused as exc:
             results.append((seq, None, str(exc)))
             continue
@@ -116,12 +135,13 @@ def process_chunk(items: list[tuple[int, str, int, bool]], options: ImageOptions
             results.append((seq, None, f"image cannot be processed ({type(exc).__name__}: {os_error_text(exc)})"))
             continue
         value = encode_datum(pixels, label, encoding=options.encoding)
+        extra = (tuple(prepared),) if prepared else ()
         if buffer is not None and offset + len(value) <= len(buffer):
             buffer[offset : offset + len(value)] = value
-            results.append((seq, (offset, len(value)), None))
+            results.append((seq, (offset, len(value)), None, *extra))
             offset += len(value)
         else:
-            results.append((seq, value, None))  # bigger than the slot expected: sent inline
+            results.append((seq, value, None, *extra))  # bigger than the slot expected: sent inline
         if for_mean:
             # A chunk (<= 32 images, see CHUNK_SIZE) of uint8 sums fits uint16 exactly (32 * 255 <
             # 65536) and crosses to the writer at a quarter of float64's size; it adds in float64.
@@ -194,7 +214,13 @@ def write_mean_files(folder: Path, mean_chw: np.ndarray) -> None:
 
 
 def write_metadata(
-    folder: Path, *, name: str, options: ImageOptions, labels: list[str], splits: dict[str, dict]
+    folder: Path,
+    *,
+    name: str,
+    options: ImageOptions,
+    labels: list[str],
+    splits: dict[str, dict],
+    task: str = CLASSIFICATION,
 ) -> None:
     """dataset.json and labels.txt, exactly as trainer.dataset_folder reads them."""
     meta = {
@@ -209,6 +235,8 @@ def write_metadata(
         "splits": {s: splits[s] for s in SPLITS if s in splits and splits[s]["count"]},
         "mean": {"npy": "mean.npy", "png": "mean.png", "binaryproto": "mean.binaryproto"},
     }
+    if task != CLASSIFICATION:
+        meta["task"] = task  # absent means classification, as every folder before issue 22
     (folder / "dataset.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
     (folder / "labels.txt").write_text("".join(f"{label}\n" for label in labels), encoding="utf-8")
 
@@ -222,14 +250,13 @@ def raw_datum_bytes(options: ImageOptions) -> int:
     return options.width * options.height * options.channels + 64  # pixels + Datum header
 
 
-def _chunks(
-    split_entries: dict[str, list[tuple[str, int]]], size: int = CHUNK_SIZE
-) -> Iterator[list[tuple[int, str, int, bool]]]:
+def _chunks(split_entries: dict[str, list[tuple]], size: int = CHUNK_SIZE) -> Iterator[list[tuple]]:
+    """Entries are (path, label) or, with a target, (path, label, target)."""
     seq = 0
-    chunk: list[tuple[int, str, int, bool]] = []
+    chunk: list[tuple] = []
     for split in SPLITS:
-        for path, label in split_entries.get(split, []):
-            chunk.append((seq, path, label, split == "train"))
+        for path, label, *target in split_entries.get(split, []):
+            chunk.append((seq, path, label, split == "train", *target))
             seq += 1
             if len(chunk) >= size:
                 yield chunk
@@ -250,12 +277,23 @@ class _Collector:
     order, counts the classes, sums the train mean and lists what was skipped."""
 
     def __init__(
-        self, split_entries: dict[str, list[tuple[str, int]]], labels: list[str], out_dir: Path, options: ImageOptions
+        self,
+        split_entries: dict[str, list[tuple]],
+        labels: list[str],
+        out_dir: Path,
+        options: ImageOptions,
+        task: str = CLASSIFICATION,
     ):
         self.seq_split: list[tuple[str, str, int]] = []  # seq -> (split, path, label)
         for split in SPLITS:
-            self.seq_split += [(split, path, label) for path, label in split_entries.get(split, [])]
+            self.seq_split += [(split, entry[0], entry[1]) for entry in split_entries.get(split, [])]
         self.writers = {s: LmdbWriter(out_dir / f"{s}_db") for s in SPLITS if split_entries.get(s)}
+        self.task = task
+        # Detection and segmentation: the targets' LMDB per split, written with the images' keys.
+        self.target_writers = (
+            {s: LmdbWriter(out_dir / f"{s}_targets_db") for s in self.writers} if task != CLASSIFICATION else {}
+        )
+        self.stats = LabelStats(task, labels, options.width, options.height) if task != CLASSIFICATION else None
         self.class_counts = {s: [0] * len(labels) for s in self.writers}
         self.skipped: list[dict] = []
         self.mean_sum = np.zeros((options.height, options.width, options.channels), dtype=np.float64)
@@ -272,7 +310,7 @@ class _Collector:
         if chunk_sum is not None:
             self.mean_sum += chunk_sum
             self.mean_n += n
-        for seq, value, reason in rows:
+        for seq, value, reason, *target in rows:
             split, path, label = self.seq_split[seq]
             if value is None:
                 self.skipped.append({"path": path, "split": split, "reason": reason})
@@ -280,12 +318,22 @@ class _Collector:
             if isinstance(value, tuple):  # (offset, length) in the chunk's shared-memory slot
                 value = bytes(buffer[value[0] : value[0] + value[1]])
             writer = self.writers[split]
-            writer.put(b"%08d_%d" % (writer.count, label), value)
-            self.class_counts[split][label] += 1
+            if target:
+                # No class in the key: the image has none (its Datum label is -1).
+                key = b"%08d" % writer.count
+                target_value, facts = target[0]
+                self.target_writers[split].put(key, target_value)
+                for index in facts.classes:
+                    self.class_counts[split][index] += 1
+                self.stats.add(split, facts)
+            else:
+                key = b"%08d_%d" % (writer.count, label)
+                self.class_counts[split][label] += 1
+            writer.put(key, value)
         self.done += len(rows)
 
     def close(self) -> None:
-        for writer in self.writers.values():
+        for writer in [*self.writers.values(), *self.target_writers.values()]:
             writer.close()
 
     def check_usable(self, labels: list[str]) -> None:
@@ -293,6 +341,12 @@ class _Collector:
         if not self.writers.get("train") or self.writers["train"].count == 0:
             reasons = sorted({s["reason"] for s in self.skipped})[:3]
             raise BuildError("no usable training images" + (f"; e.g. {'; '.join(reasons)}" if reasons else ""))
+        if self.task != CLASSIFICATION:
+            # A class without training objects is said in the label statistics, not refused: a
+            # segmentation source names VOC's 21 classes whether or not its masks use them all.
+            if not any(self.class_counts["train"]):
+                raise BuildError("no training image holds an object of any class (check the class table)")
+            return
         empty = [labels[i] for i, c in enumerate(self.class_counts["train"]) if c == 0]
         if empty:
             raise BuildError(f"no usable training images for the classes: {', '.join(empty)}")
@@ -306,8 +360,12 @@ class _Collector:
         for split, writer in self.writers.items():
             if writer.count:
                 splits[split] = {"db": f"{split}_db", "count": writer.count, "class_counts": self.class_counts[split]}
+                if split in self.target_writers:
+                    splits[split]["targets_db"] = f"{split}_targets_db"
             else:
                 _remove_tree(writer.path)
+                if split in self.target_writers:
+                    _remove_tree(self.target_writers[split].path)
         return splits
 
 
@@ -330,7 +388,7 @@ class _Meter:
 
 
 def build_lmdbs(
-    split_entries: dict[str, list[tuple[str, int]]],
+    split_entries: dict[str, list[tuple]],
     labels: list[str],
     out_dir: Path,
     *,
@@ -341,14 +399,17 @@ def build_lmdbs(
     progress: Callable[[int, int, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     progress_every: float = 1.0,
+    task: str = CLASSIFICATION,
 ) -> BuildResult:
     """Build every split's LMDB, the mean files, labels.txt and dataset.json into `out_dir`.
 
+    Entries are (path, label); for detection and segmentation (path, -1, target) with the target
+    of datasets.labels.plan, written into `<split>_targets_db` beside the images.
     `workers=0` runs in this process (small builds). `should_stop()` is polled about twice a
     second; when it says yes, BuildCancelled is raised and the caller throws `out_dir` away.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    collector = _Collector(split_entries, labels, out_dir, options)
+    collector = _Collector(split_entries, labels, out_dir, options, task)
     meter = _Meter(collector.total, progress, should_stop, progress_every)
 
     def consume(result, buffer=None) -> None:
@@ -368,7 +429,7 @@ def build_lmdbs(
     collector.check_usable(labels)
     write_mean_files(out_dir, collector.mean_chw())
     splits = collector.splits()
-    write_metadata(out_dir, name=name, options=options, labels=labels, splits=splits)
+    write_metadata(out_dir, name=name, options=options, labels=labels, splits=splits, task=task)
     seconds = time.monotonic() - meter.start
     done, total = collector.done, collector.total
     if progress is not None:
@@ -379,6 +440,7 @@ def build_lmdbs(
         skipped=collector.skipped,
         seconds=seconds,
         images_per_second=total / max(seconds, 1e-6),
+        stats=collector.stats.as_dict() if collector.stats else None,
     )
 
 

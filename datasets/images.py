@@ -197,7 +197,10 @@ def _crop(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarr
 
 def _fit_inside(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarray:
     """Scale so the image fits inside, keep the ratio; the short side's excess stays even (to pad)."""
-    h, w = array.shape[:2]
+    return _resize(array, *_fit_inside_size(*array.shape[:2], height, width, wide=wide))
+
+
+def _fit_inside_size(h: int, w: int, height: int, width: int, *, wide: bool) -> tuple[int, int]:
     if wide:
         resize_width, resize_height = width, int(round(h / (w / width)))
         if (height - resize_height) % 2 == 1:
@@ -206,7 +209,7 @@ def _fit_inside(array: np.ndarray, height: int, width: int, *, wide: bool) -> np
         resize_height, resize_width = height, int(round(w / (h / height)))
         if (width - resize_width) % 2 == 1:
             resize_width += 1
-    return _resize(array, resize_height, resize_width)
+    return resize_height, resize_width
 
 
 def _half_crop(array: np.ndarray, height: int, width: int, *, wide: bool) -> np.ndarray:
@@ -235,6 +238,21 @@ def _pad_with_noise(out: np.ndarray, height: int, width: int, *, wide: bool, rng
         if padding > 0:
             out = np.concatenate([_noise((height, padding, c), rng), out, _noise((height, padding, c), rng)], axis=1)
     return np.ascontiguousarray(out[:height, :width])
+
+
+def fit_geometry(w: int, h: int, width: int, height: int, mode: str) -> tuple[float, float, int, int, int, int]:
+    """Where resize_image puts a w x h image in width x height: (scale x, scale y, left, top,
+    resized width, resized height), so boxes and masks move with their image. Detection and
+    segmentation take squash and fill only (crop would cut objects in half unseen)."""
+    if mode == "squash" or w * height == h * width:
+        return width / w, height / h, 0, 0, width, height
+    if mode != "fill":
+        raise ValueError(f"resize mode {mode!r} cannot move boxes and masks; use squash or fill")
+    wide = w / width > h / height
+    resized_h, resized_w = _fit_inside_size(h, w, height, width, wide=wide)
+    left = 0 if wide else (width - resized_w) // 2
+    top = (height - resized_h) // 2 if wide else 0
+    return resized_w / w, resized_h / h, left, top, resized_w, resized_h
 
 
 def prepare_image(source, *, width: int, height: int, channels: int, resize_mode: str, seed: int = 0) -> np.ndarray:

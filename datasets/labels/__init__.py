@@ -1,0 +1,75 @@
+"""Label readers for detection and segmentation sources: one module per format, one entry here.
+
+`detect_format(root)` names the format a folder holds (or None: a classification folder);
+`read_labels(root, fmt)` reads it into a LabelSource (images, classes, label report). No Django.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image
+
+from datasets.labels.coco import coco_files, read_coco
+from datasets.labels.common import LabelError, LabelSource
+from datasets.labels.kitti import kitti_folders, read_kitti
+from datasets.labels.masks import mask_folders, read_masks
+from datasets.labels.voc import ANNOTATION_FOLDER, read_voc
+from datasets.labels.yolo import read_yolo, yolo_class_file
+from trainer.protocol import DETECTION, SEGMENTATION
+
+# Each format and its task, most used first.
+FORMAT_TASK = {
+    "kitti": DETECTION,
+    "voc": DETECTION,
+    "coco": DETECTION,
+    "yolo": DETECTION,
+    "voc_masks": SEGMENTATION,
+    "index_masks": SEGMENTATION,
+    "rgb_masks": SEGMENTATION,
+}
+FORMATS = tuple(FORMAT_TASK)
+
+__all__ = ["FORMATS", "FORMAT_TASK", "LabelError", "LabelSource", "detect_format", "read_labels"]
+
+
+def detect_format(root: Path) -> str | None:
+    """The format of what `root` holds: a COCO instances*.json, VOC Annotations/*.xml, VOC
+    SegmentationClass/, YOLO labels/ with classes.txt or data.yaml, a KITTI labels/ folder, or
+    masks/ PNGs beside images/; None when it holds none of them."""
+    if not root.is_dir():
+        return None
+    if coco_files(root):
+        return "coco"
+    if (root / ANNOTATION_FOLDER).is_dir() and any((root / ANNOTATION_FOLDER).glob("*.xml")):
+        return "voc"
+    if mask_folders(root, "voc_masks"):
+        return "voc_masks"
+    if (root / "images").is_dir() and (root / "labels").is_dir() and yolo_class_file(root):
+        return "yolo"
+    if kitti_folders(root):
+        return "kitti"
+    if mask_folders(root, "index_masks"):
+        return "rgb_masks" if _holds_rgb_masks(root / "masks") else "index_masks"
+    return None
+
+
+def _holds_rgb_masks(folder: Path) -> bool:
+    first = next((p for p in sorted(folder.rglob("*.png")) if p.is_file()), None)
+    if first is None:
+        return False
+    try:
+        with Image.open(first) as image:
+            return image.mode in ("RGB", "RGBA")
+    except OSError:
+        return False
+
+
+def read_labels(root: Path, fmt: str, *, min_box_size: float = 0) -> LabelSource:
+    """Read `root` as `fmt`; LabelError when it cannot be read as that format at all."""
+    if fmt not in FORMAT_TASK:
+        raise LabelError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if fmt in ("voc_masks", "index_masks", "rgb_masks"):
+        return read_masks(root, fmt)
+    reader = {"kitti": read_kitti, "voc": read_voc, "coco": read_coco, "yolo": read_yolo}[fmt]
+    return reader(root, min_box_size=min_box_size)

@@ -1,0 +1,89 @@
+"""The class table: rename, merge and ignore a source's classes before the build.
+
+A class map is {source class: new name}; two classes given the same new name are merged; a class
+mapped to "" or null is ignored (detection: its boxes become ignore regions, neither trained nor
+counted as misses; segmentation: its pixels become 255). Classes the map leaves out keep their name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from datasets.labels.common import LabelError, LabelSource
+
+MAX_CLASS_NAME = 200
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    labels: list[str]  # the dataset's classes, in the order of the source's first class for each
+    index: dict[str, int | None]  # source class -> dataset class index (None: ignored)
+
+
+def class_map_shape_errors(raw) -> list[str]:
+    """What is wrong with a class map's shape (before the source's classes are known)."""
+    if not isinstance(raw, dict):
+        return ["give the class table as an object {source class: new name or null}"]
+    errors = []
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key.strip():
+            errors.append(f"{key!r}: a source class name is text")
+        elif value is not None and not isinstance(value, str):
+            errors.append(f"{key}: the new name must be text, or null to ignore the class")
+        elif isinstance(value, str) and (len(value) > MAX_CLASS_NAME or "\n" in value or "\r" in value):
+            errors.append(f"{key}: the new name must be one line of at most {MAX_CLASS_NAME} characters")
+    return errors
+
+
+def class_table(classes: list[str], class_map: dict | None) -> ClassTable:
+    """Apply `class_map` to the source's `classes`; LabelError names a class the source does not
+    have, or says that nothing would be left."""
+    class_map = class_map or {}
+    unknown = sorted(set(class_map) - set(classes))
+    if unknown:
+        raise LabelError(
+            f"class table: {', '.join(map(repr, unknown[:5]))} not among the source's classes "
+            f"({', '.join(classes[:20])}{'...' if len(classes) > 20 else ''})"
+        )
+    labels: list[str] = []
+    index: dict[str, int | None] = {}
+    for name in classes:
+        target = class_map.get(name, name)
+        target = target.strip() if isinstance(target, str) else None
+        if not target:
+            index[name] = None
+            continue
+        if target not in labels:
+            labels.append(target)
+        index[name] = labels.index(target)
+    if not labels:
+        raise LabelError("class table: every class is ignored; keep at least one")
+    return ClassTable(labels, index)
+
+
+def class_preview(source: LabelSource, class_map: dict | None) -> dict:
+    """What the wizard and the API show before the build: each source class with its count and
+    where it goes, the dataset's classes with theirs, and the label report."""
+    counts = source.class_counts()
+    table = class_table(source.classes, class_map)
+    label_counts = dict.fromkeys(table.labels, 0)
+    rows = []
+    for name in source.classes:
+        target = table.index[name]
+        rows.append(
+            {"name": name, "count": counts.get(name, 0), "maps_to": None if target is None else table.labels[target]}
+        )
+        if target is not None:
+            label_counts[table.labels[target]] += counts.get(name, 0)
+    return {
+        "task": source.task,
+        "format": source.format,
+        "count_means": "instances" if source.task == "detection" else "images containing the class",
+        "images": len(source.images),
+        "images_without_labels": sum(
+            1 for i in source.images if not i.labelled or (source.task == "detection" and not i.boxes)
+        ),
+        "classes": rows,
+        "labels": [{"name": n, "count": c} for n, c in label_counts.items()],
+        "report": source.report.as_dict(),
+    }

@@ -1,0 +1,249 @@
+"""What every label reader gives: annotated images, the source's classes and a label report.
+
+No Django here: the build's planner, the wizard's preview, the API and the tests use it alike.
+Boxes are x1, y1, x2, y2 in the source image's pixels, continuous coordinates (a box covering
+pixel columns 10..29 is x1=10, x2=30); each reader converts its format's convention to that.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image, UnidentifiedImageError
+
+from trainer.protocol import DETECTION, SEGMENTATION
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
+# How many problems a report keeps by file and line (every problem is still counted by kind).
+REPORT_LIMIT = 1000
+# A label file (JSON, XML, text) larger than this is refused, not parsed: a COCO file of the
+# largest public sets is ~450 MB; anything far beyond is a mistake or an attack.
+MAX_LABEL_FILE_BYTES = 1 << 30
+# A box past the border by less than this (pixels) is clipped without a word: the rounding of
+# YOLO's relative coordinates and of tools that write the last pixel's far edge.
+OUTSIDE_SLACK = 0.5
+
+# The kinds of problem a report counts, and what each does to the box or image.
+PROBLEM_KINDS = {
+    "malformed": "line or entry not understood: left out",
+    "outside": "box outside the image: clipped to it, left out when nothing remains",
+    "zero_area": "box of zero area: left out",
+    "small": "box under the minimum size: kept as an ignore region",
+    "unknown_class": "class not in the class list: left out",
+    "missing_image": "labels without an image: left out",
+    "missing_mask": "image without a mask: left out",
+    "bad_mask": "mask cannot be used: image left out",
+    "mask_values": "mask values not in the palette: read as ignore (255)",
+    "bad_file": "label file cannot be read: left out",
+}
+
+
+class LabelError(ValueError):
+    """The source cannot be read at all as this format; the message names the file."""
+
+
+@dataclass
+class Problem:
+    file: str
+    line: int | None
+    kind: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "kind": self.kind, "message": self.message}
+
+
+@dataclass
+class LabelReport:
+    """Every problem found, named by file and line (the first REPORT_LIMIT kept; all counted)."""
+
+    problems: list[Problem] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+
+    def add(self, file: str, line: int | None, kind: str, message: str) -> None:
+        if kind not in PROBLEM_KINDS:
+            raise ValueError(f"unknown problem kind {kind!r}")
+        self.counts[kind] += 1
+        if len(self.problems) < REPORT_LIMIT:
+            self.problems.append(Problem(file, line, kind, message))
+
+    def as_dict(self) -> dict:
+        return {
+            "counts": dict(sorted(self.counts.items())),
+            "meaning": {kind: PROBLEM_KINDS[kind] for kind in sorted(self.counts)},
+            "problems": [p.as_dict() for p in self.problems],
+            "truncated": sum(self.counts.values()) > len(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class Box:
+    """One object: its class in the source (None for a region without a class, e.g. DontCare)."""
+
+    class_name: str | None
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    ignore: bool = False
+
+
+@dataclass
+class AnnotatedImage:
+    path: str  # absolute, for the build
+    name: str  # relative to the source root, for messages
+    width: int = 0
+    height: int = 0
+    boxes: list[Box] = field(default_factory=list)
+    labelled: bool = True  # had a label file or entry (detection); False: an image without labels
+    mask: str | None = None  # absolute mask path (segmentation)
+    present: frozenset[int] = frozenset()  # source class indexes in the mask (segmentation)
+
+
+@dataclass
+class MaskFormat:
+    """How a segmentation source's masks hold classes: `index` (grey or paletted PNG, the value is
+    the source class index) or `rgb` (colours looked up in `colours`, colour -> class index)."""
+
+    mode: str = "index"
+    colours: dict[tuple[int, int, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class LabelSource:
+    """What a reader found: the task, its format, the source's classes in order, the images and the
+    report. Segmentation sources also say how their masks hold classes."""
+
+    task: str
+    format: str
+    classes: list[str]
+    images: list[AnnotatedImage]
+    report: LabelReport
+    mask_format: MaskFormat | None = None
+
+    def class_counts(self) -> dict[str, int]:
+        """Detection: instances per class (ignore regions not counted); segmentation: images
+        whose mask holds the class."""
+        counts = dict.fromkeys(self.classes, 0)
+        if self.task == DETECTION:
+            for image in self.images:
+                for box in image.boxes:
+                    if box.class_name is not None and not box.ignore:
+                        counts[box.class_name] = counts.get(box.class_name, 0) + 1
+        elif self.task == SEGMENTATION:
+            for image in self.images:
+                for index in image.present:
+                    if index < len(self.classes):
+                        counts[self.classes[index]] += 1
+        return counts
+
+
+def relative_name(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return path.name
+
+
+def image_size(path: Path) -> tuple[int, int] | None:
+    """(width, height) from the image's header, or None when it is not an image we can open."""
+    try:
+        with Image.open(path) as image:
+            return image.size
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+        return None
+
+
+def images_by_stem(folder: Path) -> dict[str, Path]:
+    """Image files under `folder` by their path without suffix, relative to it ("a/b" for a/b.png)."""
+    found: dict[str, Path] = {}
+    if not folder.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.startswith(".") or path.suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            found.setdefault(str(path.relative_to(folder).with_suffix("")), path)
+    return found
+
+
+def files_under(folder: Path, suffix: str) -> list[Path]:
+    """Files with `suffix` under `folder`, sorted, hidden ones left out."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p
+        for p in folder.rglob(f"*{suffix}")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+
+
+def read_text(path: Path, root: Path) -> str:
+    """A label file's text; LabelError for one too large or not UTF-8 (named, never parsed)."""
+    size = path.stat().st_size
+    if size > MAX_LABEL_FILE_BYTES:
+        raise LabelError(
+            f"{relative_name(path, root)}: {size} bytes, more than the {MAX_LABEL_FILE_BYTES} a label file may have"
+        )
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LabelError(f"{relative_name(path, root)}: not UTF-8 text (byte {exc.start})") from None
+
+
+def checked_box(
+    report: LabelReport,
+    where: tuple[str, int | None],
+    box: Box,
+    width: int,
+    height: int,
+    min_size: float,
+) -> Box | None:
+    """The box as the build keeps it (clipped, or an ignore region when small), or None when
+    nothing usable remains; every change is reported at `where` (file, line)."""
+    file, line = where
+    values = (box.x1, box.y1, box.x2, box.y2)
+    if not all(math.isfinite(v) for v in values):
+        report.add(file, line, "malformed", "box coordinates are not finite numbers")
+        return None
+    if box.x2 <= box.x1 or box.y2 <= box.y1:
+        report.add(file, line, "zero_area", f"box {_box_text(box)} has zero area (x2 <= x1 or y2 <= y1)")
+        return None
+    if width and height and (box.x1 < 0 or box.y1 < 0 or box.x2 > width or box.y2 > height):
+        slack = OUTSIDE_SLACK
+        within = box.x1 >= -slack and box.y1 >= -slack and box.x2 <= width + slack and box.y2 <= height + slack
+        clipped = Box(
+            box.class_name,
+            min(max(box.x1, 0.0), width),
+            min(max(box.y1, 0.0), height),
+            min(max(box.x2, 0.0), width),
+            min(max(box.y2, 0.0), height),
+            box.ignore,
+        )
+        if clipped.x2 <= clipped.x1 or clipped.y2 <= clipped.y1:
+            report.add(file, line, "outside", f"box {_box_text(box)} lies outside the {width}x{height} image")
+            return None
+        if not within:
+            report.add(
+                file, line, "outside", f"box {_box_text(box)} reaches outside the {width}x{height} image: clipped"
+            )
+        box = clipped
+    if min_size and not box.ignore and min(box.x2 - box.x1, box.y2 - box.y1) < min_size:
+        report.add(
+            file,
+            line,
+            "small",
+            f"box {_box_text(box)} is under the minimum size of {min_size:g} px: kept as an ignore region",
+        )
+        box = Box(box.class_name, box.x1, box.y1, box.x2, box.y2, True)
+    return box
+
+
+def _box_text(box: Box) -> str:
+    return f"({box.x1:g}, {box.y1:g}, {box.x2:g}, {box.y2:g})"

@@ -1,0 +1,208 @@
+"""Segmentation masks beside images, one PNG per image with the same relative name:
+
+- `voc_masks`: VOC's `SegmentationClass/` (paletted PNG, the palette index is the class) beside
+  `JPEGImages/`;
+- `index_masks`: `masks/` beside `images/`, grey (or paletted) PNGs whose value is the class;
+- `rgb_masks`: `masks/` beside `images/`, RGB PNGs whose colour is the class, looked up in the
+  colour map (`labelmap.txt` as CVAT writes it, or DIGITS's `colormap.txt`, "r g b" per class).
+
+255 is ignore everywhere. Class names: `labelmap.txt` (CVAT's VOC export: `name:r,g,b::` lines, in
+index order), else `labels.txt` (one name per line), else VOC's 21 names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from datasets.labels.common import (
+    AnnotatedImage,
+    LabelError,
+    LabelReport,
+    LabelSource,
+    MaskFormat,
+    files_under,
+    image_size,
+    images_by_stem,
+    read_text,
+    relative_name,
+)
+from trainer.protocol import IGNORE_INDEX, SEGMENTATION
+
+VOC_CLASSES = (
+    "background aeroplane bicycle bird boat bottle bus car cat chair cow diningtable dog horse "
+    "motorbike person pottedplant sheep sofa train tvmonitor"
+).split()
+LAYOUTS = {"voc_masks": ("SegmentationClass", "JPEGImages"), "index_masks": ("masks", "images")}
+LAYOUTS["rgb_masks"] = LAYOUTS["index_masks"]
+
+
+def voc_palette(n: int = 256) -> list[tuple[int, int, int]]:
+    """VOC's colour of each index (the bit-interleaving palette of its devkit)."""
+    colours = []
+    for index in range(n):
+        r = g = b = 0
+        c = index
+        for shift in range(7, -1, -1):
+            r |= (c & 1) << shift
+            g |= ((c >> 1) & 1) << shift
+            b |= ((c >> 2) & 1) << shift
+            c >>= 3
+        colours.append((r, g, b))
+    return colours
+
+
+def mask_folders(root: Path, fmt: str) -> tuple[Path, Path] | None:
+    masks, images = LAYOUTS[fmt]
+    return (root / masks, root / images) if (root / masks).is_dir() and (root / images).is_dir() else None
+
+
+def read_class_names(root: Path, mask_folder: Path) -> tuple[list[str], dict[tuple[int, int, int], int], str]:
+    """(names, colour -> index, where they came from)."""
+    for folder in (root, mask_folder):
+        labelmap = folder / "labelmap.txt"
+        if labelmap.is_file():
+            names, colours = _parse_labelmap(labelmap, root)
+            return names, colours, relative_name(labelmap, root)
+    for folder in (root, mask_folder):
+        labels = folder / "labels.txt"
+        if labels.is_file():
+            names = [line.strip() for line in read_text(labels, root).splitlines() if line.strip()]
+            if not names:
+                raise LabelError(f"{relative_name(labels, root)}: no class names")
+            colours = _parse_colormap(folder / "colormap.txt", root, len(names))
+            return names, colours, relative_name(labels, root)
+    palette = voc_palette()
+    colours = {palette[i]: i for i in range(len(VOC_CLASSES))}
+    colours[palette[IGNORE_INDEX]] = IGNORE_INDEX  # VOC's cream object borders
+    return list(VOC_CLASSES), colours, "VOC's 21 classes"
+
+
+def _parse_labelmap(path: Path, root: Path) -> tuple[list[str], dict[tuple[int, int, int], int]]:
+    names: list[str] = []
+    colours: dict[tuple[int, int, int], int] = {}
+    for number, line in enumerate(read_text(path, root).splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, _, rest = line.partition(":")
+        colour_text = rest.split(":", 1)[0].strip()
+        if colour_text:
+            try:
+                colour = tuple(int(v) for v in colour_text.split(","))
+            except ValueError:
+                colour = ()
+            if len(colour) != 3 or not all(0 <= v <= 255 for v in colour):
+                raise LabelError(f"{relative_name(path, root)} line {number}: colour {colour_text!r} is not r,g,b")
+            colours[colour] = len(names)
+        names.append(name.strip())
+    if not names:
+        raise LabelError(f"{relative_name(path, root)}: no class names")
+    return names, colours
+
+
+def _parse_colormap(path: Path, root: Path, classes: int) -> dict[tuple[int, int, int], int]:
+    if not path.is_file():
+        return {}
+    colours = {}
+    for number, line in enumerate(read_text(path, root).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            colour = tuple(int(v) for v in line.replace(",", " ").split())
+        except ValueError:
+            colour = ()
+        if len(colour) != 3:
+            raise LabelError(f"{relative_name(path, root)} line {number}: give a colour as r g b")
+        colours[colour] = len(colours)
+    if len(colours) > classes:
+        raise LabelError(f"{relative_name(path, root)}: {len(colours)} colours for {classes} classes")
+    return colours
+
+
+def read_masks(root: Path, fmt: str = "voc_masks") -> LabelSource:
+    folders = mask_folders(root, fmt)
+    if folders is None:
+        masks, images = LAYOUTS[fmt]
+        raise LabelError(f"{fmt} needs a {masks}/ folder of PNG masks beside an {images}/ folder")
+    mask_folder, image_folder = folders
+    names, colours, _ = read_class_names(root, mask_folder)
+    if fmt == "rgb_masks" and not colours:
+        raise LabelError("RGB masks need a colour map: labelmap.txt (name:r,g,b::) or colormap.txt beside labels.txt")
+    mask_format = MaskFormat("rgb" if fmt == "rgb_masks" else "index", colours)
+    report = LabelReport()
+    images = images_by_stem(image_folder)
+    masks = {str(p.relative_to(mask_folder).with_suffix("")): p for p in files_under(mask_folder, ".png")}
+    found = []
+    for stem, image_path in images.items():
+        image_name = relative_name(image_path, root)
+        mask_path = masks.pop(stem, None)
+        if mask_path is None:
+            report.add(image_name, None, "missing_mask", f"no mask {stem}.png in {mask_folder.name}/")
+            continue
+        size = image_size(image_path)
+        if size is None:
+            report.add(image_name, None, "bad_file", "not an image that can be opened")
+            continue
+        present = check_mask(mask_path, relative_name(mask_path, root), size, names, mask_format, report)
+        if present is not None:
+            found.append(AnnotatedImage(str(image_path), image_name, *size, mask=str(mask_path), present=present))
+    for stem, mask_path in masks.items():
+        report.add(relative_name(mask_path, root), None, "missing_image", f"no image {stem}.* in {image_folder.name}/")
+    return LabelSource(SEGMENTATION, fmt, names, found, report, mask_format=mask_format)
+
+
+def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np.ndarray, bool]:
+    """The mask as H x W uint8 source class indexes (255 = ignore), and whether it held colours
+    not in the colour map (read as ignore)."""
+    try:
+        with Image.open(path) as image:
+            image.load()
+            mode = image.mode
+            if mode in ("P", "L"):
+                values = np.array(image, dtype=np.uint8)
+            elif mode in ("RGB", "RGBA") and mask_format.colours:
+                return _colours_to_index(np.array(image.convert("RGB"), dtype=np.uint8), mask_format.colours)
+            elif mode in ("RGB", "RGBA"):
+                raise LabelError(
+                    f"{where}: an RGB mask, not a paletted or grey one: give its colour map "
+                    "(labelmap.txt) and the format rgb_masks, or save the masks with a palette"
+                )
+            else:
+                raise LabelError(f"{where}: mask mode {mode} is not a paletted, grey or RGB PNG")
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
+        if isinstance(exc, LabelError):
+            raise
+        raise LabelError(f"{where}: not a PNG that can be opened") from None
+    return values, False
+
+
+def _colours_to_index(rgb: np.ndarray, colours: dict[tuple[int, int, int], int]) -> tuple[np.ndarray, bool]:
+    """Class indexes of an RGB mask; colours not in the map become ignore (and are said to be there)."""
+    packed = (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]
+    unique, inverse = np.unique(packed, return_inverse=True)
+    indexes = [colours.get((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255)) for v in unique]
+    table = np.array([IGNORE_INDEX if i is None else i for i in indexes], dtype=np.uint8)
+    return table[inverse].reshape(packed.shape), None in indexes
+
+
+def check_mask(
+    path: Path, name: str, size: tuple[int, int], classes: list[str], mask_format: MaskFormat, report: LabelReport
+) -> frozenset[int] | None:
+    """The source class indexes the mask holds, or None (reported) when it cannot be used."""
+    try:
+        values, unknown_colours = load_mask(path, mask_format, name)
+    except LabelError as exc:
+        report.add(name, None, "bad_mask", str(exc).removeprefix(f"{name}: "))
+        return None
+    height, width = values.shape[:2]
+    if (width, height) != tuple(size):
+        report.add(name, None, "bad_mask", f"mask is {width}x{height} but its image is {size[0]}x{size[1]}")
+        return None
+    present = np.unique(values)
+    unknown = [int(v) for v in present if v >= len(classes) and v != IGNORE_INDEX]
+    if unknown or unknown_colours:
+        what = f"values {', '.join(map(str, unknown[:10]))}" if unknown else "colours not in the colour map"
+        report.add(name, None, "mask_values", f"{what} are not one of the {len(classes)} classes: read as ignore (255)")
+    return frozenset(int(v) for v in present if v < len(classes))

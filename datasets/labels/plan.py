@@ -1,0 +1,83 @@
+"""From a read label source to the build's plan: the class table applied, the images split into
+train/val/test, each image's target ready for the worker, and what was left out and why.
+
+No Django here.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from datasets.labels.classes import class_table
+from datasets.labels.common import LabelError, LabelSource
+from datasets.labels.prepare import MaskTarget
+from trainer.protocol import DETECTION, IGNORE_INDEX
+
+# Problems whose file is left out of the build (the others change a box or a pixel, not an image).
+SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file")
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class AnnotatedPlan:
+    task: str
+    labels: list[str]
+    splits: dict[str, list[tuple[str, int, object]]]  # split -> (image path, -1, target)
+    skipped: list[dict] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(len(v) for v in self.splits.values())
+
+
+def plan_annotated(
+    source: LabelSource,
+    *,
+    class_map: dict | None,
+    val_percent: int,
+    test_percent: int,
+    seed: int = 0,
+    shuffle: bool = True,
+) -> AnnotatedPlan:
+    """LabelError when nothing usable remains (no image, or every class ignored)."""
+    table = class_table(source.classes, class_map)
+    skipped = [{"path": p.file, "reason": p.message} for p in source.report.problems if p.kind in SKIPPING_KINDS]
+    if not source.images:
+        reasons = "; ".join(sorted({s["reason"] for s in skipped})[:3])
+        raise LabelError("no usable annotated images" + (f"; e.g. {reasons}" if reasons else ""))
+    if source.task == DETECTION:
+        targets = [_boxes(image.boxes, table.index) for image in source.images]
+    else:
+        lookup = np.full(256, IGNORE_INDEX, dtype=np.uint8)
+        for i, name in enumerate(source.classes[:IGNORE_INDEX]):
+            lookup[i] = IGNORE_INDEX if table.index[name] is None else table.index[name]
+        targets = [MaskTarget(image.mask, source.mask_format, lookup.tobytes()) for image in source.images]
+    entries = [(image.path, -1, target) for image, target in zip(source.images, targets, strict=True)]
+    if shuffle:
+        random.Random(seed).shuffle(entries)
+    n = len(entries)
+    n_test = int(round(n * test_percent / 100))
+    n_val = int(round(n * val_percent / 100))
+    if n_test + n_val >= n:  # keep one image for training at least
+        n_val = max(0, n - n_test - 1)
+        n_test = min(n_test, n - 1 - n_val)
+    splits = {
+        "test": entries[:n_test],
+        "val": entries[n_test : n_test + n_val],
+        "train": entries[n_test + n_val :],
+    }
+    return AnnotatedPlan(source.task, table.labels, {s: splits[s] for s in SPLITS if splits[s]}, skipped)
+
+
+def _boxes(boxes, index: dict[str, int | None]) -> np.ndarray:
+    """N x 6 (class, x1, y1, x2, y2, ignore) in the source's pixels. A region without a class
+    (DontCare) or of an ignored class is an ignore region of class 0 (its class is not read)."""
+    rows = []
+    for box in boxes:
+        target = index.get(box.class_name) if box.class_name is not None else None
+        ignore = box.ignore or target is None
+        rows.append((0 if target is None else target, box.x1, box.y1, box.x2, box.y2, 1.0 if ignore else 0.0))
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 6)

@@ -1,0 +1,106 @@
+"""The build worker's side of detection and segmentation: one image and its target, resized
+together (squash or fill), the target encoded by trainer/targets.py.
+
+No Django here: build worker processes import this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from datasets.images import ImageRefused, _as_hwc, convert_image, fit_geometry, load_image, resize_image
+from datasets.labels.common import LabelError, MaskFormat
+from datasets.labels.masks import load_mask
+from trainer.protocol import IGNORE_INDEX
+from trainer.targets import encode_boxes, encode_mask
+
+
+@dataclass(frozen=True)
+class MaskTarget:
+    """A segmentation target to build: the mask file, how it holds classes, and `lookup` (256
+    bytes: source class index -> dataset class index or IGNORE_INDEX, the class table applied)."""
+
+    path: str
+    mask_format: MaskFormat
+    lookup: bytes
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What the writer counts from one built target (it never decodes the target again).
+    Detection: `classes` one entry per box that is not ignored, `boxes` their (width, height,
+    centre x, centre y) in the stored image; segmentation: `classes` the classes present, `areas` their pixel counts."""
+
+    classes: tuple[int, ...]
+    boxes: tuple[tuple[float, float, float, float], ...] = ()
+    areas: tuple[int, ...] = ()
+    objects: int = 0
+
+
+def prepare_annotated(
+    path: str, target, *, width: int, height: int, channels: int, resize_mode: str, seed: int
+) -> tuple[np.ndarray, bytes, TargetFacts]:
+    """load -> convert -> resize the image, and move its target with it: (pixels, target Datum
+    bytes, facts). `target` is an N x 6 float32 array (detection, source pixels) or a MaskTarget."""
+    image = load_image(path)  # no JPEG draft: boxes are in the full image's pixels
+    try:
+        orientation = image.getexif().get(0x0112, 1)
+        if orientation not in (0, 1):
+            raise ImageRefused(
+                f"EXIF orientation {orientation}: its labels may be for the stored or the turned image; save it upright"
+            )
+        converted = convert_image(image, channels)
+        w, h = converted.size
+        geometry = fit_geometry(w, h, width, height, resize_mode)
+        if geometry[2:] == (0, 0, width, height):  # squash, or the same aspect: Pillow alone
+            if (w, h) != (width, height):
+                converted = converted.resize((width, height), Image.Resampling.BILINEAR)
+            pixels = _as_hwc(converted)
+        else:
+            pixels = resize_image(_as_hwc(converted), height, width, resize_mode, rng=np.random.default_rng(seed))
+    finally:
+        image.close()
+    if isinstance(target, MaskTarget):
+        value, facts = _mask_target(target, (w, h), geometry, width, height)
+    else:
+        value, facts = _box_target(np.asarray(target, dtype=np.float32).reshape(-1, 6), geometry, width, height)
+    return pixels, value, facts
+
+
+def _box_target(boxes: np.ndarray, geometry, width: int, height: int) -> tuple[bytes, TargetFacts]:
+    scale_x, scale_y, left, top, _, _ = geometry
+    out = boxes.copy()
+    out[:, [1, 3]] = np.clip(boxes[:, [1, 3]] * scale_x + left, 0, width)
+    out[:, [2, 4]] = np.clip(boxes[:, [2, 4]] * scale_y + top, 0, height)
+    kept = out[out[:, 5] == 0]
+    shapes = tuple(
+        (float(b[3] - b[1]), float(b[4] - b[2]), float(b[1] + b[3]) / 2, float(b[2] + b[4]) / 2) for b in kept
+    )
+    facts = TargetFacts(classes=tuple(int(c) for c in kept[:, 0]), boxes=shapes, objects=len(kept))
+    return encode_boxes(out), facts
+
+
+def _mask_target(
+    target: MaskTarget, size: tuple[int, int], geometry, width: int, height: int
+) -> tuple[bytes, TargetFacts]:
+    try:
+        values, _ = load_mask(target.path, target.mask_format, "mask")
+    except LabelError as exc:
+        raise ImageRefused(str(exc)) from None
+    if (values.shape[1], values.shape[0]) != size:
+        raise ImageRefused(f"its mask is {values.shape[1]}x{values.shape[0]}, the image {size[0]}x{size[1]}")
+    mask = np.frombuffer(target.lookup, dtype=np.uint8)[values]
+    _, _, left, top, resized_w, resized_h = geometry
+    if (resized_w, resized_h) != size:
+        mask = np.asarray(Image.fromarray(mask, mode="L").resize((resized_w, resized_h), Image.Resampling.NEAREST))
+    if (resized_w, resized_h) != (width, height):
+        canvas = np.full((height, width), IGNORE_INDEX, dtype=np.uint8)  # fill's padding is no class
+        canvas[top : top + resized_h, left : left + resized_w] = mask[: height - top, : width - left]
+        mask = canvas
+    counts = np.bincount(mask.ravel(), minlength=256)
+    present = tuple(int(i) for i in np.flatnonzero(counts[:IGNORE_INDEX]))
+    facts = TargetFacts(classes=present, areas=tuple(int(counts[i]) for i in present), objects=len(present))
+    return encode_mask(np.ascontiguousarray(mask)), facts
