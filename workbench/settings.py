@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "datasets",
     "workbench.inference",
     "workbench.benchmarks",
+    "workbench.searches",
     "drf_spectacular",
     "drf_spectacular_sidecar",
 ]
@@ -312,11 +313,21 @@ SESSION_COOKIE_HTTPONLY = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
+
+def _not_a_health_answer(record) -> bool:
+    """False for /healthz's 503: "not ready yet" is the answer it exists to give (the run command
+    waits on it until the worker's first heartbeat; monitors poll it), not a server error, which
+    Django would log as `ERROR ... Service Unavailable: /healthz` at every start."""
+    request = getattr(record, "request", None)
+    return not (getattr(record, "status_code", None) == 503 and getattr(request, "path", None) == "/healthz")
+
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"not_a_health_answer": {"()": "django.utils.log.CallbackFilter", "callback": _not_a_health_answer}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("WORKBENCH_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "django.request": {"filters": ["not_a_health_answer"]}},
 }

@@ -30,6 +30,18 @@ def test_it_reports_degraded_without_workers(client, staff_user):
 
 
 @pytest.mark.django_db
+def test_it_logs_no_error_for_its_not_ready_answer(client, caplog):
+    # The run command waits on /healthz until the worker's first heartbeat: each 503 it gets was
+    # logged as `ERROR django.request: Service Unavailable: /healthz`.
+    with caplog.at_level("INFO", logger="django.request"):
+        assert client.get(reverse("healthz")).status_code == 503
+        assert client.get("/no-such-page/").status_code in (302, 404)  # the other answers are still logged
+    assert [record.getMessage() for record in caplog.records if record.name == "django.request"] == [
+        "Not Found: /no-such-page/"
+    ]
+
+
+@pytest.mark.django_db
 def test_it_reports_ok_with_a_fresh_heartbeat_and_lists_devices(client, staff_user):
     client.force_login(staff_user)
     WorkerHost.objects.create(hostname="w@gpu1", devices=[{"kind": "gpu", "index": 0, "name": "H200"}])
