@@ -6,6 +6,7 @@ and the CLI can show it verbatim. The validated config is saved into every check
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import decimal
 import json
@@ -164,6 +165,36 @@ class TrainConfig:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------
+# Defaults: the dataclasses above are their one home. The web form shows them as its initial
+# values; the API, the CLI and sweeps leave unsent fields to them; a run stores what it trains
+# with, sent or defaulted (`settings_of`), so a run reads the same whichever way it was made.
+# ------------------------------------------------------------------------------------------
+
+# What the launcher fills in for each attempt, not a setting of the run: its folder, its devices
+# and nodes, the network and the dataset (the workbench keeps these as columns of the run).
+LAUNCH_FIELDS = ("run_dir", "devices", "nodes", "network", "data.dataset")
+
+
+def default_of(path: str) -> Any:
+    """The default of the field `path` ("epochs", "solver.lr_policy", "data.num_workers")."""
+    owner, _, leaf = path.rpartition(".")
+    config = TrainConfig()
+    return copy.deepcopy(getattr({"": config, "solver": config.solver, "data": config.data}[owner], leaf))
+
+
+def settings_of(cfg: TrainConfig) -> dict[str, Any]:
+    """Every setting `cfg` trains with, as JSON, without LAUNCH_FIELDS (and `pretrained` only when
+    there are weights): the same dict for the same run, whether its fields were sent or defaulted."""
+    settings = json.loads(json.dumps(cfg.to_dict()))
+    for path in LAUNCH_FIELDS:
+        owner, _, leaf = path.rpartition(".")
+        (settings[owner] if owner else settings).pop(leaf, None)
+    if settings.get("pretrained") is None:
+        settings.pop("pretrained", None)
+    return settings
 
 
 # ------------------------------------------------------------------------------------------

@@ -75,17 +75,15 @@ def run_list(request):
 
 
 def _submission_dataset(request, data: dict) -> Dataset:
-    """The dataset a submission names, if the user may train on it; only staff set priorities."""
+    """The dataset a submission names, if the user may train on it."""
     dataset = datasets_visible_to(request.user).filter(pk=data["dataset"]).first()
     if dataset is None:
         raise ValidationError({"dataset": [f"no dataset {shown(data['dataset'])} of yours"]})
-    if data["priority"] and not request.user.is_staff:
-        raise PermissionDenied("only staff can set a priority")
     return dataset
 
 
 def _run_create(request):
-    serializer = RunCreateSerializer(data=request.data)
+    serializer = RunCreateSerializer(data=request.data, context={"request": request})
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     dataset = _submission_dataset(request, data)
@@ -116,7 +114,7 @@ def _run_create(request):
 )
 @api_view(["POST"])
 def sweep_create(request):
-    serializer = SweepCreateSerializer(data=request.data)
+    serializer = SweepCreateSerializer(data=request.data, context={"request": request})
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     dataset = _submission_dataset(request, data)

@@ -17,15 +17,20 @@ from trainer.config import (
     NETWORKS,
     OPTIMIZERS,
     PRECISIONS,
+    default_of,
+    plain_number,
 )
 from workbench.runs.models import Run
+from workbench.runs.network_fit import sweep_fits
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
+from workbench.runs.services import resolve_devices
 from workbench.runs.validators import (
     RequestError,
     WholeTextField,
     add_form_errors,
     check_executor,
     check_pretrained,
+    check_priority,
     number_list,
     parse_device_request,
     sweep_validate,
@@ -70,32 +75,63 @@ DEVICE_CHOICES = [
     ("cpu", "The CPU"),
 ]
 
+# Each form field that sets a trainer setting -> the setting's path in the trainer config. The
+# form's initial values are the trainer's defaults of these paths (trainer/config.py, the one home
+# of defaults, which the API, the CLI and sweeps fall back on too); a field left empty is left to
+# that default. The learning rate and the batch size come from the sweep grid (run_request).
+CONFIG_PATH = {
+    "optimizer": "solver.optimizer",
+    "momentum": "solver.momentum",
+    "weight_decay": "solver.weight_decay",
+    "lr_policy": "solver.lr_policy",
+    "gamma": "solver.gamma",
+    "power": "solver.power",
+    "step_size": "solver.step_size",
+    "step_values": "solver.step_values",
+    "min_lr": "solver.min_lr",
+    "warmup_percent": "solver.warmup_percent",
+    "onecycle_pct_start": "solver.onecycle_pct_start",
+    "onecycle_div_factor": "solver.onecycle_div_factor",
+    "onecycle_final_div_factor": "solver.onecycle_final_div_factor",
+    "grad_clip_norm": "solver.grad_clip_norm",
+    "epochs": "epochs",
+    "grad_accum": "grad_accum",
+    "val_interval": "val_interval",
+    "snapshot_interval": "snapshot_interval",
+    "seed": "seed",
+    "precision": "precision",
+    "channels_last": "channels_last",
+    "compile": "compile",
+    "best_metric": "best_metric",
+    "early_stopping_patience": "early_stopping_patience",
+    "early_stopping_min_delta": "early_stopping_min_delta",
+    "model_parallel": "model_parallel",
+    "custom_layers": "custom_layers",
+    "crop_size": "data.crop_size",
+    "random_flip": "data.random_flip",
+    "vertical_flip": "data.vertical_flip",
+    "mean_subtraction": "data.mean_subtraction",
+    "num_workers": "data.num_workers",
+}
+SWEPT_PATH = {"base_lr": "solver.base_lr", "batch_size": "batch_size"}
+
 # A request path (RequestError.field, without "config.") -> the form field that sets it.
-FIELD_OF = {
+FIELD_OF = {path: name for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items()} | {
     "sweep": "base_lr",
     "sweep.lr": "base_lr",
     "sweep.batch_size": "batch_size",
-    "solver.optimizer": "optimizer",
-    "solver.base_lr": "base_lr",
-    "solver.momentum": "momentum",
-    "solver.weight_decay": "weight_decay",
-    "solver.lr_policy": "lr_policy",
-    "solver.gamma": "gamma",
-    "solver.power": "power",
-    "solver.step_size": "step_size",
-    "solver.step_values": "step_values",
-    "solver.min_lr": "min_lr",
-    "solver.warmup_percent": "warmup_percent",
-    "solver.onecycle_pct_start": "onecycle_pct_start",
-    "solver.grad_clip_norm": "grad_clip_norm",
-    "data.crop_size": "crop_size",
-    "data.mean_subtraction": "mean_subtraction",
-    "data.num_workers": "num_workers",
-    "custom_layers": "custom_layers",
     "pretrained": "start_from",
     "devices": "device_mode",
     "gpus": "device_mode",
 }
+
+
+def initial_of(path: str):
+    """The trainer's default of `path` as the form shows it: lists and the sweepable numbers as text."""
+    value = default_of(path)
+    if isinstance(value, list) and path != "custom_layers":
+        return ", ".join(plain_number(item) for item in value)
+    return plain_number(value) if path in SWEPT_PATH.values() else value
 
 
 def usable_datasets(user):
@@ -123,7 +159,7 @@ class RunForm(forms.Form):
         empty_label=None,
         error_messages={"invalid_choice": "Choose one of your ready datasets."},
     )
-    network = forms.ChoiceField(choices=[(n, n) for n in NETWORKS], initial="lenet")
+    network = forms.ChoiceField(choices=[(n, n) for n in NETWORKS], initial=default_of("network"))
     start_from = forms.ChoiceField(choices=START_CHOICES, initial="scratch", widget=forms.RadioSelect)
     previous_run = forms.ChoiceField(choices=(), required=False)
     pretrained_file = forms.FileField(required=False)
@@ -132,65 +168,58 @@ class RunForm(forms.Form):
     pretrained_path = forms.CharField(required=False, widget=forms.HiddenInput)
     custom_layers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}))
 
-    optimizer = forms.ChoiceField(choices=[(o, o) for o in OPTIMIZERS], initial="sgd")
-    base_lr = forms.CharField(
-        initial="0.01", label="Base learning rate", help_text="Several, separated by commas, make a sweep"
-    )
-    momentum = trainer_number("solver.momentum", initial=0.9, help_text="SGD, Nesterov, RMSprop")
-    weight_decay = trainer_number("solver.weight_decay", initial=0.0)
-    lr_policy = forms.ChoiceField(choices=[(p, p) for p in LR_POLICIES], initial="step", label="Policy")
-    gamma = trainer_number("solver.gamma", initial=0.1, help_text="step, multistep, exp, inv, sigmoid")
-    power = trainer_number("solver.power", initial=1.0, help_text="inv, poly")
-    step_size = trainer_number("solver.step_size", initial=33.0, help_text="% of the run (step, sigmoid)")
-    step_values = forms.CharField(initial="50, 75", help_text="% of the run, comma-separated (multistep)")
-    min_lr = trainer_number("solver.min_lr", initial=0.0, help_text="cosine floor")
-    warmup_percent = trainer_number("solver.warmup_percent", initial=0.0, label="Warmup (% of the run)")
-    onecycle_pct_start = trainer_number("solver.onecycle_pct_start", initial=0.3, label="One-cycle rise share")
-    onecycle_div_factor = trainer_number("solver.onecycle_div_factor", initial=25.0, label="One-cycle start divisor")
-    onecycle_final_div_factor = trainer_number(
-        "solver.onecycle_final_div_factor", initial=1e4, label="One-cycle final divisor"
-    )
+    optimizer = forms.ChoiceField(choices=[(o, o) for o in OPTIMIZERS])
+    base_lr = forms.CharField(label="Base learning rate", help_text="Several, separated by commas, make a sweep")
+    momentum = trainer_number("solver.momentum", help_text="SGD, Nesterov, RMSprop")
+    weight_decay = trainer_number("solver.weight_decay")
+    lr_policy = forms.ChoiceField(choices=[(p, p) for p in LR_POLICIES], label="Policy")
+    gamma = trainer_number("solver.gamma", help_text="step, multistep, exp, inv, sigmoid")
+    power = trainer_number("solver.power", help_text="inv, poly")
+    step_size = trainer_number("solver.step_size", help_text="% of the run (step, sigmoid)")
+    step_values = forms.CharField(help_text="% of the run, comma-separated (multistep)")
+    min_lr = trainer_number("solver.min_lr", help_text="cosine floor")
+    warmup_percent = trainer_number("solver.warmup_percent", label="Warmup (% of the run)")
+    onecycle_pct_start = trainer_number("solver.onecycle_pct_start", label="One-cycle rise share")
+    onecycle_div_factor = trainer_number("solver.onecycle_div_factor", label="One-cycle start divisor")
+    onecycle_final_div_factor = trainer_number("solver.onecycle_final_div_factor", label="One-cycle final divisor")
     grad_clip_norm = trainer_number(
         "solver.grad_clip_norm", required=False, min_value=0.000001, label="Gradient clipping (norm)"
     )
 
-    epochs = trainer_number("epochs", initial=30, min_value=0.01)
-    batch_size = forms.CharField(initial="64", help_text="Several, separated by commas, make a sweep")
-    grad_accum = trainer_number("grad_accum", initial=1, label="Gradient accumulation")
-    val_interval = trainer_number("val_interval", initial=1.0, label="Validate every (epochs)")
-    snapshot_interval = trainer_number("snapshot_interval", initial=1.0, label="Snapshot every (epochs)")
-    seed = trainer_number("seed", initial=0)
+    epochs = trainer_number("epochs", min_value=0.01)
+    batch_size = forms.CharField(help_text="Several, separated by commas, make a sweep")
+    grad_accum = trainer_number("grad_accum", label="Gradient accumulation")
+    val_interval = trainer_number("val_interval", label="Validate every (epochs)")
+    snapshot_interval = trainer_number("snapshot_interval", label="Snapshot every (epochs)")
+    seed = trainer_number("seed")
     crop_size = trainer_number("data.crop_size", required=False, label="Random crop (pixels)")
     random_flip = forms.BooleanField(required=False, label="Horizontal flips")
     vertical_flip = forms.BooleanField(required=False, label="Vertical flips")
-    mean_subtraction = forms.ChoiceField(choices=[(m, m) for m in MEAN_MODES], initial="image")
-    precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32", label="Mixed precision")
+    mean_subtraction = forms.ChoiceField(choices=[(m, m) for m in MEAN_MODES])
+    precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], label="Mixed precision")
     channels_last = forms.BooleanField(required=False)
     compile = forms.BooleanField(required=False, label="torch.compile")
     best_metric = forms.ChoiceField(
-        choices=[(m, m) for m in BEST_METRICS], initial="top1", help_text="the best checkpoint's; early stopping's"
+        choices=[(m, m) for m in BEST_METRICS], help_text="the best checkpoint's; early stopping's"
     )
     early_stopping_patience = trainer_number(
         "early_stopping_patience",
-        initial=0,
         required=False,
         label="Early stopping patience",
         help_text="validations without improvement before the run stops (0: off)",
     )
     early_stopping_min_delta = trainer_number(
         "early_stopping_min_delta",
-        initial=0.0,
         required=False,
         label="Early stopping min delta",
         help_text="smaller gains do not count",
     )
-    num_workers = trainer_number("data.num_workers", initial=2, label="Data loader workers")
+    num_workers = trainer_number("data.num_workers", label="Data loader workers")
 
     device_mode = forms.ChoiceField(choices=DEVICE_CHOICES, initial="auto", widget=forms.RadioSelect, label="Devices")
     gpu_count = WholeTextField(initial=1, min_value=1, max_value=64, required=False, label="Number of GPUs")
     model_parallel = trainer_number(
         "model_parallel",
-        initial=1,
         required=False,
         label="GPUs per model copy",
         help_text="Above 1, the network is split over this many GPUs (model parallel) and data parallelism "
@@ -212,11 +241,13 @@ class RunForm(forms.Form):
         label="Nodes",
         help_text="Slurm only: the run spans this many nodes, with the GPUs above on each (one process per GPU).",
     )
-    priority = WholeTextField(initial=0, min_value=-100, max_value=100, required=False)
+    priority = WholeTextField(initial=0, required=False, help_text="-100 to 100, higher first (staff only)")
 
     def __init__(self, *args, user, preview: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
+        for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items():
+            self.fields[name].initial = initial_of(path)
         self.fields["dataset"].queryset = usable_datasets(user)
         # The live previews clean a few fields on every keystroke: they skip the checkpoint scan.
         self.previous_runs = {} if preview else {str(run.pk): run for run in runs_with_weights(user)}
@@ -277,6 +308,12 @@ class RunForm(forms.Form):
     def clean_pretrained_path(self):
         return self.cleaned_data["pretrained_path"].strip()
 
+    def clean_priority(self):
+        try:
+            return check_priority(self.cleaned_data["priority"], by_staff=self.user.is_staff)
+        except RequestError as error:
+            raise forms.ValidationError(error.message) from None
+
     def clean_gpus(self):
         chosen = self.cleaned_data["gpus"]
         hosts = {value.rsplit(":", 1)[0] for value in chosen}
@@ -297,62 +334,21 @@ class RunForm(forms.Form):
             return f"{host}:{','.join(sorted((c.rsplit(':', 1)[1] for c in chosen), key=int))}"
         return mode or "auto"
 
-    def solver_config(self) -> dict:
-        """The solver without its learning rate, which comes from the sweep grid (run_request)."""
-        d = self.cleaned_data
-        solver = {
-            "optimizer": d["optimizer"],
-            "momentum": d["momentum"],
-            "weight_decay": d["weight_decay"],
-            "lr_policy": d["lr_policy"],
-            "gamma": d["gamma"],
-            "power": d["power"],
-            "step_size": d["step_size"],
-            "step_values": d["step_values"],
-            "min_lr": d["min_lr"],
-            "warmup_percent": d["warmup_percent"],
-            "onecycle_pct_start": d["onecycle_pct_start"],
-            "onecycle_div_factor": d["onecycle_div_factor"],
-            "onecycle_final_div_factor": d["onecycle_final_div_factor"],
-        }
-        if d.get("grad_clip_norm"):
-            solver["grad_clip_norm"] = d["grad_clip_norm"]
-        return solver
-
     def base_config(self) -> dict:
-        d = self.cleaned_data
-        data = {
-            "mean_subtraction": d["mean_subtraction"],
-            "random_flip": d["random_flip"],
-            "vertical_flip": d["vertical_flip"],
-            "num_workers": d["num_workers"],
-        }
-        if d.get("crop_size"):
-            data["crop_size"] = d["crop_size"]
-        config = {
-            "epochs": d["epochs"],
-            "grad_accum": d["grad_accum"],
-            "val_interval": d["val_interval"],
-            "snapshot_interval": d["snapshot_interval"],
-            "seed": d["seed"],
-            "precision": d["precision"],
-            "channels_last": d["channels_last"],
-            "compile": d["compile"],
-            "best_metric": d["best_metric"],
-            "early_stopping_patience": d.get("early_stopping_patience") or 0,
-            "early_stopping_min_delta": d.get("early_stopping_min_delta") or 0.0,
-            "data": data,
-        }
-        if d.get("network") == "custom":
-            config["custom_layers"] = d.get("custom_layers")
-        if (d.get("model_parallel") or 1) > 1:
-            config["model_parallel"] = d["model_parallel"]
+        """The trainer settings of CONFIG_PATH, nested as the trainer config has them; an empty
+        field (None) is left out, for the trainer's default."""
+        config: dict = {}
+        for name, path in CONFIG_PATH.items():
+            value = self.cleaned_data.get(name)
+            if value is not None:
+                owner, _, leaf = path.rpartition(".")
+                (config.setdefault(owner, {}) if owner else config)[leaf] = value
         return config
 
     def run_request(self, *, pretrained: str | None = None) -> tuple[dict, dict]:
         """The run fields and the sweep grid, in the shape POST /api/sweeps/ takes them."""
         d = self.cleaned_data
-        config = {**self.base_config(), "solver": self.solver_config()}
+        config = self.base_config()
         if pretrained:
             config["pretrained"] = pretrained
         fields = {
@@ -360,7 +356,7 @@ class RunForm(forms.Form):
             "network": d["network"],
             "config": config,
             "gpus": self.gpus_request(),
-            "priority": d.get("priority") or 0,
+            "priority": d.get("priority") or 0,  # checked by clean_priority
             "executor": d.get("executor") or "local",
             "nodes": d.get("nodes") or 1,
         }
@@ -372,7 +368,7 @@ class RunForm(forms.Form):
             return data
         dataset: Dataset = data["dataset"]
         self._check_weights(data)
-        self._check_network(data, dataset)
+        self._check_layers(data)
         if self.errors:
             return data
         if data["device_mode"] == "specific" and not data.get("gpus"):
@@ -393,9 +389,14 @@ class RunForm(forms.Form):
         fields, grid = self.run_request()
         try:
             request = parse_device_request(fields["gpus"])
-            check_executor(fields["executor"], fields["nodes"], request)
+            executor, nodes = check_executor(fields["executor"], fields["nodes"], request)
+            request = resolve_devices(request, executor=executor)
+            sweep_fits(
+                network=fields["network"], config=fields["config"], grid=grid, dataset=dataset, request=request,
+                executor=executor,
+            )  # fmt: skip
             self.combinations = sweep_validate(
-                config=fields["config"], grid=grid, network=fields["network"], request=request, nodes=fields["nodes"]
+                config=fields["config"], grid=grid, network=fields["network"], request=request, nodes=nodes
             )
         except RequestError as error:
             add_form_errors(self, error, field_of=FIELD_OF)
@@ -428,35 +429,11 @@ class RunForm(forms.Form):
             return
         self.pretrained_reference = reference
 
-    def _check_network(self, data, dataset: Dataset) -> None:
-        # torch (with the trainer) is loaded only where this runs, never by every web process
-        from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
-        from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
-
-        network = data["network"]
-        if network == "custom" and not data.get("custom_layers"):
-            self.add_error("custom_layers", "Add at least one layer, ending with a linear layer.")
-            return
-        if network != "custom" and data.get("custom_layers"):
+    def _check_layers(self, data) -> None:
+        if data["network"] != "custom":
             data["custom_layers"] = None
-        crop = data.get("crop_size")
-        width, height = dataset.image_width, dataset.image_height
-        if crop and (crop > width or crop > height):
-            self.add_error("crop_size", f"{crop} is larger than the dataset images ({width}×{height}).")
-            return
-        spec = InputSpec(
-            dataset.channels,
-            crop or height,
-            crop or width,
-            max(1, len(dataset.labels or [])),
-            data.get("custom_layers") or [],
-        )
-        try:
-            check_input_size(network, spec)
-        except CustomNetError as error:
-            self.add_error("custom_layers", str(error))
-        except NetworkError as error:
-            self.add_error("custom_layers" if network == "custom" else "network", str(error))
+        elif not data.get("custom_layers"):
+            self.add_error("custom_layers", "Add at least one layer, ending with a linear layer.")
 
 
 class RunEditForm(forms.ModelForm):

@@ -1,12 +1,13 @@
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 
 from trainer.config import NETWORKS, OPTIMIZERS
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
-from workbench.runs.validators import MAX_NODES, MAX_PRIORITY
+from workbench.runs.validators import MAX_NODES, MAX_PRIORITY, NotAllowed, RequestError, check_priority
 from workbench.workers.models import Device
 
 
@@ -77,6 +78,30 @@ class TrainerValue(serializers.Field):
         return value
 
 
+@extend_schema_field({"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY})
+class PriorityValue(serializers.Field):
+    """A priority passed through as sent, for the one rule of validators.check_priority."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(help_text=f"-{MAX_PRIORITY} to {MAX_PRIORITY}, staff only", **kwargs)
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+def _checked_priority(value, *, by_staff: bool) -> int:
+    """check_priority, its refusal as DRF's: a 400 naming priority, or a 403 for a non-staff user."""
+    try:
+        return check_priority(value, by_staff=by_staff)
+    except NotAllowed as error:
+        raise PermissionDenied(error.message) from None
+    except RequestError as error:
+        raise serializers.ValidationError(error.message) from None
+
+
 class RunCreateSerializer(serializers.Serializer):
     """The short form of a run: the common fields, plus any trainer config field in `config`."""
 
@@ -98,8 +123,12 @@ class RunCreateSerializer(serializers.Serializer):
     nodes = serializers.IntegerField(
         required=False, default=1, min_value=1, max_value=MAX_NODES, help_text="nodes the run spans (Slurm only)"
     )
-    priority = serializers.IntegerField(required=False, default=0, min_value=-MAX_PRIORITY, max_value=MAX_PRIORITY)
+    priority = PriorityValue(required=False, default=0)
     config = serializers.DictField(required=False, default=dict)
+
+    def validate_priority(self, value) -> int:
+        viewer = _viewer(self)
+        return _checked_priority(value, by_staff=bool(viewer and viewer.is_staff))
 
     def trainer_config(self) -> dict:
         data = self.validated_data
@@ -126,7 +155,12 @@ class SweepCreateSerializer(RunCreateSerializer):
 
 
 class PrioritySerializer(serializers.Serializer):
-    priority = serializers.IntegerField(min_value=-MAX_PRIORITY, max_value=MAX_PRIORITY)
+    """A run's new priority (PATCH): only staff change one, any value in the range."""
+
+    priority = PriorityValue()
+
+    def validate_priority(self, value) -> int:
+        return _checked_priority(value, by_staff=True)
 
 
 class PretrainedWeightsSerializer(serializers.Serializer):

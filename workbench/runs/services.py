@@ -21,12 +21,12 @@ from workbench.runs.devices import DeviceRequest
 from workbench.runs.executors import executor_for, executor_named
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run, RunTransition
+from workbench.runs.network_fit import check_network_fits, sweep_fits
 from workbench.runs.tasks import schedule_runs
 from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
     check_executor,
-    check_network_fits,
     parse_device_request,
     sweep_validate,
     validate_trainer_config,
@@ -109,7 +109,7 @@ def run_submit(
     RequestError names the field."""
     request, executor, nodes = resolve_placement(gpus=gpus, executor=executor, nodes=nodes)
     # Before the config's weights are resolved (copied out of a run): nothing is written for a refusal.
-    check_network_fits(network=network, config=config, dataset=dataset)
+    check_network_fits(network=network, config=config, dataset=dataset, request=request, executor=executor)
     config = validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes)
     return run_create(
         executor=executor,
@@ -148,7 +148,10 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
     request, executor, nodes = resolve_placement(
         gpus=base_request.get("gpus", "auto"), executor=base_request.get("executor"), nodes=base_request.get("nodes")
     )
-    check_network_fits(network=network, config=base_request.get("config") or {}, dataset=dataset)
+    sweep_fits(
+        network=network, config=base_request.get("config") or {}, grid=grid, dataset=dataset, request=request,
+        executor=executor,
+    )  # fmt: skip
     checked = sweep_validate(
         config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner, nodes=nodes
     )

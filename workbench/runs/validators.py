@@ -14,9 +14,17 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.core.management.base import CommandError
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 
-from trainer.config import NETWORKS, RANGES, ConfigError, config_from_dict, plain_number, shown
+from trainer.config import (
+    LAUNCH_FIELDS,
+    RANGES,
+    ConfigError,
+    config_from_dict,
+    plain_number,
+    settings_of,
+    shown,
+)
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
@@ -56,7 +64,6 @@ def parse_device_request(text: str | int | None) -> DeviceRequest:
 
 
 MAX_NODES = 64
-MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)
 
 
 def check_executor(executor: Any, nodes: Any, request: DeviceRequest) -> tuple[str, int]:
@@ -144,11 +151,12 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
         raise RequestError("config", "expected an object")
     config = {**config}
     pretrained = config.pop("pretrained", None)
-    for reserved in ("run_dir", "devices", "network", "nodes"):
-        if reserved in config:
-            raise RequestError(f"config.{reserved}", "set by the workbench, leave it out")
-    if "dataset" in (config.get("data") or {}):
-        raise RequestError("config.data.dataset", "set by the workbench from the chosen dataset")
+    for reserved in LAUNCH_FIELDS:
+        parent, _, leaf = reserved.rpartition(".")
+        part = config.get(parent) if parent else config
+        if isinstance(part, dict) and leaf in part:
+            why = "from the chosen dataset" if reserved == "data.dataset" else "leave it out"
+            raise RequestError(f"config.{reserved}", f"set by the workbench, {why}")
     check_model_parallel(config.get("model_parallel"), request)
     count = request.device_count
     probe = {
@@ -163,7 +171,9 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
     if probe.get("precision") == "fp16":
         probe["devices"] = list(range(count))  # fp16 is checked against CUDA at launch
     try:
-        config_from_dict(probe, check_paths=False)
+        # What is stored: every setting the run trains with, sent or defaulted (the trainer's
+        # defaults), so the same run reads the same whether the form, the API or the CLI made it.
+        config = settings_of(config_from_dict(probe, check_paths=False))
     except ConfigError as error:
         raise RequestError(f"config.{error.field}" if error.field else "config", error.message) from None
     except TypeError as error:
@@ -174,31 +184,29 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
     return config
 
 
-def check_network_fits(*, network: str, config: dict, dataset) -> None:
-    """The network can take the dataset's images, at the crop size: one rule for the form, the
-    API and the CLI (checked on submit, so a run that would fail at launch is never queued). Only
-    a ready dataset's sizes are known; a dataset still building is checked at launch."""
-    if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
-        return  # an unknown network and a bad config are refused by validate_trainer_config
-    # torch (with the trainer) is loaded only where a run is submitted, never by every web process
-    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
-    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
+MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)
 
-    crop = (config.get("data") or {}).get("crop_size")
-    crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
-    width, height = dataset.image_width, dataset.image_height
-    if crop and (crop > width or crop > height):
+
+class NotAllowed(RequestError):
+    """A field this requester may not set: the API answers 403, the form and the CLI name the
+    field as for any refusal."""
+
+
+def check_priority(value: Any, *, by_staff: bool) -> int:
+    """The one rule for a run's priority (the form, the API's create and change, the CLI): a
+    whole number from -MAX_PRIORITY to MAX_PRIORITY, other than 0 only when staff set it. The
+    command line is the server's operator, as staff."""
+    if value in (None, ""):
+        return 0
+    if isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not -MAX_PRIORITY <= value <= MAX_PRIORITY:
         raise RequestError(
-            "config.data.crop_size", f"{shown(crop)} is larger than the dataset images ({width}x{height})"
+            "priority", f"{shown(value)} is not a whole number between -{MAX_PRIORITY} and {MAX_PRIORITY}"
         )
-    layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
-    spec = InputSpec(dataset.channels, crop or height, crop or width, max(1, len(dataset.labels or [])), layers)
-    try:
-        check_input_size(network, spec)
-    except CustomNetError as error:
-        raise RequestError("config.custom_layers", str(error)) from None
-    except NetworkError as error:
-        raise RequestError("config.custom_layers" if network == "custom" else "network", str(error)) from None
+    if value and not by_staff:
+        raise NotAllowed("priority", "only staff can set a priority")
+    return value
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -361,9 +369,11 @@ def add_form_errors(form: forms.Form, error: RequestError, *, field_of: Mapping[
         form.add_error(name if name in form.fields else None, message)
 
 
-def drf_error(error: RequestError) -> ValidationError:
+def drf_error(error: RequestError) -> APIException:
     """A 400 body {field: [message, ...]} keyed by the top-level fields the client sent; an error
-    of the whole request goes under "detail"."""
+    of the whole request goes under "detail". A field the client may not set is a 403."""
+    if isinstance(error, NotAllowed):
+        return PermissionDenied(error.message)
     body: dict[str, list[str]] = {}
     for field, message in error.by_request_field():
         body.setdefault(field or "detail", []).append(message)

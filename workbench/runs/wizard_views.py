@@ -15,13 +15,13 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
-from trainer.config import RANGES
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import executor_named
 from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_datasets
 from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.models import Run
+from workbench.runs.network_fit import network_input, parameter_count
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.selectors import run_for
 from workbench.runs.validators import (
@@ -207,20 +207,18 @@ _LAYER = re.compile(r"^layer (\d+)")
 
 
 def _crop(value) -> int | None:
-    """A preview's crop: a side the trainer would take (RANGES), else none (the image's own size).
-    A 400-digit crop reached torch as a shape."""
+    """A preview's crop as sent (text or a number); network_input takes only a side the trainer
+    would (a 400-digit crop reached torch as a shape)."""
     if isinstance(value, str):
         value = int(value) if value.strip().isdecimal() and len(value.strip()) <= 6 else None
-    bounds = RANGES["data.crop_size"]
-    ok = isinstance(value, int) and not isinstance(value, bool) and bounds.low <= value <= bounds.high
-    return value if ok else None
+    return value
 
 
 @require_POST
 def layer_shapes(request):
     """Per-layer output shapes of a custom network on the chosen dataset (trainer.custom_net)."""
     # torch (through the trainer) is loaded on the first such request, not by every web process.
-    from trainer.custom_net import CustomNetError, build_custom  # torch: loaded only where this runs
+    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
     from trainer.custom_net import layer_shapes as shapes_of  # torch: loaded only where this runs
 
     try:
@@ -232,15 +230,10 @@ def layer_shapes(request):
     if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
     layers = body.get("layers")
-    crop = _crop(body.get("crop_size"))
-    height, width = (crop, crop) if crop else (dataset.image_height, dataset.image_width)
-    classes = max(1, len(dataset.labels or []))
+    shape = network_input(dataset, _crop(body.get("crop_size")))
     try:
-        shapes = shapes_of(layers, dataset.channels, height, width, classes)
-        import torch  # loaded already by trainer.custom_net above; named here for torch.device
-
-        with torch.device("meta"):
-            params = sum(p.numel() for p in build_custom(layers, dataset.channels, height, width, classes).parameters())
+        shapes = shapes_of(layers, *shape)
+        params = parameter_count("custom", shape, layers)
     except CustomNetError as error:
         match = _LAYER.match(str(error))
         return JsonResponse({"error": str(error), "index": int(match.group(1)) if match else None}, status=400)
@@ -248,29 +241,18 @@ def layer_shapes(request):
 
 
 @functools.lru_cache(maxsize=256)
-def _network_fit(name: str, channels: int, height: int, width: int, classes: int) -> dict:
+def _network_fit(name: str, shape: tuple[int, int, int, int]) -> dict:
     # torch (through the trainer) is loaded on the first such request, not by every web process.
-    import torch  # torch: loaded only where this runs
+    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
-    from trainer.networks import (  # torch: loaded only where this runs
-        InputSpec,
-        NetworkError,
-        build_model,
-        check_input_size,
-    )
-
-    spec = InputSpec(channels, height, width, classes)
     try:
-        check_input_size(name, spec)
+        check_input_size(name, InputSpec(*shape))
         problem = ""
     except NetworkError as error:
         problem = str(error)
     try:
-        with torch.device("meta"):
-            model = build_model(
-                name, spec if not problem or name != "vit_b_16" else InputSpec(channels, 224, 224, classes)
-            )
-        params = sum(p.numel() for p in model.parameters())
+        # ViT's size does not change its parameters: counted at its own 224x224 when the images do not fit.
+        params = parameter_count(name, shape if not problem or name != "vit_b_16" else (shape[0], 224, 224, shape[3]))
     except NetworkError:
         params = None
     return {"params": params, "problem": problem}
@@ -282,13 +264,9 @@ def network_fit(request):
     dataset = usable_datasets(request.user).filter(pk=parse_id(request.GET.get("dataset", ""))).first()
     if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
-    side = _crop(request.GET.get("crop_size", ""))
-    height, width = (side, side) if side else (dataset.image_height, dataset.image_width)
-    classes = max(1, len(dataset.labels or []))
-    result = {
-        name: _network_fit(name, dataset.channels, height, width, classes) for name in NETWORK_INFO if name != "custom"
-    }
-    return JsonResponse({"networks": result, "input": [dataset.channels, height, width]})
+    shape = network_input(dataset, _crop(request.GET.get("crop_size", "")))
+    result = {name: _network_fit(name, shape) for name in NETWORK_INFO if name != "custom"}
+    return JsonResponse({"networks": result, "input": list(shape[:3])})
 
 
 @require_GET

@@ -8,6 +8,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from datasets.models import Dataset
+from trainer.config import DataConfig, SolverConfig, TrainConfig, settings_of
 from workbench.runs.models import Run
 from workbench.workers.simulation import simulate_hosts
 
@@ -27,12 +28,11 @@ def test_it_creates_a_run_and_shows_its_timeline(owner_client, dataset):
     assert response.status_code == 201, response.json()
     run = response.json()
     assert run["state"] == "queued" and run["requested_devices"] == "the CPU"
-    assert run["config"] == {
-        "epochs": 2.0,
-        "batch_size": 8,
-        "data": {"num_workers": 0},
-        "solver": {"base_lr": 0.05, "optimizer": "adam"},
-    }
+    # What was sent, and the trainer's defaults for the rest: the settings the run trains with.
+    sent = TrainConfig(
+        epochs=2, batch_size=8, data=DataConfig(num_workers=0), solver=SolverConfig(optimizer="adam", base_lr=0.05)
+    )
+    assert run["config"] == settings_of(sent)
     detail = owner_client.get(reverse("api-run", args=[run["id"]])).json()
     assert [t["to_state"] for t in detail["transitions"]] == ["queued"]
     page = owner_client.get(reverse("run-detail", args=[run["id"]])).content.decode()
@@ -147,7 +147,7 @@ def test_it_queues_a_run_from_the_command_line(owner, dataset):
     call_command("train", "--dataset", str(dataset.pk), "--network", "lenet", "--epochs", "1", "--batch-size", "4",
                  "--gpus", "cpu", "--lr", "0.1", stdout=out)  # fmt: skip
     run = Run.objects.get(pk=int(out.getvalue()))
-    assert run.owner == owner and run.config["solver"] == {"base_lr": 0.1}
+    assert run.owner == owner and run.config["solver"]["base_lr"] == 0.1
     call_command("abort_run", str(run.pk), stdout=out)
     run.refresh_from_db()
     assert run.state == Run.State.ABORTED

@@ -128,7 +128,7 @@ def test_it_refuses_every_extreme_from_the_command_line_naming_the_field(dataset
         argv = {"--dataset": str(dataset.pk), "--network": "lenet", "--epochs": "1", "--batch-size": "8", flag: value}
         with pytest.raises(CommandError):
             call_command("train", *[part for pair in argv.items() for part in pair], "--gpus", "cpu")
-    with pytest.raises(CommandError, match="--priority: a 400-digit number is not between -100 and 100"):
+    with pytest.raises(CommandError, match="priority: a 400-digit number is not a whole number between -100 and 100"):
         call_command("train", "--dataset", str(dataset.pk), "--network", "lenet", "--epochs", "1",
                      "--batch-size", "8", "--priority", "9" * 400)  # fmt: skip
     assert not Run.objects.exists()

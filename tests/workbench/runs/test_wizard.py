@@ -61,7 +61,7 @@ def test_it_creates_a_run_with_every_setting(owner_client, dataset):
     assert run.name == "tiny" and run.network == "lenet" and run.device_request == {"kind": "cpu"}
     assert run.config["batch_size"] == 8 and run.config["epochs"] == 2
     assert run.config["data"] == {"mean_subtraction": "image", "random_flip": True, "vertical_flip": False,
-                                  "num_workers": 0, "crop_size": 6}  # fmt: skip
+                                  "num_workers": 0, "crop_size": 6, "prefetch_factor": 4}  # fmt: skip
     assert run.config["solver"]["lr_policy"] == "multistep" and run.config["solver"]["step_values"] == [40.0, 80.0]
     assert run.config["solver"]["grad_clip_norm"] == 5 and run.config["solver"]["warmup_percent"] == 10
     assert run.sweep == ""
@@ -100,7 +100,7 @@ BAD_FIELDS = [
     ("snapshot_interval", "-2", "greater than or equal to 0"),
     ("seed", "-1", "greater than or equal to 0"),
     ("crop_size", "0", "greater than or equal to 1"),
-    ("crop_size", "9", "9 is larger than the dataset images (8×8)"),
+    ("crop_size", "9", "9 is larger than the dataset images (8x8)"),
     ("mean_subtraction", "median", "Select a valid choice"),
     ("precision", "fp8", "Select a valid choice"),
     ("precision", "fp16", "fp16 needs GPUs"),
@@ -354,9 +354,9 @@ def test_it_splits_the_network_over_groups_of_gpus(owner_client, dataset):
     assert "network split over 2 devices per copy" in page
     clone = owner_client.get(reverse("run-new"), {"clone": run.pk})
     assert clone.context["form"].initial["model_parallel"] == 2
-    # Without a split, the stored config does not mention it (the trainer's default).
+    # Without a split, the stored config has the trainer's default.
     owner_client.post(reverse("run-new"), valid(dataset, name="whole"))
-    assert "model_parallel" not in Run.objects.get(name="whole").config
+    assert Run.objects.get(name="whole").config["model_parallel"] == 1
 
 
 def test_it_offers_only_ready_datasets_of_the_user(owner_client, owner, other_user):

@@ -6,17 +6,16 @@ import json
 import time
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
-from trainer.config import NETWORKS, OPTIMIZERS, shown
-from workbench.core.commands import require_running_workbench
+from trainer.config import NETWORKS, OPTIMIZERS, default_of, plain_number, shown
+from workbench.core.commands import command_owner, require_running_workbench
 from workbench.core.ids import parse_id
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
-from workbench.runs.validators import MAX_PRIORITY, RequestError, command_error
+from workbench.runs.validators import RequestError, check_priority, command_error
 
 
 class Command(BaseCommand):
@@ -25,17 +24,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--dataset", type=int, required=True, help="dataset id")
         parser.add_argument("--network", required=True, choices=NETWORKS)
-        parser.add_argument("--epochs", type=float, required=True)
-        parser.add_argument("--batch-size", type=int, required=True, help="global batch size")
+        parser.add_argument("--epochs", type=float, help=f"default {plain_number(default_of('epochs'))}")
+        parser.add_argument("--batch-size", type=int, help=f"global batch size (default {default_of('batch_size')})")
         parser.add_argument(
             "--gpus", default="auto", help="auto | cpu | N | HOST:0,1 (default auto); per node on Slurm"
         )
         parser.add_argument("--executor", choices=("local", "slurm"), help="where it runs (default local)")
         parser.add_argument("--nodes", type=int, default=1, help="nodes to span (Slurm only; default 1)")
-        parser.add_argument("--lr", type=float, help="base learning rate")
+        parser.add_argument(
+            "--lr", type=float, help=f"base learning rate (default {plain_number(default_of('solver.base_lr'))})"
+        )
         parser.add_argument("--solver", choices=OPTIMIZERS)
         parser.add_argument("--name", default="")
-        parser.add_argument("--priority", type=int, default=0)
+        parser.add_argument("--priority", type=int, default=0, help="-100 to 100, higher first (default 0)")
         parser.add_argument("--config", type=Path, help="a JSON file of further trainer settings (docs/formats.md)")
         parser.add_argument(
             "--pretrained", help="weights to start from: upload:<id>, run:<id> or run:<id>:last, as the owner may use"
@@ -53,17 +54,14 @@ class Command(BaseCommand):
         dataset = Dataset.objects.filter(pk=pk).first() if pk else None
         if dataset is None:
             raise CommandError(f"no dataset with id {shown(options['dataset'])}")
-        if not -MAX_PRIORITY <= options["priority"] <= MAX_PRIORITY:  # as the API and the form take it
-            raise CommandError(
-                f"--priority: {shown(options['priority'])} is not between -{MAX_PRIORITY} and {MAX_PRIORITY}"
-            )
-        owner = dataset.owner
-        if options["owner"]:
-            owner = get_user_model().objects.filter(username=options["owner"]).first()
-            if owner is None:
-                raise CommandError(f"no user named {options['owner']!r}")
-            if not dataset.is_visible_to(owner):
-                raise CommandError(f"dataset {dataset.pk} does not belong to {owner.username}")
+        try:
+            # The rule of the form and the API; whoever runs manage.py on the server sets it as staff.
+            priority = check_priority(options["priority"], by_staff=True)
+        except RequestError as error:
+            raise command_error(error) from None
+        owner = command_owner(options["owner"], default=dataset.owner)
+        if not dataset.is_visible_to(owner):
+            raise CommandError(f"dataset {dataset.pk} does not belong to {owner.username}")
         config = self._config(options)
         require_running_workbench()  # before any row exists: a run no worker hears would wait forever
         if options["pretrained_file"]:
@@ -76,7 +74,7 @@ class Command(BaseCommand):
                 network=options["network"],
                 config=config,
                 gpus=options["gpus"],
-                priority=options["priority"],
+                priority=priority,
                 executor=options["executor"],
                 nodes=options["nodes"],
             )
@@ -93,8 +91,12 @@ class Command(BaseCommand):
                 config = json.loads(options["config"].read_text())
             except (OSError, json.JSONDecodeError) as error:
                 raise CommandError(f"--config {options['config']}: {error}") from None
-        config["epochs"] = options["epochs"]
-        config["batch_size"] = options["batch_size"]
+            if not isinstance(config, dict):
+                raise CommandError(f"--config {options['config']}: expected a JSON object of trainer settings")
+        # What is not given is the trainer's default (trainer/config.py), as for the API and the form.
+        for name in ("epochs", "batch_size"):
+            if options[name] is not None:
+                config[name] = options[name]
         solver = dict(config.get("solver") or {})
         if options["lr"] is not None:
             solver["base_lr"] = options["lr"]

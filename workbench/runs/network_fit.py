@@ -1,0 +1,147 @@
+"""Input rules on the network of a run request: it takes the dataset's images (at the crop size),
+and a custom network fits the memory of the devices asked for. One home for the form, its
+previews, the API, sweeps and the CLI (the rest of the input rules are in validators.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trainer.config import NETWORKS, RANGES, default_of, shown
+from workbench.core.errors import RequestError
+from workbench.runs.devices import DeviceRequest
+from workbench.runs.validators import sweep_config
+from workbench.workers.inventory import online_hosts
+from workbench.workers.models import Device
+
+
+def network_input(dataset, crop: Any = None) -> tuple[int, int, int, int]:
+    """What a network sees of `dataset`: (channels, height, width, classes), at the crop size
+    when one is given (a side the trainer would take), else the images' own size. The one place
+    the new-run form, its previews, the API and the CLI compute it."""
+    bounds = RANGES["data.crop_size"]
+    ok = isinstance(crop, int) and not isinstance(crop, bool) and bounds.low <= crop <= bounds.high
+    height, width = (crop, crop) if ok else (dataset.image_height, dataset.image_width)
+    return dataset.channels, height, width, max(1, len(dataset.labels or []))
+
+
+def parameter_count(network: str, shape: tuple[int, int, int, int], layers: list | None = None) -> int:
+    """Parameters of `network` built for `shape` (network_input), on the meta device: no memory,
+    no compute. Raises the trainer's NetworkError / CustomNetError for a network that cannot be built."""
+    # torch (with the trainer) is loaded only where a network is sized, never by every web process
+    import torch  # torch: loaded only where this runs
+
+    from trainer.networks import InputSpec, build_model  # torch: loaded only where this runs
+
+    with torch.device("meta"):
+        model = build_model(network, InputSpec(*shape, layers or []))
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def check_network_fits(
+    *, network: str, config: dict, dataset, request: DeviceRequest | None = None, executor: str = "local"
+) -> None:
+    """The network can take the dataset's images, at the crop size, and a custom network fits
+    the memory of the devices `request` asks for: one rule for the form, the API and the CLI
+    (checked on submit, so a run that would fail at launch is never queued). Only a ready
+    dataset's sizes are known; a dataset still building is checked at launch."""
+    if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
+        return  # an unknown network and a bad config are refused by validate_trainer_config
+    # torch (with the trainer) is loaded only where a run is submitted, never by every web process
+    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
+    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
+
+    data = config.get("data")
+    crop = data.get("crop_size") if isinstance(data, dict) else None
+    crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
+    width, height = dataset.image_width, dataset.image_height
+    if crop and (crop > width or crop > height):
+        raise RequestError(
+            "config.data.crop_size", f"{shown(crop)} is larger than the dataset images ({width}x{height})"
+        )
+    layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
+    shape = network_input(dataset, crop)
+    try:
+        check_input_size(network, InputSpec(*shape, layers))
+        if network == "custom" and request is not None and executor == "local":
+            check_memory(layers=layers, shape=shape, config=config, request=request)
+    except CustomNetError as error:
+        raise RequestError("config.custom_layers", str(error)) from None
+    except NetworkError as error:
+        raise RequestError("config.custom_layers" if network == "custom" else "network", str(error)) from None
+
+
+def sweep_fits(*, network: str, config: Any, grid: Any, dataset, request: DeviceRequest, executor: str) -> None:
+    """check_network_fits for a sweep, at its largest batch (the most memory); the grid's values
+    are checked by sweep_validate."""
+    batches = grid.get("batch_size") if isinstance(grid, dict) else None
+    batches = (
+        [b for b in batches if isinstance(b, int) and not isinstance(b, bool)] if isinstance(batches, list) else []
+    )
+    if batches and isinstance(config, dict):
+        config = sweep_config(config, {"batch_size": max(batches)})
+    check_network_fits(network=network, config=config, dataset=dataset, request=request, executor=executor)
+
+
+def _setting(config: dict, path: str) -> Any:
+    """The setting at `path` as the run will have it: sent, else the trainer's default."""
+    owner, _, leaf = path.rpartition(".")
+    part = config.get(owner) if owner else config
+    return part.get(leaf, default_of(path)) if isinstance(part, dict) else default_of(path)
+
+
+def _whole(value: Any) -> int:
+    """A positive whole number as sent, else 0 (the trainer's own check refuses it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _gib(size: float) -> str:
+    return f"{size / 2**30:.1f} GiB"
+
+
+def check_memory(*, layers: list, shape: tuple[int, int, int, int], config: dict, request: DeviceRequest) -> None:
+    """A custom network's estimated training memory against the devices asked for, from the
+    workers' inventory: per GPU (the smallest of specific GPUs; the largest GPU for a count, which
+    the run may wait for), or the host's RAM for a CPU run. Devices no worker has reported are not
+    judged. Raises RequestError on custom_layers, with the numbers."""
+    # torch (with the trainer) is loaded only where a run is submitted, never by every web process
+    from trainer.custom_net import layer_shapes, training_bytes  # torch: loaded only where this runs
+
+    processes = max(1, request.device_count // max(1, _whole(_setting(config, "model_parallel"))))
+    batch = _whole(_setting(config, "batch_size")) // processes // max(1, _whole(_setting(config, "grad_accum")))
+    capacity, where = _device_memory(request)
+    if batch <= 0 or not capacity:
+        return  # a batch the processes cannot share is refused by the trainer's own check
+    parameters = parameter_count("custom", shape, layers)
+    weights = training_bytes(parameters)
+    # Every layer's output is kept for the backward pass and gets a gradient of the same size:
+    # twice, 4 bytes a value in fp32, 2 under bf16/fp16 autocast.
+    value_bytes = 2 if _setting(config, "precision") in ("bf16", "fp16") else 4
+    activations = 2 * value_bytes * batch * sum(math.prod(row["shape"]) for row in layer_shapes(layers, *shape))
+    need = weights + activations
+    if need <= capacity:
+        return
+    raise RequestError(
+        "config.custom_layers",
+        f"needs about {_gib(need)} of memory per process to train ({_gib(weights)} for {parameters:,} parameters "
+        f"with their gradients and optimizer state, {_gib(activations)} of activations for a batch of {batch}); "
+        f"{where} {_gib(capacity)}: make the network or the batch smaller, or ask for larger devices",
+    )
+
+
+def _device_memory(request: DeviceRequest) -> tuple[int, str]:
+    """(bytes, what they are in words) of the devices `request` names; 0 when unknown."""
+    rows = Device.objects.filter(host__in=online_hosts(), memory_total_mb__gt=0)
+    if request.is_cpu:
+        # The CPU is one device: its processes share the host's RAM (one process for a CPU run).
+        sizes = rows.filter(kind=Device.Kind.CPU).values_list("memory_total_mb", flat=True)
+        return max(sizes, default=0) * 2**20, "the largest host's memory is"
+    gpus = rows.filter(kind=Device.Kind.GPU)
+    if request.is_specific:
+        sizes = gpus.filter(host__hostname=request.host, index__in=request.indices).values_list(
+            "memory_total_mb", flat=True
+        )
+        return min(sizes, default=0) * 2**20, f"the smallest of GPU {', '.join(map(str, request.indices))} has"
+    if request.names_gpus:
+        return max(gpus.values_list("memory_total_mb", flat=True), default=0) * 2**20, "the largest GPU has"
+    return 0, ""  # "auto" not yet resolved: judged once it is (services.resolve_devices)
