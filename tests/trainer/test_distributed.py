@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import torch
+import torchvision
 
 from tests.support.trainer_data import make_dataset_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.events import ListReporter
-from trainer.protocol import EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
+from trainer.protocol import EXIT_CONFIG, EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
 from trainer.run import train
 
 from .conftest import make_config
@@ -164,3 +165,14 @@ def test_it_stops_all_ranks_at_one_step_on_sigterm_saves_and_resumes(tmp_path, g
     after = [json.loads(line) for line in events.read_text().splitlines()]
     steps = [e["step"] for e in after if e["type"] == "metrics"]
     assert steps == list(range(stopped_at + 1, cfg.epochs * 6 + 1))
+
+
+def test_it_ends_a_two_process_run_with_the_config_error_when_its_weights_match_no_tensor(tmp_path, gray8):
+    # Every rank loads the weights: none may train from scratch or wait for a rank that gave up.
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "resnet.pt")
+    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", epochs=1, pretrained=str(tmp_path / "resnet.pt"))
+    reporter = ListReporter()
+    assert train(cfg, reporter=reporter) == EXIT_CONFIG
+    last = reporter.events[-1]
+    assert last["state"] == "failed" and "resnet.pt matches none of the network's" in last["message"]
+    assert not reporter.of_type("metrics")
