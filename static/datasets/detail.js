@@ -108,8 +108,12 @@ async function loadGallery() {
     return figure;
   }));
   setText("gallery-page", `page ${page} of ${pages} (${data.total} images)`);
-  document.getElementById("gallery-prev").disabled = page <= 1;
-  document.getElementById("gallery-next").disabled = page >= pages;
+  // One page: no pager at all (two dead buttons read as if there were more); else only live ends.
+  for (const [id, dead] of [["gallery-prev", page <= 1], ["gallery-next", page >= pages]]) {
+    const button = document.getElementById(id);
+    button.hidden = pages <= 1;
+    button.disabled = dead;
+  }
 }
 
 if (gallery) {

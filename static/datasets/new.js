@@ -31,7 +31,7 @@ function show(index) {
     li.classList.toggle("done", i < current);
   });
   nav.hidden = false;
-  back.disabled = current === 0;
+  back.hidden = current === 0; // nothing before the first step: no Back there, not a Back that does nothing
   next.hidden = current === steps.length - 1;
   next.disabled = false;
   const name = steps[current].dataset.step;

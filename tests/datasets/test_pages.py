@@ -36,6 +36,10 @@ def test_it_shows_a_ready_dataset_with_counts_chart_mean_and_skipped(owner_clien
     assert 'id="histogram"' in html and "vendor/plotly.min.js" in html
     assert '"labels": ["a", "b"]' in html and '"train": [3, 5]' in html  # the chart's json_script
     assert f"/datasets/{dataset.pk}/mean.png" in html
+    # The next step is where the page starts, not only below the runs list.
+    assert html.index(f'href="/runs/new/?dataset={dataset.pk}" class="button" id="new-run"') < html.index(
+        'id="histogram"'
+    )
     assert "bad.jpg" in html and "not an image" in html
     mean = owner_client.get(f"/datasets/{dataset.pk}/mean.png")
     assert mean.status_code == 200 and mean["Content-Type"] == "image/png"

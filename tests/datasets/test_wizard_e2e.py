@@ -24,7 +24,9 @@ def test_it_imports_an_uploaded_zip_through_the_wizard(live_server_url, celery_w
     page.set_input_files("#archive-file", str(archive))
     page.wait_for_selector("text=Uploaded fruit.zip")
     assert page.eval_on_selector("#upload-progress", "el => el.value") == 100
+    assert page.is_visible("#wizard-next") and not page.is_visible("#wizard-back")  # nothing before step 1
     page.click("#wizard-next")
+    page.wait_for_selector("#wizard-back", state="visible")  # once the source is checked
 
     page.fill("[name=image_width]", "16")
     page.fill("[name=image_height]", "16")
@@ -51,6 +53,10 @@ def test_it_imports_an_uploaded_zip_through_the_wizard(live_server_url, celery_w
     assert page.eval_on_selector("#mean-image", "el => el.naturalWidth") == 16
     page.wait_for_selector("#gallery img")
     assert page.locator("#gallery img").count() == 5
+    # Page 1 of 1: no pager buttons that look pressable; the next step is at the top of the page.
+    assert "page 1 of 1" in page.inner_text("#gallery-page")
+    assert not page.is_visible("#gallery-prev") and not page.is_visible("#gallery-next")
+    assert page.is_visible("#new-run")
     page.select_option("#gallery-label", label="kiwi")
     page.wait_for_function("document.querySelector('#gallery-page').textContent.includes('(3 images)')")
     page.select_option("#gallery-split", "val")
