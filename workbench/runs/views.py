@@ -8,6 +8,7 @@ from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
 from workbench.runs.services import queue_scheduling
+from workbench.runs.validators import RequestError, check_priority
 
 FILTERS = ("state", "network", "dataset")
 
@@ -70,12 +71,9 @@ def queue(request):
 def run_priority(request, pk: int):
     run = get_object_or_404(Run, pk=pk)
     try:
-        priority = int(request.POST.get("priority", ""))
-    except ValueError:
-        messages.error(request, "Priority must be a whole number.")
-        return redirect("run-queue")
-    if not -100 <= priority <= 100:
-        messages.error(request, "Priority must be between -100 and 100.")
+        priority = check_priority(request.POST.get("priority", ""), by_staff=True)
+    except RequestError as error:
+        messages.error(request, f"Priority: {error.message}.")
         return redirect("run-queue")
     Run.objects.filter(pk=run.pk).update(priority=priority)
     queue_scheduling()

@@ -82,6 +82,8 @@ def test_it_refuses_a_priority_with_the_same_words_from_the_form_the_api_and_the
     run = Run.objects.create(owner=owner, dataset=staff_set, name="r", network="lenet", config={})
     patch = client.patch(reverse("api-run", args=[run.pk]), {"priority": 101}, content_type="application/json")
     assert patch.json() == {"priority": [words]}
+    queue_page = client.post(reverse("run-priority", args=[run.pk]), {"priority": "101"}, follow=True)
+    assert f"Priority: {words}." in queue_page.content.decode()
     with pytest.raises(CommandError, match=f"^priority: {words}$"):
         _cli("--dataset", str(staff_set.pk), "--network", "lenet", "--gpus", "cpu", "--priority", "101")
     assert not Run.objects.exclude(pk=run.pk).exists()
