@@ -68,6 +68,7 @@ class BuildResult:
     seconds: float = 0.0
     images_per_second: float = 0.0
     stats: dict | None = None  # detection and segmentation: datasets.labels.stats
+    extra_files: dict[str, dict] = field(default_factory=dict)  # more JSON files for the folder, by name
 
 
 # --------------------------------------------------------------------------------------------

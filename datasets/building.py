@@ -21,11 +21,14 @@ from django.utils import timezone
 from datasets.archives import ArchiveError, Caps, extract_archive
 from datasets.build import BuildCancelled, BuildError, BuildResult, ImageOptions, build_lmdbs, default_workers
 from datasets.events import publish
+from datasets.labels import LabelError
+from datasets.labels.plan import annotated_plan
 from datasets.lmdb_import import digits_sources, import_lmdbs
 from datasets.models import Dataset
 from datasets.names import os_error_text, readable, without_paths
 from datasets.sources import Plan, SourceError, SplitOptions, plan_folder, plan_text_lists, unwrap_single_folder
 from datasets.uploads import upload_delete
+from trainer.protocol import CLASSIFICATION
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,7 @@ def dataset_build(*, dataset_id: int, worker: str = "", boot_id: uuid.UUID | Non
         _build_into(dataset, temp, scratch, internal)
     except BuildCancelled:
         log.info("dataset %s: build cancelled", dataset_id)
-    except (BuildError, SourceError, ArchiveError) as exc:
+    except (BuildError, SourceError, ArchiveError, LabelError) as exc:
         log.info("dataset %s: build failed: %s", dataset_id, exc)
         _fail(dataset_id, attempt, _public(str(exc), internal))
     except Exception as exc:
@@ -150,6 +153,9 @@ def _build_into(dataset: Dataset, temp: Path, scratch: Path, internal: dict[str,
     skipped = [{**s, "path": _public(_relative(s["path"], source_root), internal)} for s in result.skipped]
     skipped = [{**s, "reason": _public(s["reason"], internal)} for s in skipped]
     (temp / "skipped.json").write_text(json.dumps(skipped, indent=1, ensure_ascii=False), encoding="utf-8")
+    for name, extra in result.extra_files.items():  # detection, segmentation: label report, statistics
+        text = _public(json.dumps(extra, indent=1, ensure_ascii=False), internal)
+        (temp / name).write_text(text, encoding="utf-8")
     _write_log(temp, dataset, result, skipped, time.monotonic() - started)
     _publish_folder(dataset, temp, result, skipped)
 
@@ -186,6 +192,8 @@ def _publish_folder(dataset: Dataset, temp: Path, result: BuildResult, skipped: 
 
 
 def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, should_stop) -> tuple[BuildResult, Path]:
+    if dataset.task != CLASSIFICATION:
+        return _build_annotated(dataset, out_dir, scratch, progress, should_stop)
     options = _split_options(dataset)
     if dataset.kind == Dataset.Kind.ARCHIVE:
         plan, root = _archive_plan(dataset, scratch, options, should_stop)
@@ -209,8 +217,53 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
     return result, root
 
 
-def _archive_plan(dataset: Dataset, scratch: Path, options: SplitOptions, should_stop) -> tuple[Plan, Path]:
-    """Extract the archive into `scratch` (within the caps) and plan its folder."""
+def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, should_stop) -> tuple[BuildResult, Path]:
+    """Detection and segmentation: read the labels (datasets.labels), apply the class table, split,
+    then the same parallel build with each image's target beside it."""
+    source = dataset.source
+    extracted_skipped: list[dict] = []
+    if dataset.kind == Dataset.Kind.ARCHIVE:
+        extracted = _extract(dataset, scratch, should_stop)
+        root, base = unwrap_single_folder(scratch), scratch
+        extracted_skipped = extracted["skipped"]
+    else:
+        root = base = Path(source["path"])
+        _check_roots(dataset, root)
+    plan, report = annotated_plan(
+        root,
+        task=dataset.task,
+        fmt=source.get("format") or "auto",
+        class_map=source.get("class_map"),
+        min_box_size=float(source.get("min_box_size") or 0),
+        val_percent=dataset.val_percent,
+        test_percent=dataset.test_percent,
+        seed=dataset.seed,
+        shuffle=dataset.shuffle,
+    )
+    progress(0, plan.total, 0.0)
+    result = build_lmdbs(
+        plan.splits,
+        plan.labels,
+        out_dir,
+        name=dataset.name,
+        options=_image_options(dataset),
+        workers=_workers_for(plan.total),
+        max_pixels=settings.MAX_IMAGE_PIXELS,
+        progress=progress,
+        should_stop=should_stop,
+        task=dataset.task,
+    )
+    # The report names files relative to the folder read; the skipped list relative to `base`.
+    wrapper = root.relative_to(base)
+    result.skipped = (
+        extracted_skipped + [{**s, "path": str(wrapper / s["path"])} for s in plan.skipped] + result.skipped
+    )
+    result.extra_files = {"label_report.json": report, "label_stats.json": result.stats}
+    return result, base
+
+
+def _extract(dataset: Dataset, scratch: Path, should_stop) -> dict:
+    """Extract the dataset's archive into `scratch` within the caps; a cancel stops it."""
     source = dataset.source
     archive = Path(source["path"])
     if not source.get("upload"):
@@ -232,7 +285,13 @@ def _archive_plan(dataset: Dataset, scratch: Path, options: SplitOptions, should
             if should_stop():
                 raise BuildCancelled()
 
-    extracted = extract_archive(archive, scratch, caps, tick=tick, display_name=display_name)
+    return extract_archive(archive, scratch, caps, tick=tick, display_name=display_name)
+
+
+def _archive_plan(dataset: Dataset, scratch: Path, options: SplitOptions, should_stop) -> tuple[Plan, Path]:
+    """Extract the archive into `scratch` (within the caps) and plan its folder."""
+    extracted = _extract(dataset, scratch, should_stop)
+    display_name = dataset.source.get("filename") or Path(dataset.source["path"]).name
     root = unwrap_single_folder(scratch)
     plan = plan_folder(root, options, display_name=display_name)
     # Skipped paths are named as inside the archive, wrapper folder included.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django import forms
@@ -9,14 +10,30 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import archive_kind
+from datasets.labels import FORMATS
 from datasets.models import Dataset
 from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
 from datasets.uploads import upload_path
-from datasets.validators import MAX_PER_CLASS, validate_import_path, validate_percent_pair, validate_source_classes
+from datasets.validators import (
+    MAX_MIN_BOX_SIZE,
+    MAX_PER_CLASS,
+    parse_class_map,
+    propose_task,
+    validate_import_path,
+    validate_label_source,
+    validate_min_box_size,
+    validate_percent_pair,
+    validate_source_classes,
+    validate_task_fields,
+)
+from trainer.protocol import CLASSIFICATION, TASKS
 
 DEFAULTS = {
     "kind": "auto",
+    "task": "auto",
+    "format": "auto",
+    "min_box_size": 0,
     "image_width": 256,
     "image_height": 256,
     "channels": 3,
@@ -40,6 +57,12 @@ def _as_plain_dict(data) -> dict:
 class DatasetForm(forms.Form):
     name = forms.CharField(max_length=200)
     kind = forms.ChoiceField(choices=[("auto", "Detect automatically"), *Dataset.Kind.choices])
+    # Detection and segmentation (issue 22): what the labels are for, their format, the class table
+    # ({source class: new name, or null to ignore it}) and the smallest box kept (pixels).
+    task = forms.ChoiceField(choices=[("auto", "Detect from the source"), *((t, t.capitalize()) for t in TASKS)])
+    format = forms.ChoiceField(choices=[("auto", "Detect from the source"), *((f, f) for f in FORMATS)])
+    class_map = forms.CharField(required=False, max_length=100_000, label="Class table (JSON)")
+    min_box_size = forms.FloatField(min_value=0, max_value=MAX_MIN_BOX_SIZE, required=False)
     source_path = forms.CharField(required=False, max_length=4096, label="Path on the server")
     upload = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     labels_path = forms.CharField(required=False, max_length=4096, label="Labels file")
@@ -65,6 +88,8 @@ class DatasetForm(forms.Form):
             plain = _as_plain_dict(data)
             if isinstance(plain.get("shuffle"), bool):
                 plain["shuffle"] = "true" if plain["shuffle"] else "false"
+            if isinstance(plain.get("class_map"), dict):  # the API's JSON object, as its text
+                plain["class_map"] = json.dumps(plain["class_map"])
             data = {**DEFAULTS, **{k: v for k, v in plain.items() if v is not None}}
         super().__init__(data, *args, initial=DEFAULTS, **kwargs)
         self.user = user
@@ -90,6 +115,12 @@ class DatasetForm(forms.Form):
 
     def clean_test_path(self):
         return self._path("test_path")
+
+    def clean_class_map(self):
+        return parse_class_map(self.cleaned_data.get("class_map"))
+
+    def clean_min_box_size(self):
+        return validate_min_box_size(self.cleaned_data.get("min_box_size"))
 
     def clean_upload(self):
         token = self.cleaned_data.get("upload")
@@ -124,9 +155,39 @@ class DatasetForm(forms.Form):
         cleaned["kind"] = kind
         getattr(self, f"_check_{kind}")(path, cleaned)
         if not self.errors:
+            self._check_task(path, cleaned)
+        if not self.errors and cleaned["task"] == CLASSIFICATION:
             # The classes the build would find: {name: images}, None where unknown before it.
             cleaned["classes"] = validate_source_classes(kind=kind, path=path, min_per_class=cleaned["min_per_class"])
         return cleaned
+
+    def _check_task(self, path: Path, cleaned) -> None:
+        """The task (proposed from the source when not given), its format and options; a folder's
+        labels are read and checked now (cleaned["label_check"]), an archive's at the build."""
+        if cleaned["task"] == "auto":
+            cleaned["task"], detected = propose_task(kind=cleaned["kind"], path=path)
+            if cleaned["format"] == "auto":
+                cleaned["format"] = detected
+        errors = validate_task_fields(
+            task=cleaned["task"], fmt=cleaned["format"], kind=cleaned["kind"], resize_mode=cleaned["resize_mode"]
+        )
+        for field, message in errors.items():
+            self.add_error(field, message)
+        cleaned["label_check"] = None
+        if errors or cleaned["task"] == CLASSIFICATION or cleaned["kind"] != "folder":
+            return
+        try:
+            cleaned["label_check"] = validate_label_source(
+                task=cleaned["task"],
+                fmt=cleaned["format"],
+                path=path,
+                class_map=cleaned.get("class_map"),
+                min_box_size=cleaned.get("min_box_size") or 0.0,
+            )
+        except ValidationError as exc:
+            self.add_error("format", exc)
+        else:
+            cleaned["format"] = cleaned["label_check"]["format"]
 
     def _check_archive(self, path: Path, cleaned) -> None:
         if not path.is_file() or archive_kind(path) is None:
@@ -180,6 +241,10 @@ class DatasetForm(forms.Form):
             source["filename"] = c["upload"].name
         else:
             source["path"] = str(c["source_path"])
+        if c["task"] != CLASSIFICATION:
+            source["format"] = c["format"]
+            source["class_map"] = c.get("class_map")
+            source["min_box_size"] = c.get("min_box_size") or 0.0
         for field, key in (
             ("labels_path", "labels"),
             ("image_folder", "image_folder"),

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from trainer.protocol import TASKS
 from workbench.core.groups import dataset_group_name
 
 
@@ -54,7 +55,11 @@ class Dataset(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Where the images come from: {"path", "labels", "image_folder", "val", "test", "upload"}.
+    # What the dataset is for (trainer/protocol.py TASKS); its runs, inference and export follow it.
+    task = models.CharField(max_length=16, choices=[(t, t.capitalize()) for t in TASKS], default=TASKS[0])
+    # Where the images come from: {"path", "labels", "image_folder", "val", "test", "upload"}; for
+    # detection and segmentation also "format" (datasets.labels.FORMATS), "class_map" (the class
+    # table: {source class: new name or null}) and "min_box_size" (pixels).
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FOLDER)
     source = models.JSONField(default=dict, blank=True)
     # Build options (DIGITS's names and defaults).

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 # Fields of Dataset that are build options (what dataset_create accepts in `options`).
 OPTION_FIELDS = (
+    "task",
     "image_width",
     "image_height",
     "channels",

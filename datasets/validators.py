@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from pathlib import Path
 
@@ -9,8 +11,13 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
+from datasets.labels import FORMAT_TASK, detect_format
+from datasets.labels.classes import class_map_shape_errors
+from datasets.labels.common import LabelError
+from datasets.labels.plan import label_check
 from datasets.preview import source_classes
 from datasets.sources import SourceError
+from trainer.protocol import CLASSIFICATION
 
 # Images per class, as the build's options store them (a 32-bit column: a larger number was a 500
 # from the database, after the form let it through).
@@ -93,3 +100,78 @@ def validate_percent_pair(val_percent: int, test_percent: int) -> None:
         raise ValidationError(
             f"Validation ({val_percent}%) and test ({test_percent}%) together must leave images for training."
         )
+
+
+# --------------------------------------------------------------------------- detection, segmentation
+
+# Resize modes that move boxes and masks with their image (crop would cut objects unseen).
+ANNOTATED_RESIZE_MODES = ("squash", "fill")
+ANNOTATED_KINDS = ("folder", "archive")
+MAX_MIN_BOX_SIZE = 10_000
+
+
+def propose_task(*, kind: str, path: Path) -> tuple[str, str]:
+    """(task, format) a source holds when none was given: the format detected in a folder
+    (datasets.labels.detect_format), else classification. An archive is classification unless
+    its task is given (its labels are read once it is extracted, at the build)."""
+    if kind == "folder" and path.is_dir():
+        fmt = detect_format(path)
+        if fmt is not None:
+            return FORMAT_TASK[fmt], fmt
+    return CLASSIFICATION, "auto"
+
+
+def validate_task_fields(*, task: str, fmt: str, kind: str, resize_mode: str) -> dict[str, str]:
+    """What is wrong, by field, with a task's format, kind and resize mode (one rule for the
+    wizard, the API and the CLI)."""
+    errors = {}
+    if task == CLASSIFICATION:
+        if fmt != "auto":
+            errors["format"] = f"format {fmt} is for detection and segmentation; a classifier reads class folders"
+        return errors
+    if fmt != "auto" and FORMAT_TASK.get(fmt) != task:
+        errors["format"] = f"{fmt} holds {FORMAT_TASK.get(fmt, 'unknown')} labels, not {task}"
+    if kind not in ANNOTATED_KINDS:
+        errors["task"] = f"{task} reads a folder or an archive of images and labels, not a {kind} source"
+    if resize_mode not in ANNOTATED_RESIZE_MODES:
+        errors["resize_mode"] = (
+            f"{resize_mode} would cut objects out of the image; {task} takes squash or fill, "
+            "which move boxes and masks with their image"
+        )
+    return errors
+
+
+def parse_class_map(raw) -> dict | None:
+    """The class table as given (an object, or its JSON text) -> {source class: new name or None}."""
+    if raw in (None, "", {}):
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"the class table is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    errors = class_map_shape_errors(raw)
+    if errors:
+        raise ValidationError(errors)
+    return raw or None
+
+
+def validate_min_box_size(value: float | None) -> float:
+    if value is None:
+        return 0.0
+    if not math.isfinite(value) or not 0 <= value <= MAX_MIN_BOX_SIZE:
+        raise ValidationError(f"The minimum box size is 0 to {MAX_MIN_BOX_SIZE} pixels.")
+    return float(value)
+
+
+def validate_label_source(*, task: str, fmt: str, path: Path, class_map: dict | None, min_box_size: float) -> dict:
+    """The label check of a folder (datasets.labels.plan.label_check); refused when it cannot be
+    read as the format, holds no usable image, or the class table names a class it lacks."""
+    try:
+        check = label_check(path, task=task, fmt=fmt, class_map=class_map, min_box_size=min_box_size)
+    except LabelError as error:
+        raise ValidationError(str(error)) from None
+    if not check["images"]:
+        counts = ", ".join(f"{n} {kind}" for kind, n in check["report"]["counts"].items())
+        raise ValidationError(f"no usable annotated image in the source ({counts or 'no images'})")
+    return check

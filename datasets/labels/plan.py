@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from datasets.labels.classes import class_table
+from datasets.labels import FORMAT_TASK, FORMATS, detect_format, read_labels
+from datasets.labels.classes import class_preview, class_table
 from datasets.labels.common import LabelError, LabelSource
 from datasets.labels.prepare import MaskTarget
 from trainer.protocol import DETECTION, IGNORE_INDEX
@@ -81,3 +83,48 @@ def _boxes(boxes, index: dict[str, int | None]) -> np.ndarray:
         ignore = box.ignore or target is None
         rows.append((0 if target is None else target, box.x1, box.y1, box.x2, box.y2, 1.0 if ignore else 0.0))
     return np.asarray(rows, dtype=np.float32).reshape(-1, 6)
+
+
+def read_source(root: Path, *, task: str, fmt: str = "auto", min_box_size: float = 0) -> LabelSource:
+    """Read a folder of `task` labels in `fmt` ("auto": detected); LabelError says why it cannot."""
+    if fmt == "auto":
+        fmt = detect_format(root)
+        if fmt is None:
+            raise LabelError(
+                "no detection or segmentation labels found: expected a KITTI images/ + labels/ pair, "
+                "a COCO instances*.json, VOC Annotations/*.xml or SegmentationClass/, YOLO labels/ with "
+                "classes.txt or data.yaml, or masks/ beside images/"
+            )
+    elif fmt not in FORMAT_TASK:
+        raise LabelError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if FORMAT_TASK[fmt] != task:
+        raise LabelError(f"the source holds {fmt} labels, which are for {FORMAT_TASK[fmt]}, not {task}")
+    return read_labels(root, fmt, min_box_size=min_box_size)
+
+
+def annotated_plan(
+    root: Path,
+    *,
+    task: str,
+    fmt: str,
+    class_map: dict | None,
+    min_box_size: float,
+    val_percent: int,
+    test_percent: int,
+    seed: int,
+    shuffle: bool,
+) -> tuple[AnnotatedPlan, dict]:
+    """The build's plan and the label check it stores (label_report.json): the class table's
+    preview and the report by file and line."""
+    source = read_source(root, task=task, fmt=fmt, min_box_size=min_box_size)
+    plan = plan_annotated(
+        source, class_map=class_map, val_percent=val_percent, test_percent=test_percent, seed=seed, shuffle=shuffle
+    )
+    return plan, {**class_preview(source, class_map), "min_box_size": min_box_size}
+
+
+def label_check(root: Path, *, task: str, fmt: str = "auto", class_map: dict | None = None, min_box_size: float = 0):
+    """What the wizard, the API and the CLI show before anything is built: each class with its
+    count and where the class table sends it, and every label problem by file and line."""
+    source = read_source(root, task=task, fmt=fmt, min_box_size=min_box_size)
+    return {**class_preview(source, class_map), "min_box_size": min_box_size}

@@ -24,11 +24,13 @@ from django.db import transaction
 from datasets.archives import ArchiveError
 from datasets.building import dataset_build
 from datasets.forms import DatasetForm
+from datasets.labels import FORMATS
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
 from datasets.services import dataset_create
 from datasets.sources import KINDS, SourceError
 from datasets.validators import parse_image_size
+from trainer.protocol import TASKS
 from workbench.core.commands import command_owner, require_running_workbench
 
 
@@ -39,6 +41,14 @@ class Command(BaseCommand):
         parser.add_argument("source", help="folder, archive, text list, LMDB folder or DIGITS job folder")
         parser.add_argument("--name", help="the dataset's name (default: SOURCE's name, without .zip, .tar.gz...)")
         parser.add_argument("--kind", choices=KINDS, help="the kind of SOURCE (default: detected)")
+        parser.add_argument(
+            "--task", choices=TASKS, help="what the labels are for (default: detected in a folder, else classification)"
+        )
+        parser.add_argument("--format", choices=FORMATS, help="detection/segmentation label format (default: detected)")
+        parser.add_argument(
+            "--class-map", help='the class table as JSON: {"source class": "new name" (merge: the same name), or null}'
+        )
+        parser.add_argument("--min-box-size", type=float, help="boxes under this many pixels become ignore regions")
         parser.add_argument("--image-size", help="WxH (default: proposed from the images, else 256x256)")
         parser.add_argument("--channels", type=int, choices=(1, 3), help="(default: proposed from the images, else 3)")
         parser.add_argument("--resize-mode", choices=("squash", "crop", "fill", "half_crop"), default="squash")
@@ -75,6 +85,8 @@ class Command(BaseCommand):
                 queue=not opts["sync"],
             )
         self.stdout.write(str(dataset.pk))
+        if form.cleaned_data.get("label_check"):
+            self.stderr.write(label_check_text(form.cleaned_data["label_check"]))
         if opts["sync"]:
             dataset_build(dataset_id=dataset.pk)
         elif opts["wait"]:
@@ -96,6 +108,10 @@ class Command(BaseCommand):
         data = {
             "name": opts["name"] or default_name(opts["source"]),
             "kind": opts["kind"] or "auto",
+            "task": opts["task"] or "auto",
+            "format": opts["format"] or "auto",
+            "class_map": opts["class_map"] or "",
+            "min_box_size": opts["min_box_size"] or 0,
             "source_path": opts["source"],
             "labels_path": opts["labels"] or "",
             "image_folder": opts["image_folder"] or "",
@@ -176,9 +192,12 @@ class Command(BaseCommand):
 
     def _print_counts(self, dataset: Dataset) -> None:
         splits = [s for s in ("train", "val", "test") if s in dataset.splits]
+        counted = {"detection": ", objects per class", "segmentation": ", images holding each class"}
+        task = f"{dataset.task}, " if dataset.task in counted else ""
         self.stdout.write(
-            f"dataset {dataset.pk} ready: {dataset.image_count} images, {len(dataset.labels)} classes, "
+            f"dataset {dataset.pk} ready: {task}{dataset.image_count} images, {len(dataset.labels)} classes, "
             f"{dataset.image_width}x{dataset.image_height}x{dataset.channels}, {dataset.skipped_count} skipped"
+            f"{counted.get(dataset.task, '')}"
         )
         width = max([5, *(len(label) for label in dataset.labels)])
         self.stdout.write("class".ljust(width) + "".join(s.rjust(8) for s in splits))
@@ -211,6 +230,23 @@ def proposal_text(chosen: dict, proposed: dict, *, given: dict) -> str:
     ]
     verb = "choose" if len(left_out) > 1 else "chooses"
     return f"{size_text}; {channels_text}; {' and '.join(left_out)} {verb} otherwise"
+
+
+def label_check_text(check: dict) -> str:
+    """The label check in a few lines: format, each class with its count and where it goes, and
+    the problems counted by kind with the first few named by file and line."""
+    lines = [f"{check['task']} labels in {check['format']} format: {check['images']} images ({check['count_means']})"]
+    for row in check["classes"]:
+        target = row["maps_to"]
+        goes = "ignored" if target is None else ("" if target == row["name"] else f"-> {target}")
+        lines.append(f"  {row['name']}: {row['count']} {goes}".rstrip())
+    report = check["report"]
+    for kind, count in report["counts"].items():
+        lines.append(f"{count} {kind}: {report['meaning'][kind]}")
+    for problem in report["problems"][:10]:
+        where = problem["file"] + (f" line {problem['line']}" if problem["line"] else "")
+        lines.append(f"  {where}: {problem['message']}")
+    return "\n".join(lines)
 
 
 def default_name(source: str) -> str:
