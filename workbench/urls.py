@@ -40,6 +40,7 @@ urlpatterns = [
     path("api/", include(api_patterns)),
     path("api/", include("workbench.runs.api_urls")),
     path("api/", include("workbench.benchmarks.api_urls")),
+    path("api/", include("workbench.searches.api_urls")),
     path("", include("workbench.inference.urls")),
     path("api/", include("workbench.inference.api_urls")),
 ]

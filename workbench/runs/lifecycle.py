@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # Sent (on commit) when a run ended, paused or was interrupted and gave its devices back.
 devices_freed = Signal()
+# Sent (on commit, robustly: a receiver's error never stops the ingest) when validation events of
+# a run were stored, with `run_id` and `events` (the RunEvent rows): a search prunes by them.
+validation_stored = Signal()
 
 
 # ------------------------------------------------------------------------------- events
@@ -60,7 +63,16 @@ def run_events_append(*, run_id: int, events: list[dict]) -> list[RunEvent]:
         rows = [RunEvent(run_id=run_id, seq=first + offset, **_event_fields(e)) for offset, e in enumerate(events)]
         RunEvent.objects.bulk_create(rows)
         transaction.on_commit(lambda: publish_run_events(run_id=run_id, rows=rows))
+        validations = [row for row in rows if row.kind == protocol.VALIDATION]
+        if validations:
+            transaction.on_commit(lambda: _announce_validations(run_id, validations))
     return rows
+
+
+def _announce_validations(run_id: int, rows: list[RunEvent]) -> None:
+    for receiver, error in validation_stored.send_robust(sender=Run, run_id=run_id, events=rows):
+        if isinstance(error, Exception):
+            log.error("run %s: %s failed on its validation", run_id, receiver, exc_info=error)
 
 
 def publish_run_events(*, run_id: int, rows: Iterable[RunEvent]) -> None:
@@ -128,6 +140,9 @@ def interrupt(run: Run, why: str) -> bool:
         return run_finish(run=run, to_state=Run.State.ABORTED, reason=f"aborted ({why})", from_states=_STARTED)
     if run.stop_request == Run.StopRequest.PAUSE:
         return run_finish(run=run, to_state=Run.State.PAUSED, reason=f"paused ({why})", from_states=_STARTED)
+    if run.stop_request == Run.StopRequest.PRUNE:
+        reason = f"{run.stop_reason or 'pruned by its search'} ({why})"
+        return run_finish(run=run, to_state=Run.State.PRUNED, reason=reason, from_states=_STARTED)
     if run.attempt >= settings.RUN_MAX_ATTEMPTS:
         reason = f"interrupted {run.attempt} times; the last time {why}"
         return run_finish(run=run, to_state=Run.State.FAILED, reason=reason, from_states=_STARTED)

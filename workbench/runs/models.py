@@ -29,6 +29,7 @@ class Run(models.Model):
         FAILED = "failed"
         ABORTED = "aborted"
         INTERRUPTED = "interrupted"
+        PRUNED = "pruned"  # stopped early, with a checkpoint, by its search's pruner (workbench/searches/)
 
     class Executor(models.TextChoices):
         LOCAL = "local"  # the workbench's own queue and its workers' GPUs
@@ -38,11 +39,12 @@ class Run(models.Model):
         NONE = ""
         ABORT = "abort"
         PAUSE = "pause"
+        PRUNE = "prune"  # by its search: the trial is worse than the others at its rung
 
     # States the scheduler may start (interrupted runs resume from their checkpoint).
     PENDING_STATES = (State.QUEUED, State.WAITING, State.INTERRUPTED)
     ACTIVE_STATES = (State.QUEUED, State.WAITING, State.RUNNING, State.INTERRUPTED)
-    FINISHED_STATES = (State.DONE, State.FAILED, State.ABORTED)
+    FINISHED_STATES = (State.DONE, State.FAILED, State.ABORTED, State.PRUNED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
@@ -70,6 +72,9 @@ class Run(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     launched_attempt = models.PositiveIntegerField(default=0)
     stop_request = models.CharField(max_length=8, choices=StopRequest.choices, blank=True, default="")
+    # Why the stop was asked for, in words, where the asker knows more than the state says (a
+    # search's pruner: "val loss 0.91 at epoch 2 is worse than 2 of the 3 trials at that rung").
+    stop_reason = models.CharField(max_length=300, blank=True)
     trainer_pid = models.IntegerField(null=True, blank=True)
     # Why the run waits, in plain words, as the scheduler last saw it; and its estimated start.
     # A run holding the devices it needs reads HOLDER_WORDS in the stored text, and is kept in

@@ -208,6 +208,26 @@ def run_pause(*, run: Run) -> Run:
     return _request_stop(run=run, kind=Run.StopRequest.PAUSE, to_state=Run.State.PAUSED, verb="paused")
 
 
+def run_prune(*, run: Run, reason: str) -> bool:
+    """Its search gives up on the run: a running trainer is asked to stop with a checkpoint (as for
+    a pause) and the run ends `pruned` with `reason` (the outcome table); one not started ends at
+    once. A stop already asked for (the user's abort or pause) is left as it is: False."""
+    for _ in range(5):
+        run.refresh_from_db()
+        if executor_for(run).holds(run):
+            asked = Run.objects.filter(pk=run.pk, state=run.state, stop_request="")
+            if asked.update(stop_request=Run.StopRequest.PRUNE, stop_reason=reason[:300]):
+                return True
+            if Run.objects.filter(pk=run.pk).exclude(stop_request="").exists():
+                return False
+        elif run.state in Run.PENDING_STATES or run.state == Run.State.PAUSED:
+            if run_finish(run=run, to_state=Run.State.PRUNED, reason=reason, from_states=[run.state]):
+                return True
+        else:
+            return False  # it ended meanwhile: nothing to stop
+    return False
+
+
 def run_resume(*, run: Run) -> Run:
     """A paused run goes back to the queue and continues from its checkpoint on any suitable devices."""
     changed = run_transition(

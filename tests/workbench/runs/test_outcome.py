@@ -26,7 +26,7 @@ from workbench.slurm.commands import Job
 from workbench.workers.processes import start_child
 
 DONE, STOPPED, FAILED, OOM = protocol.EXIT_DONE, protocol.EXIT_STOPPED, protocol.EXIT_FAILED, protocol.EXIT_OOM
-ABORT, PAUSE = Run.StopRequest.ABORT, Run.StopRequest.PAUSE
+ABORT, PAUSE, PRUNE = Run.StopRequest.ABORT, Run.StopRequest.PAUSE, Run.StopRequest.PRUNE
 S = Run.State
 
 # (exit code, stop request, executor end state) -> (state, words the reason starts with)
@@ -42,6 +42,9 @@ TABLE = [
     (-signal.SIGKILL, PAUSE, "", S.PAUSED, "paused by the user"),
     (None, PAUSE, "CANCELLED", S.PAUSED, "paused by the user"),
     (OOM, PAUSE, "", S.FAILED, "out of memory"),  # resuming would fail the same way
+    (STOPPED, PRUNE, "", S.PRUNED, "pruned by its search"),  # a search's prune that stopped
+    (DONE, PRUNE, "", S.DONE, "finished"),  # the last epoch was done before the prune arrived
+    (OOM, PRUNE, "", S.FAILED, "out of memory"),
     (OOM, "", "", S.FAILED, "out of memory"),
     (FAILED, "", "NODE_FAIL", S.FAILED, "failed"),  # its own failure, whatever the node did
     (None, "", "NODE_FAIL", S.INTERRUPTED, "a node of the job failed"),

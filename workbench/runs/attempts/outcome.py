@@ -10,6 +10,9 @@ The order, and why:
 3. A pause was asked for and the trainer stopped (with its checkpoint), was killed, or left no
    report: paused. A trainer that failed for its own reason while pausing fails instead (step 4):
    resuming it would fail the same way.
+3b. Its search pruned it and the trainer stopped (with its checkpoint), was killed, or left no
+   report: pruned, in the pruner's words (Run.stop_reason). A trainer that failed on its own
+   while being pruned fails (step 4), as for a pause.
 4. The trainer failed for its own reason (config, OOM, NaN, an error): failed, not retried, since
    the same config on the same data fails the same way.
 5. The executor lost it (Slurm: NODE_FAIL, PREEMPTED, BOOT_FAIL; a job nobody saw end):
@@ -49,7 +52,7 @@ class Ending:
 
 @dataclass(frozen=True)
 class Outcome:
-    state: str  # a Run.State: done, failed, aborted, paused or interrupted
+    state: str  # a Run.State: done, failed, aborted, paused, pruned or interrupted
     reason: str
 
 
@@ -63,6 +66,8 @@ def decide(ending: Ending) -> Outcome:
     stopped = code is None or code == protocol.EXIT_STOPPED or code < 0
     if request == Run.StopRequest.PAUSE and stopped:
         return Outcome(Run.State.PAUSED, "paused by the user; resume continues from the checkpoint")
+    if request == Run.StopRequest.PRUNE and stopped:
+        return Outcome(Run.State.PRUNED, "pruned by its search")
     if code in protocol.FAILURE_REASONS:
         return Outcome(Run.State.FAILED, ending.message or protocol.FAILURE_REASONS[code])
     if ending.end_state in RESUMABLE_ENDS:
@@ -86,5 +91,7 @@ def end_attempt(run: Run, outcome: Outcome) -> str:
     if outcome.state == Run.State.INTERRUPTED:
         interrupt(run, outcome.reason)
     else:
-        run_finish(run=run, to_state=outcome.state, reason=outcome.reason, from_states=Run.ACTIVE_STATES)
+        # A prune's words (rung, value, the trials it lost to) are the search's, kept on the run.
+        reason = (run.stop_reason or outcome.reason) if outcome.state == Run.State.PRUNED else outcome.reason
+        run_finish(run=run, to_state=outcome.state, reason=reason, from_states=Run.ACTIVE_STATES)
     return outcome.state

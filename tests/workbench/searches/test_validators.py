@@ -1,0 +1,60 @@
+"""A search's request is refused, with the field named, before anything is queued."""
+
+import pytest
+
+from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.core.errors import RequestError
+from workbench.runs.models import Run
+from workbench.searches.models import Search
+from workbench.searches.services import search_create
+from workbench.searches.validators import parse_param
+
+LR = {"type": "loguniform", "low": 1e-4, "high": 1e-1}
+
+# (what the request changes, the field refused, words of the message)
+REFUSALS = [
+    ({"space": {}}, "space", "at least one parameter"),
+    ({"space": {"lr": {"type": "uniform", "low": 0.1, "high": 0.1}}}, "space.lr", "is empty"),
+    ({"space": {"lr": {"type": "uniform", "low": 0.1, "high": 0.01}}}, "space.lr", "inverted"),
+    ({"space": {"lr": {"type": "loguniform", "low": 0, "high": 0.1}}}, "space.lr", "log range must stay above 0"),
+    ({"space": {"lr": {"type": "loguniform", "low": -1, "high": 0.1}}}, "space.lr", "log range must stay above 0"),
+    ({"space": {"lr": {"type": "uniform", "low": "a", "high": 0.1}}}, "space.lr.low", "finite number"),
+    ({"space": {"lr": {"type": "spline"}}}, "space.lr", "type among"),
+    ({"space": {"batch_size": {"type": "choice", "values": []}}}, "space.batch_size", "non-empty list"),
+    ({"space": {"batch_size": {"type": "choice", "values": [8, 8]}}}, "space.batch_size", "listed twice"),
+    # a choice the run validators refuse: a batch that does not divide over the 2 GPUs
+    ({"gpus": "2", "space": {"batch_size": {"type": "choice", "values": [8, 9]}}}, "space.batch_size", "9"),
+    # a learning rate the trainer refuses, at one end of the range
+    ({"space": {"lr": {"type": "uniform", "low": 0.01, "high": 1e9}}}, "space.lr", "1000000000.0"),
+    # a network that cannot take the 8x8 images
+    ({"space": {"network": {"type": "choice", "values": ["lenet", "alexnet"]}}}, "space.network", "'alexnet'"),
+    ({"sampler": "grid"}, "sampler", "list of choices for every parameter"),
+    ({"sampler": "annealing"}, "sampler", "one of"),
+    ({"pruner": "asha2"}, "pruner", "one of"),
+    ({"objective": "val_acc"}, "objective", "one of"),
+    ({"trials": 0}, "trials", "between 1"),
+    ({"trials": 4, "parallel": 5}, "parallel", "between 1 and the trials (4)"),
+    ({"gpu_hours": -1.0}, "gpu_hours", "above 0"),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("change, field, words", REFUSALS)
+def test_it_refuses_a_bad_search_naming_the_field_before_anything_is_queued(owner, dataset, change, field, words):
+    request = {
+        "owner": owner, "dataset": dataset, "name": "", "network": "lenet", "config": TINY_CONFIG,
+        "space": {"lr": LR}, "gpus": "cpu", "trials": 4, "parallel": 2, **change,
+    }  # fmt: skip
+    with pytest.raises(RequestError) as refused:
+        search_create(**request)
+    assert refused.value.field == field, refused.value.errors
+    assert words in refused.value.message, refused.value.message
+    assert not Search.objects.exists() and not Run.objects.exists()
+
+
+def test_it_reads_the_command_lines_params():
+    assert parse_param("lr=loguniform:1e-4:1e-1") == ("lr", {"type": "loguniform", "low": 1e-4, "high": 0.1})
+    assert parse_param("batch_size=choice:32,64") == ("batch_size", {"type": "choice", "values": [32, 64]})
+    assert parse_param("optimizer=choice:sgd,adam") == ("optimizer", {"type": "choice", "values": ["sgd", "adam"]})
+    with pytest.raises(RequestError, match="expected NAME=TYPE"):
+        parse_param("lr:1e-4")

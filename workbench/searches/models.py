@@ -1,0 +1,124 @@
+"""A hyperparameter search: an Optuna study over runs of one base request, and its trials.
+
+The study itself (its trials' parameters, intermediate values, states) lives in Optuna's RDB
+storage on the workbench's own database (studies.py); these rows are what the workbench needs
+beside it: who owns the search, what a trial run is asked for, the budget, and which run is
+which trial.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from workbench.runs.models import Run
+
+
+class SearchQuerySet(models.QuerySet):
+    def visible_to(self, user) -> models.QuerySet:
+        """Who may see a search: its owner, and staff (selectors.py reads through this)."""
+        return self if user.is_staff else self.filter(owner=user)
+
+
+class Search(models.Model):
+    class State(models.TextChoices):
+        RUNNING = "running"  # asks for trials and runs them, up to `parallel` at once
+        PAUSED = "paused"  # its trials are paused; no new trial starts
+        DONE = "done"  # its budget is spent and its last trial ended
+        ABORTED = "aborted"
+
+    class Sampler(models.TextChoices):
+        TPE = "tpe"
+        RANDOM = "random"
+        GRID = "grid"
+        CMAES = "cmaes"
+
+    class Pruner(models.TextChoices):
+        ASHA = "asha"  # asynchronous successive halving
+        HYPERBAND = "hyperband"
+        MEDIAN = "median"
+        NONE = "none"
+
+    class Objective(models.TextChoices):
+        VAL_LOSS = "val_loss"
+        TOP1 = "top1"
+
+    class Direction(models.TextChoices):
+        MINIMIZE = "minimize"
+        MAXIMIZE = "maximize"
+
+    FINISHED_STATES = (State.DONE, State.ABORTED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="searches")
+    name = models.CharField(max_length=200)
+    dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="searches")
+    network = models.CharField(max_length=64)
+    # What every trial run is asked for before the space's values are put in: config (trainer
+    # settings), gpus, executor, nodes, priority; checked by validators.validate_search_request.
+    base_request = models.JSONField(default=dict)
+    # {name: {"type": "loguniform" | "uniform" | "int" | "choice", "low", "high" | "values"}}
+    space = models.JSONField(default=dict)
+    objective = models.CharField(max_length=16, choices=Objective.choices, default=Objective.VAL_LOSS)
+    direction = models.CharField(max_length=8, choices=Direction.choices, default=Direction.MINIMIZE)
+    sampler = models.CharField(max_length=8, choices=Sampler.choices, default=Sampler.TPE)
+    pruner = models.CharField(max_length=10, choices=Pruner.choices, default=Pruner.ASHA)
+    seed = models.PositiveIntegerField(null=True, blank=True)
+    # The budget: trials in all, at once, and the GPU-hours the trials may spend (None: no cap).
+    max_trials = models.PositiveIntegerField()
+    parallel = models.PositiveIntegerField(default=1)
+    gpu_hours_cap = models.FloatField(null=True, blank=True)
+    # Trials claimed so far: a pass takes the next one by a conditional update of this count, so
+    # two processes never start the same trial.
+    trials_claimed = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.RUNNING)
+    reason = models.CharField(max_length=300, blank=True)
+    # The Optuna study's name in the storage (unique there).
+    study_name = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SearchQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def is_visible_to(self, user) -> bool:
+        return user.is_staff or self.owner_id == user.pk
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.FINISHED_STATES
+
+
+class Trial(models.Model):
+    """One trial of a search: the run that trains it, the parameters Optuna chose, and where it got."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"  # its run is queued, running or paused
+        COMPLETE = "complete"
+        PRUNED = "pruned"
+        FAILED = "failed"  # its run failed, was aborted, or was refused
+
+    search = models.ForeignKey(Search, on_delete=models.CASCADE, related_name="trials")
+    number = models.PositiveIntegerField()  # Optuna's trial number in the study
+    study_trial_id = models.PositiveBigIntegerField()  # Optuna's trial id in the storage
+    run = models.OneToOneField(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="search_trial")
+    params = models.JSONField(default=dict)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.RUNNING)
+    # The objective: the latest reported while it runs, its final value once it ended.
+    value = models.FloatField(null=True, blank=True)
+    rung = models.PositiveIntegerField(null=True, blank=True)  # the last epoch it reported at
+    # Why it was pruned or failed, in words.
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["search", "number"]
+        constraints = [models.UniqueConstraint(fields=["search", "number"], name="unique_trial_number_per_search")]
+
+    def __str__(self) -> str:
+        return f"trial {self.number}"

@@ -1,0 +1,78 @@
+"""Reads of searches, with the one rule of who may see one (its owner, and staff), and what a
+search page and its API show: the trials, the best so far, the budget in words."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from trainer import protocol
+from workbench.runs.models import Run, RunEvent
+from workbench.searches.models import Search, Trial
+
+
+def searches_visible_to(user) -> QuerySet[Search]:
+    return Search.objects.select_related("owner", "dataset").visible_to(user)
+
+
+def search_for(user, pk: int) -> Search:
+    """The search, or Http404 for both a missing one and someone else's."""
+    return get_object_or_404(searches_visible_to(user), pk=pk)
+
+
+def trials_of(search: Search) -> QuerySet[Trial]:
+    return search.trials.select_related("run").order_by("number")
+
+
+def best_trial(search: Search) -> Trial | None:
+    """The best complete trial by the objective (the direction decides), None before one completes."""
+    order = "-value" if search.direction == Search.Direction.MAXIMIZE else "value"
+    return search.trials.filter(state=Trial.State.COMPLETE, value__isnull=False).order_by(order, "number").first()
+
+
+def final_objective(run: Run, objective: str) -> float | None:
+    """The objective of the run's last validation that reported it."""
+    for data in (
+        RunEvent.objects.filter(run=run, kind=protocol.VALIDATION).order_by("-seq").values_list("data", flat=True)
+    ):
+        value = data.get(objective)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def _gpus_of(run: Run) -> int:
+    request = run.devices_wanted
+    return 0 if not request.names_gpus else request.device_count * run.nodes
+
+
+def gpu_hours_used(search: Search) -> float:
+    """GPU-hours the trials held: each stretch of `running` (from its transition to the next)
+    times the run's GPUs; the CPU counts none."""
+    now = timezone.now()
+    total = 0.0
+    runs = Run.objects.filter(search_trial__search=search).prefetch_related("transitions")
+    for run in runs:
+        gpus = _gpus_of(run)
+        if not gpus:
+            continue
+        started = None
+        for transition in run.transitions.all():
+            if started is not None:
+                total += gpus * (transition.at - started).total_seconds()
+                started = None
+            if transition.to_state == Run.State.RUNNING:
+                started = transition.at
+        if started is not None:
+            total += gpus * (now - started).total_seconds()
+    return total / 3600.0
+
+
+def budget_words(search: Search, *, used_gpu_hours: float | None = None) -> str:
+    """ "12 of 40 trials, 3.1 of 10 GPU-hours" (trials started; GPU-hours only when capped)."""
+    used = gpu_hours_used(search) if used_gpu_hours is None else used_gpu_hours
+    words = f"{search.trials_claimed} of {search.max_trials} trials"
+    if search.gpu_hours_cap is not None:
+        return f"{words}, {used:.1f} of {search.gpu_hours_cap:g} GPU-hours"
+    return f"{words}, {used:.1f} GPU-hours"

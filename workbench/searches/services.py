@@ -1,0 +1,378 @@
+"""What changes searches: create, the pass that moves one on (search_advance), the report of a
+trial's validation (trial_report: prune or go on), pause, resume, abort, train the best.
+
+A search's trials are ordinary runs (workbench.runs.services.run_submit): they queue with
+everyone's runs, by the same order and users' turns. Optuna is asked and told outside any Django
+transaction: on SQLite its writes go through another connection, which would wait for ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import optuna
+from django.db import transaction
+from django.utils import timezone
+
+from datasets.models import Dataset
+from workbench.core.errors import RequestError
+from workbench.runs import services as run_services
+from workbench.runs.models import Run, RunEvent
+from workbench.runs.validators import validate_trainer_config
+from workbench.searches import studies
+from workbench.searches.models import Search, Trial
+from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used
+from workbench.searches.validators import (
+    candidate_values,
+    config_path,
+    trial_request,
+    validate_budget,
+    validate_seed,
+    validate_space,
+    validate_strategy,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SearchError(ValueError):
+    """A request about a search that cannot be carried out; the message says why."""
+
+
+def queue_advance(search_id: int) -> None:
+    from workbench.searches.tasks import advance_search  # lazily: the task module imports this one
+
+    try:
+        advance_search.delay(search_id)
+    except Exception:
+        # No broker right now: every worker heartbeat moves running searches on anyway.
+        log.warning("could not queue a pass of search %s", search_id, exc_info=True)
+
+
+# ------------------------------------------------------------------------------- create
+
+
+def _check_candidates(*, space: dict, network: str, config: dict, dataset: Dataset, request, executor, owner, nodes):
+    """Each value of the space (every choice, each range's ends) makes a run the runs' own rules
+    accept, refused under space.<name> before anything is queued: a network that cannot take the
+    images, a batch that does not divide over the GPUs, a learning rate out of the trainer's range."""
+    # Weights named by the base are resolved (copied) once per trial run, not for each probe.
+    base = {key: value for key, value in config.items() if key != "pretrained"}
+    for name, spec in space.items():
+        for value in candidate_values(spec):
+            probe_network, probe = trial_request(network=network, config=base, params={name: value})
+            try:
+                run_services.check_network_fits(network=probe_network, config=probe, dataset=dataset)
+                validate_trainer_config(probe, network=probe_network, request=request, owner=owner, nodes=nodes)
+            except RequestError as error:
+                where = config_path(name)
+                pairs = [
+                    (f"space.{name}" if field in (where, "network") else field, f"{value!r}: {text}")
+                    for field, text in error.errors
+                ]
+                raise RequestError.of(pairs) from None
+
+
+def _check_runs(*, owner, dataset: Dataset, network: str, config, space: dict, gpus, executor, nodes):
+    """The base request as a run, then each value of the space as a run: (executor, nodes)."""
+    if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
+        raise RequestError("dataset", f"{dataset.name!r} is {dataset.status}; build it again or choose another")
+    request, executor, nodes = run_services.resolve_placement(gpus=gpus, executor=executor, nodes=nodes or 1)
+    if not isinstance(config, dict):
+        raise RequestError("config", "expected an object")
+    run_services.check_network_fits(network=network, config=config, dataset=dataset)
+    base = {key: value for key, value in config.items() if key != "pretrained"}
+    validate_trainer_config(base, network=network, request=request, owner=owner, nodes=nodes)
+    _check_candidates(
+        space=space, network=network, config=config, dataset=dataset, request=request, executor=executor,
+        owner=owner, nodes=nodes,
+    )  # fmt: skip
+    return executor, nodes
+
+
+def search_create(
+    *,
+    owner,
+    dataset: Dataset,
+    name: str,
+    network: str,
+    config: dict,
+    space: dict,
+    gpus: str | int | None = "auto",
+    priority: int = 0,
+    executor: str | None = None,
+    nodes: int | None = 1,
+    objective: str = Search.Objective.VAL_LOSS,
+    direction: str | None = None,
+    sampler: str = Search.Sampler.TPE,
+    pruner: str = Search.Pruner.ASHA,
+    trials: int = 20,
+    parallel: int = 2,
+    gpu_hours: float | None = None,
+    seed: int | None = None,
+) -> Search:
+    """Checks the whole request (space, strategy, budget, the base run and every value of the
+    space as a run) and creates the search and its Optuna study; its first trials are asked for
+    on commit. RequestError names the field."""
+    space = validate_space(space)
+    objective, direction, sampler, pruner = validate_strategy(
+        objective=objective, direction=direction, sampler=sampler, pruner=pruner, space=space
+    )
+    trials, parallel, gpu_hours = validate_budget(trials=trials, parallel=parallel, gpu_hours=gpu_hours)
+    seed = validate_seed(seed)
+    executor, nodes = _check_runs(
+        owner=owner, dataset=dataset, network=network, config=config, space=space, gpus=gpus, executor=executor,
+        nodes=nodes,
+    )  # fmt: skip
+    search = Search(
+        owner=owner,
+        name=(name or f"search over {', '.join(space)} on {dataset.name}")[:200],
+        dataset=dataset,
+        network=network,
+        base_request={"config": config, "gpus": gpus, "executor": executor, "nodes": nodes, "priority": priority},
+        space=space,
+        objective=objective,
+        direction=direction,
+        sampler=sampler,
+        pruner=pruner,
+        seed=seed,
+        max_trials=trials,
+        parallel=parallel,
+        gpu_hours_cap=gpu_hours,
+        study_name=f"workbench-search-{uuid.uuid4().hex}",
+    )
+    studies.study_create(search)  # before the row: a study without a search is harmless, not the reverse
+    with transaction.atomic():
+        search.save()
+        transaction.on_commit(lambda: queue_advance(search.pk))
+    return search
+
+
+# ------------------------------------------------------------------------------- the pass
+
+
+def search_advance(*, search_id: int) -> Search | None:
+    """Moves a search on: tells Optuna of trials whose runs ended, starts new trials while the
+    budget and `parallel` allow, and ends the search once its budget is spent and nothing runs.
+    Safe to run in several processes at once: each step claims its rows by conditional updates."""
+    search = Search.objects.filter(pk=search_id).first()
+    if search is None:
+        return None
+    _settle_ended_trials(search)
+    _start_trials(search)
+    _finish_if_spent(search)
+    search.refresh_from_db()
+    return search
+
+
+def _trial_end(search: Search, trial: Trial) -> tuple[str, float | None, str]:
+    run = trial.run
+    if run is None:
+        return Trial.State.FAILED, trial.value, "its run was deleted"
+    if run.state == Run.State.DONE:
+        value = final_objective(run, search.objective)
+        if value is None:
+            return Trial.State.FAILED, None, f"its run reported no {search.objective}"
+        return Trial.State.COMPLETE, value, ""
+    last = run.transitions.order_by("-at", "-pk").values_list("reason", flat=True).first() or run.state
+    if run.state == Run.State.PRUNED:
+        return Trial.State.PRUNED, trial.value, trial.reason or last
+    return Trial.State.FAILED, trial.value, f"its run {run.state}: {last}"[:300]
+
+
+_OPTUNA_STATES = {
+    Trial.State.COMPLETE: optuna.trial.TrialState.COMPLETE,
+    Trial.State.PRUNED: optuna.trial.TrialState.PRUNED,
+    Trial.State.FAILED: optuna.trial.TrialState.FAIL,
+}
+
+
+def _settle_ended_trials(search: Search) -> None:
+    running = search.trials.filter(state=Trial.State.RUNNING).select_related("run")
+    ended = [trial for trial in running if trial.run is None or trial.run.state in Run.FINISHED_STATES]
+    if not ended:
+        return
+    study = studies.study_for(search)
+    for trial in ended:
+        state, value, reason = _trial_end(search, trial)
+        # The claim: only the pass whose update moved the row tells Optuna.
+        if not Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING).update(
+            state=state, value=value, reason=reason
+        ):
+            continue
+        values = value if state == Trial.State.COMPLETE else None
+        study.tell(trial.number, values, state=_OPTUNA_STATES[state], skip_if_finished=True)
+
+
+def _start_trials(search: Search) -> None:
+    while True:
+        search.refresh_from_db()
+        if search.state != Search.State.RUNNING or search.trials_claimed >= search.max_trials:
+            return
+        ended = search.trials.exclude(state=Trial.State.RUNNING).count()
+        if search.trials_claimed - ended >= search.parallel:
+            return
+        if search.gpu_hours_cap is not None and gpu_hours_used(search) >= search.gpu_hours_cap:
+            return
+        claimed = search.trials_claimed
+        taken = Search.objects.filter(pk=search.pk, state=Search.State.RUNNING, trials_claimed=claimed)
+        if taken.update(trials_claimed=claimed + 1):
+            _start_trial(search)
+
+
+def _start_trial(search: Search) -> Trial:
+    """Asks Optuna for the next trial's parameters and queues its run (search.trials_claimed is
+    still the count before this claim: it moves the sampler's seed on)."""
+    study = studies.study_for(search)
+    asked = study.ask(fixed_distributions=studies.distributions(search.space))
+    trial_id = studies.trial_id(study, asked.number)
+    base = search.base_request
+    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=asked.params)
+    try:
+        with transaction.atomic():
+            run = run_services.run_submit(
+                owner=search.owner,
+                dataset=search.dataset,
+                name=f"{search.name} · trial {asked.number}"[:200],
+                network=network,
+                config=config,
+                gpus=base.get("gpus", "auto"),
+                priority=base.get("priority") or 0,
+                executor=base.get("executor"),
+                nodes=base.get("nodes") or 1,
+            )
+            return Trial.objects.create(
+                search=search, number=asked.number, study_trial_id=trial_id, run=run, params=asked.params
+            )
+    except (RequestError, run_services.RunError) as error:
+        # A value inside a range the ends of which passed (rare): the trial fails, the search goes on.
+        study.tell(asked.number, state=optuna.trial.TrialState.FAIL)
+        return Trial.objects.create(
+            search=search, number=asked.number, study_trial_id=trial_id, params=asked.params,
+            state=Trial.State.FAILED, reason=f"refused: {error}"[:300],
+        )  # fmt: skip
+
+
+def _finish_if_spent(search: Search) -> None:
+    search.refresh_from_db()
+    if search.state != Search.State.RUNNING or search.trials.filter(state=Trial.State.RUNNING).exists():
+        return
+    if search.trials_claimed >= search.max_trials:
+        reason = f"all {search.max_trials} trials ended"
+    elif search.gpu_hours_cap is not None and gpu_hours_used(search) >= search.gpu_hours_cap:
+        reason = f"its {search.gpu_hours_cap:g} GPU-hours are spent"
+    else:
+        return
+    best = best_trial(search)
+    if best is not None:
+        reason += f"; the best is trial {best.number} ({search.objective} {best.value:.4g})"
+    Search.objects.filter(pk=search.pk, state=Search.State.RUNNING).update(
+        state=Search.State.DONE, reason=reason, finished_at=timezone.now()
+    )
+
+
+# ------------------------------------------------------------------------------- pruning
+
+
+def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
+    """A trial's run stored validation events: each reports the objective to Optuna at its epoch
+    (the rung), and the pruner decides; a pruned trial's run is asked to stop with a checkpoint
+    and ends `pruned` with the reason in words. Returns that reason, or None."""
+    trial = Trial.objects.select_related("search", "run").filter(run_id=run_id, state=Trial.State.RUNNING).first()
+    if trial is None or trial.reason:
+        return None
+    search = trial.search
+    reports = [
+        (max(1, round(event.epoch)), float(event.data[search.objective]))
+        for event in events
+        if event.epoch is not None and isinstance(event.data.get(search.objective), (int, float))
+    ]
+    if not reports:
+        return None
+    study = studies.study_for(search)
+    reported = optuna.trial.Trial(study, trial.study_trial_id)
+    for step, value in reports:
+        reported.report(value, step)
+        Trial.objects.filter(pk=trial.pk).update(value=value, rung=step)
+        if search.pruner == Search.Pruner.NONE or not reported.should_prune():
+            continue
+        words = studies.prune_words(search, study, number=trial.number, value=value, step=step)
+        if Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING, reason="").update(reason=words):
+            run_services.run_prune(run=trial.run, reason=words)
+            return words
+        return None
+    return None
+
+
+# ------------------------------------------------------------------------------- user actions
+
+
+def _trial_runs(search: Search, states) -> list[Run]:
+    return list(Run.objects.filter(search_trial__search=search, state__in=states))
+
+
+def search_pause(*, search: Search) -> Search:
+    """No new trial starts, and its trials' runs pause (a running one with its checkpoint)."""
+    if not Search.objects.filter(pk=search.pk, state=Search.State.RUNNING).update(state=Search.State.PAUSED):
+        raise SearchError(f"search {search.pk} is {search.state}, not running")
+    for run in _trial_runs(search, Run.ACTIVE_STATES):
+        try:
+            run_services.run_pause(run=run)
+        except run_services.RunError:
+            pass  # it ended or paused meanwhile
+    search.refresh_from_db()
+    return search
+
+
+def search_resume(*, search: Search) -> Search:
+    if not Search.objects.filter(pk=search.pk, state=Search.State.PAUSED).update(state=Search.State.RUNNING):
+        raise SearchError(f"search {search.pk} is {search.state}, not paused")
+    for run in _trial_runs(search, [Run.State.PAUSED]):
+        try:
+            run_services.run_resume(run=run)
+        except run_services.RunError:
+            pass
+    transaction.on_commit(lambda: queue_advance(search.pk))
+    search.refresh_from_db()
+    return search
+
+
+def search_abort(*, search: Search) -> Search:
+    """The search ends; its trials' runs are aborted (their trials fail, Optuna is told by the next pass)."""
+    changed = Search.objects.filter(pk=search.pk, state__in=[Search.State.RUNNING, Search.State.PAUSED]).update(
+        state=Search.State.ABORTED, reason="aborted by the user", finished_at=timezone.now()
+    )
+    if not changed:
+        raise SearchError(f"search {search.pk} is {search.state} and cannot be aborted")
+    for run in _trial_runs(search, [*Run.ACTIVE_STATES, Run.State.PAUSED]):
+        try:
+            run_services.run_abort(run=run)
+        except run_services.RunError:
+            pass
+    transaction.on_commit(lambda: queue_advance(search.pk))
+    search.refresh_from_db()
+    return search
+
+
+def search_train_best(*, search: Search, epochs: float | None = None, name: str = "") -> Run:
+    """A full run of the best complete trial's parameters over the search's base request (its
+    epochs, or `epochs`), queued as any run."""
+    best = best_trial(search)
+    if best is None:
+        raise SearchError(f"search {search.pk} has no complete trial yet")
+    base = search.base_request
+    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=best.params)
+    if epochs is not None:
+        config = {**config, "epochs": epochs}
+    return run_services.run_submit(
+        owner=search.owner,
+        dataset=search.dataset,
+        name=name or f"{search.name} · best (trial {best.number})"[:200],
+        network=network,
+        config=config,
+        gpus=base.get("gpus", "auto"),
+        priority=base.get("priority") or 0,
+        executor=base.get("executor"),
+        nodes=base.get("nodes") or 1,
+    )

@@ -1,0 +1,177 @@
+"""Rules on what a search is asked for: the space, the objective, the sampler and pruner, the
+budget. Refusals are RequestErrors naming the field (space.lr, trials, ...), turned into form
+errors, API 400 bodies and command errors by the runs' adapters; whether each value of the space
+makes a valid run is checked with the runs' own rules (services.search_create)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from workbench.core.errors import RequestError
+from workbench.searches.models import Search
+
+# Short names for the fields searched most, and where each sits in the trainer config; any other
+# trainer field is named by its dotted path ("solver.gamma", "augment.preset"), and "network" is
+# the run's network.
+PARAM_PATHS = {
+    "lr": ("solver", "base_lr"),
+    "momentum": ("solver", "momentum"),
+    "weight_decay": ("solver", "weight_decay"),
+    "optimizer": ("solver", "optimizer"),
+    "lr_policy": ("solver", "lr_policy"),
+    "batch_size": ("batch_size",),
+}
+NETWORK = "network"
+RANGE_TYPES = ("loguniform", "uniform", "int")
+TYPES = (*RANGE_TYPES, "choice")
+MAX_TRIALS = 500
+MAX_CHOICES = 64
+MAX_PARAMS = 16
+
+
+def _number(value: Any, *, field: str, integer: bool = False) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RequestError(field, f"expected a finite number, not {value!r}")
+    if integer:
+        if value != int(value):
+            raise RequestError(field, f"expected a whole number, not {value!r}")
+        return int(value)
+    return float(value)
+
+
+def validate_param(name: Any, spec: Any) -> dict:
+    """One dimension of the space, checked on its own: a range not empty, not inverted, a log
+    range above 0; a list of distinct choices."""
+    field = f"space.{name}"
+    if not isinstance(name, str) or not name or len(name) > 64:
+        raise RequestError("space", "each parameter needs a name (lr, batch_size, a trainer field's dotted path)")
+    if not isinstance(spec, dict) or spec.get("type") not in TYPES:
+        raise RequestError(field, f"expected an object with a type among {', '.join(TYPES)}")
+    kind = spec["type"]
+    if kind == "choice":
+        values = spec.get("values")
+        if not isinstance(values, list) or not values:
+            raise RequestError(field, "a choice needs a non-empty list of values")
+        if len(values) > MAX_CHOICES:
+            raise RequestError(field, f"{len(values)} choices; at most {MAX_CHOICES}")
+        if any(not isinstance(v, (str, int, float, bool)) for v in values):
+            raise RequestError(field, "choices are numbers, words or true/false")
+        if len({repr(v) for v in values}) != len(values):
+            raise RequestError(field, "a value is listed twice")
+        return {"type": kind, "values": values}
+    integer = kind == "int"
+    low = _number(spec.get("low"), field=f"{field}.low", integer=integer)
+    high = _number(spec.get("high"), field=f"{field}.high", integer=integer)
+    if low == high:
+        raise RequestError(field, f"the range {low:g} to {high:g} is empty: give a high above the low, or a choice")
+    if low > high:
+        raise RequestError(field, f"the range is inverted: low {low:g} is above high {high:g}")
+    log = kind == "loguniform" or (integer and bool(spec.get("log")))
+    if log and low <= 0:
+        raise RequestError(field, f"a log range must stay above 0 (low is {low:g})")
+    cleaned = {"type": kind, "low": low, "high": high}
+    if integer:
+        cleaned["log"] = log
+    return cleaned
+
+
+def validate_space(space: Any) -> dict:
+    if not isinstance(space, dict) or not space:
+        raise RequestError("space", "give at least one parameter to search, e.g. lr: loguniform 1e-4 to 1e-1")
+    if len(space) > MAX_PARAMS:
+        raise RequestError("space", f"{len(space)} parameters; at most {MAX_PARAMS}")
+    return {name: validate_param(name, spec) for name, spec in space.items()}
+
+
+def candidate_values(spec: dict) -> list:
+    """The values of one dimension that stand for all of it in the run validators: every choice,
+    a range's two ends."""
+    return list(spec["values"]) if spec["type"] == "choice" else [spec["low"], spec["high"]]
+
+
+def trial_request(*, network: str, config: dict, params: dict) -> tuple[str, dict]:
+    """A trial's network and trainer config: the base with the parameters put at their paths."""
+    config = {**config}
+    for name, value in params.items():
+        if name == NETWORK:
+            network = value
+            continue
+        *parents, leaf = PARAM_PATHS.get(name) or tuple(name.split("."))
+        node = config
+        for parent in parents:
+            node[parent] = node = {**(node.get(parent) or {})}
+        node[leaf] = value
+    return network, config
+
+
+def config_path(name: str) -> str:
+    """Where a parameter lands in a run request, as the run validators name it."""
+    return NETWORK if name == NETWORK else "config." + ".".join(PARAM_PATHS.get(name) or name.split("."))
+
+
+def validate_budget(*, trials: Any, parallel: Any, gpu_hours: Any) -> tuple[int, int, float | None]:
+    trials = _number(trials, field="trials", integer=True)
+    if not 1 <= trials <= MAX_TRIALS:
+        raise RequestError("trials", f"between 1 and {MAX_TRIALS}")
+    parallel = _number(parallel, field="parallel", integer=True)
+    if not 1 <= parallel <= trials:
+        raise RequestError("parallel", f"between 1 and the trials ({trials})")
+    if gpu_hours is not None:
+        gpu_hours = _number(gpu_hours, field="gpu_hours")
+        if gpu_hours <= 0:
+            raise RequestError("gpu_hours", "a cap above 0, or none")
+    return trials, parallel, gpu_hours
+
+
+def validate_seed(seed: Any) -> int | None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31):
+        raise RequestError("seed", "a whole number from 0 to 2147483647, or none")
+    return seed
+
+
+def validate_strategy(*, objective: Any, direction: Any, sampler: Any, pruner: Any, space: dict) -> tuple[str, ...]:
+    """Objective, direction (default: what the objective wants), sampler and pruner."""
+    if objective not in Search.Objective.values:
+        raise RequestError("objective", f"one of {', '.join(Search.Objective.values)}")
+    if direction in (None, ""):
+        direction = Search.Direction.MAXIMIZE if objective == Search.Objective.TOP1 else Search.Direction.MINIMIZE
+    if direction not in Search.Direction.values:
+        raise RequestError("direction", f"one of {', '.join(Search.Direction.values)}")
+    if sampler not in Search.Sampler.values:
+        raise RequestError("sampler", f"one of {', '.join(Search.Sampler.values)}")
+    if pruner not in Search.Pruner.values:
+        raise RequestError("pruner", f"one of {', '.join(Search.Pruner.values)}")
+    if sampler == Search.Sampler.GRID:
+        ranged = [name for name, spec in space.items() if spec["type"] != "choice"]
+        if ranged:
+            raise RequestError(
+                "sampler", f"a grid needs a list of choices for every parameter ({ranged[0]} is a range)"
+            )
+    if sampler == Search.Sampler.CMAES and all(spec["type"] == "choice" for spec in space.values()):
+        raise RequestError("sampler", "CMA-ES needs at least one range (a number to move); use tpe or random")
+    return objective, direction, sampler, pruner
+
+
+def parse_param(text: str) -> tuple[str, dict]:
+    """The command line's --param: "lr=loguniform:1e-4:1e-1", "batch_size=choice:32,64",
+    "momentum=uniform:0.8:0.99", "epochs=int:1:4"; numbers in choices are read as numbers."""
+    name, sep, rest = text.partition("=")
+    kind, _, values = rest.partition(":")
+    if not sep or not name or kind not in TYPES:
+        raise RequestError("param", f"{text!r}: expected NAME=TYPE:..., TYPE among {', '.join(TYPES)}")
+    if kind == "choice":
+        return name, {"type": kind, "values": [_word_or_number(v) for v in values.split(",") if v != ""]}
+    low, _, high = values.partition(":")
+    # Text that is not a number is kept, for validate_param to refuse by the field's name.
+    return name, {"type": kind, "low": _word_or_number(low), "high": _word_or_number(high)}
+
+
+def _word_or_number(text: str) -> str | int | float:
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        return value if math.isfinite(value) else text
+    return text
