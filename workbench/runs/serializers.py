@@ -3,7 +3,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
-from trainer.config import NETWORKS, OPTIMIZERS
+from trainer.config import NETWORKS, OPTIMIZERS, default_of, plain_number
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
@@ -110,9 +110,17 @@ class RunCreateSerializer(serializers.Serializer):
     network = serializers.ChoiceField(choices=NETWORKS)
     # Handed to the trainer's validator as sent: DRF's FloatField read JSON true as 1.0 and let
     # 1e308 through; the trainer's RANGES judge them, as for the same fields inside `config`.
-    epochs = TrainerValue(help_text="epochs (a positive number); the same as config.epochs")
-    batch_size = TrainerValue(help_text="the global batch (a positive integer); the same as config.batch_size")
-    lr = TrainerValue(help_text="the base learning rate; the same as config.solver.base_lr")
+    epochs = TrainerValue(
+        help_text=f"epochs (a positive number); the same as config.epochs; default {plain_number(default_of('epochs'))}"
+    )
+    batch_size = TrainerValue(
+        help_text="the global batch (a positive integer); the same as config.batch_size; "
+        f"default {default_of('batch_size')}"
+    )
+    lr = TrainerValue(
+        help_text="the base learning rate; the same as config.solver.base_lr; "
+        f"default {plain_number(default_of('solver.base_lr'))}"
+    )
     solver = serializers.ChoiceField(choices=OPTIMIZERS, required=False)
     gpus = serializers.CharField(
         required=False, default="auto", help_text="auto | cpu | N | HOST:0,1 (per node on Slurm)"
@@ -124,7 +132,12 @@ class RunCreateSerializer(serializers.Serializer):
         required=False, default=1, min_value=1, max_value=MAX_NODES, help_text="nodes the run spans (Slurm only)"
     )
     priority = PriorityValue(required=False, default=0)
-    config = serializers.DictField(required=False, default=dict)
+    config = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="any trainer setting (docs/formats.md); what is left out is the trainer's default, and the run "
+        "stores every setting it trains with",
+    )
 
     def validate_priority(self, value) -> int:
         viewer = _viewer(self)
