@@ -49,6 +49,7 @@ function setState(state) {
   $("run-abort").hidden = !active;
   $("run-pause").hidden = !(state === "running" || PENDING.includes(state));
   $("run-resume").hidden = state !== "paused";
+  $("run-delete").hidden = state === "running"; // a page loaded while queued offered it after the start
   if (state !== "running") $("run-eta").textContent = "–";
   // What the page said of the action that led here ("Run #16 is queued") is stale once it moves on.
   const stillWaiting = PENDING.includes(state) && PENDING.includes(page.state);

@@ -61,7 +61,26 @@ def test_it_keeps_an_early_stopped_runs_stop_progress_and_best_once_its_history_
     run = early_stopped(make_run(owner, dataset))
     log_in(page, live_server_url, owner.username)
     page.goto(f"{live_server_url}/runs/{run.pk}/")
-    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    page.wait_for_function("window.runPage?.stream.replays > 0")  # a finished run's page does not say "live"
     assert page.inner_text("#run-epoch") == "stopped early at epoch 8 of 30"
     assert page.inner_text("#run-percent") == "27%"
     assert page.inner_text("#run-best") == "top-1 96.40% at epoch 8 (kept)"
+
+
+def test_it_takes_delete_away_when_a_run_loaded_while_queued_starts_and_back_when_it_ends(
+    live_server_url, page, owner
+):
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never scheduled
+    run = make_run(owner, dataset)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    assert page.is_visible("#run-delete")  # queued: it may go
+    host = parked_host()
+    off_the_loop(run_transition, run=run, to_state=Run.State.RUNNING, from_states=Run.PENDING_STATES,
+                 reason="go", host=host, host_boot_id=host.boot_id)  # fmt: skip
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'running'")
+    assert not page.is_visible("#run-delete")
+    off_the_loop(run_finish, run=run, to_state=Run.State.ABORTED, reason="stopped")
+    page.wait_for_function("document.querySelector('#run-state .status').textContent === 'aborted'")
+    assert page.is_visible("#run-delete")
