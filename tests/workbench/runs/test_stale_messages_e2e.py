@@ -67,9 +67,7 @@ def test_it_keeps_an_early_stopped_runs_stop_progress_and_best_once_its_history_
     assert page.inner_text("#run-best") == "top-1 96.40% at epoch 8 (kept)"
 
 
-def test_it_takes_delete_away_when_a_run_loaded_while_queued_starts_and_back_when_it_ends(
-    live_server_url, page, owner
-):
+def test_it_takes_delete_away_when_a_run_loaded_while_queued_starts_and_back_when_it_ends(live_server_url, page, owner):
     dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never scheduled
     run = make_run(owner, dataset)
     log_in(page, live_server_url, owner.username)
