@@ -28,6 +28,7 @@ from trainer.footprint import check_capacity, measure_step, parameter_bytes
 from trainer.memory import is_oom
 from trainer.networks import InputSpec, build_model
 from trainer.parallel import split_model
+from trainer.tasks import task_for
 
 _TRIED = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)")
 _UNIT = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10}
@@ -120,7 +121,9 @@ def dataset_batches(cfg: BenchmarkConfig, group: Group, batch: int, rank: int, w
         check_paths=False,
     )
     info = load_dataset_folder(cfg.data)
-    data = build_data(train_cfg, info, rank=rank, world=world, pin_memory=device.type == "cuda")
+    data = build_data(
+        train_cfg, info, task=task_for(info.task), rank=rank, world=world, pin_memory=device.type == "cuda"
+    )
     normalize = data.normalize.to(device)
     epoch = 0
     while True:

@@ -66,12 +66,11 @@ def engine_run_in_memory(cfg: TrainConfig, batches: list, device: torch.device) 
 
 def time_engine(run: Run, epochs: int) -> Timing:
     """`epochs` passes over the in-memory batches through `train_one_epoch` (after one warm-up)."""
-    criterion = nn.CrossEntropyLoss()
-    train_one_epoch(run, run.step // run.data.steps_per_epoch, criterion)
+    train_one_epoch(run, run.step // run.data.steps_per_epoch)
     _sync(run.device)
     start, cpu_start, steps0 = time.perf_counter(), time.process_time(), run.step
     for _ in range(epochs):
-        train_one_epoch(run, run.step // run.data.steps_per_epoch, criterion)
+        train_one_epoch(run, run.step // run.data.steps_per_epoch)
     _sync(run.device)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     images = (run.step - steps0) * run.cfg.batch_size

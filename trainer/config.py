@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.protocol import METRIC_DIRECTION, TASK_NETWORKS
+
 NETWORKS = (
     "lenet",
     "alexnet",
@@ -35,7 +37,13 @@ OPTIMIZERS = ("sgd", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelt
 LR_POLICIES = ("fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid", "cosine", "onecycle")
 PRECISIONS = ("fp32", "bf16", "fp16")
 MEAN_MODES = ("image", "pixel", "none")
-BEST_METRICS = ("top1", "val_loss")
+BEST_METRICS = ("top1", "val_loss")  # classification's, the form's choices
+# What a config may name as its best metric: any task's (trainer/protocol.py); the engine checks
+# it against the dataset's task, and a classification default on another task's dataset means
+# that task's first metric.
+ANY_METRIC = tuple(METRIC_DIRECTION)
+# Every network a config may name: classification's above, then the other tasks'.
+ALL_NETWORKS = NETWORKS + tuple(name for names in TASK_NETWORKS.values() for name in names)
 
 
 def plain_number(value: float) -> str:
@@ -368,9 +376,9 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     if cfg.pretrained is not None and (not isinstance(cfg.pretrained, str) or not cfg.pretrained):
         raise ConfigError("expected the path of a state_dict file, or null", field="pretrained")
     cfg.devices = parse_devices(cfg.devices)
-    _one_of("network", cfg.network, NETWORKS)
+    _one_of("network", cfg.network, ALL_NETWORKS)
     _one_of("precision", cfg.precision, PRECISIONS)
-    _one_of("best_metric", cfg.best_metric, BEST_METRICS)
+    _one_of("best_metric", cfg.best_metric, ANY_METRIC)
     _one_of("solver.optimizer", cfg.solver.optimizer, OPTIMIZERS)
     _one_of("solver.lr_policy", cfg.solver.lr_policy, LR_POLICIES)
     _one_of("data.mean_subtraction", cfg.data.mean_subtraction, MEAN_MODES)

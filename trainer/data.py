@@ -8,8 +8,9 @@ as uint8 (4x less than float32); mean subtraction and scaling happen on the devi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +18,6 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
-from trainer.datum import DatumLMDB
 from trainer.stopping import ignore_stop_signals, stop_signals_held
 
 
@@ -34,7 +34,7 @@ class LMDBImageDataset(Dataset):
 
     def __init__(
         self,
-        db: DatumLMDB,
+        db,  # trainer.datum.DatumLMDB
         *,
         crop_size: int | None = None,
         train: bool = False,
@@ -49,6 +49,9 @@ class LMDBImageDataset(Dataset):
 
     def __len__(self) -> int:
         return len(self.db)
+
+    def close(self) -> None:
+        self.db.close()
 
     def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
         index, seed = item if isinstance(item, tuple) else (item, 0)
@@ -169,7 +172,7 @@ class Data:
         handle to it is open, say for a new dataset built where a deleted one was."""
         for loader in (self.train_loader, self.val_loader):
             if loader is not None:
-                loader.dataset.db.close()
+                loader.dataset.close()
 
 
 def input_shape(cfg: TrainConfig, info: DatasetInfo) -> tuple[int, int, int]:
@@ -189,9 +192,12 @@ def _worker_init(worker_id: int) -> None:
     ignore_stop_signals()
 
 
-def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int = 1, pin_memory: bool = False) -> Data:
-    train_db = DatumLMDB(info.splits["train"].db)
-    train_count = len(train_db)
+def build_data(
+    cfg: TrainConfig, info: DatasetInfo, *, task, rank: int = 0, world: int = 1, pin_memory: bool = False
+) -> Data:
+    """The loaders of `task` (trainer.tasks: its datasets, collate and normalisation)."""
+    train_set = task.dataset(info, "train", cfg=cfg, train=True)
+    train_count = len(train_set)
     steps = train_count // cfg.batch_size
     if steps == 0:
         raise ConfigError(f"batch_size: {cfg.batch_size} is larger than the {train_count} training images")
@@ -205,34 +211,52 @@ def build_data(cfg: TrainConfig, info: DatasetInfo, *, rank: int = 0, world: int
         # global torch RNG, and a resumed run's dropout stream would drift from the original's.
         generator=torch.Generator().manual_seed(cfg.seed),
         worker_init_fn=_worker_init if workers else None,
+        collate_fn=task.collate,
     )
     sampler = ShardedSampler(
         train_count, rank=rank, world=world, seed=cfg.seed, shuffle=True, global_batch=cfg.batch_size
     )
-    train_set = LMDBImageDataset(
-        train_db, crop_size=cfg.data.crop_size, train=True, hflip=cfg.data.random_flip, vflip=cfg.data.vertical_flip
-    )
     train_loader = DataLoader(train_set, batch_size=cfg.micro_batch, sampler=sampler, drop_last=True, **loader_kw)
     val_loader, val_count = None, 0
     if "val" in info.splits:
-        val_db = DatumLMDB(info.splits["val"].db)
-        val_count = len(val_db)
-        val_set = LMDBImageDataset(val_db, crop_size=cfg.data.crop_size)
+        val_set = task.dataset(info, "val", cfg=cfg, train=False)
+        val_count = len(val_set)
         val_sampler = ShardedSampler(val_count, rank=rank, world=world, shuffle=False)
         val_loader = DataLoader(
             val_set, batch_size=cfg.per_process_batch, sampler=val_sampler, **{**loader_kw, "persistent_workers": False}
         )
-    mean = mean_tensor(info, cfg.data.mean_subtraction, cfg.data.crop_size)
     return Data(
         train_loader,
         val_loader,
         sampler,
         steps,
-        Normalize(mean, channels_last=cfg.channels_last),
+        task.normalize(info, cfg),
         input_shape(cfg, info),
         train_count,
         val_count,
     )
+
+
+def move(value: Any, device: torch.device) -> Any:
+    """Tensors inside lists and dicts to `device` (detection targets are a list of dicts)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=True)
+    if isinstance(value, dict):
+        return {key: move(item, device) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(move(item, device) for item in value)
+    return value
+
+
+def tensors_in(value: Any) -> Iterable[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_in(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from tensors_in(item)
 
 
 class DevicePrefetcher:
@@ -244,24 +268,25 @@ class DevicePrefetcher:
         self.cuda = device.type == "cuda"
         self.stream = torch.cuda.Stream(device) if self.cuda else None
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, Any]]:
         with stop_signals_held():  # this may start the loader's workers: see trainer.stopping
             it = iter(self.loader)
         if not self.cuda:
-            for images, labels in it:
-                yield images, labels
+            for images, targets in it:
+                yield images, targets
             return
         nxt = self._copy(next(it, None))
         while nxt is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.stream)
-            images, labels = nxt
-            images.record_stream(torch.cuda.current_stream(self.device))
-            labels.record_stream(torch.cuda.current_stream(self.device))
+            for tensor in tensors_in(nxt):
+                tensor.record_stream(torch.cuda.current_stream(self.device))
+            images, targets = nxt
             nxt = self._copy(next(it, None))
-            yield images, labels
+            yield images, targets
 
-    def _copy(self, batch: tuple[torch.Tensor, torch.Tensor] | None):
+    def _copy(self, batch: tuple[torch.Tensor, Any] | None):
         if batch is None:
             return None
         with torch.cuda.stream(self.stream):
-            return (batch[0].to(self.device, non_blocking=True), batch[1].to(self.device, non_blocking=True))
+            # Targets may be a tensor of labels, a batch of masks or a list of box dicts.
+            return move(batch[0], self.device), move(batch[1], self.device)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer.datum import DatumError, DatumLMDB, decode_datum, read_mean_blobproto
+from trainer.protocol import CLASSIFICATION, TASKS
 
 FORMAT_VERSION = 1
 RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
@@ -32,6 +33,8 @@ class SplitInfo:
     db: Path
     count: int
     class_counts: list[int] | None = None  # None when unknown (bare DIGITS folders)
+    # Detection and segmentation: the targets' Datum LMDB, with the images' keys (trainer/targets.py).
+    targets_db: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class DatasetInfo:
     mean_binaryproto: Path | None = None
     from_digits: bool = False
     extra: dict = field(default_factory=dict)
+    task: str = CLASSIFICATION
 
     @property
     def num_classes(self) -> int:
@@ -109,6 +113,9 @@ def _from_json(root: Path) -> DatasetInfo:
     encoding = meta.get("encoding", "none")
     if encoding not in ENCODINGS:
         raise DatasetFolderError(f"{where}: encoding {encoding!r} is not one of {', '.join(ENCODINGS)}")
+    task = meta.get("task", CLASSIFICATION)
+    if task not in TASKS:
+        raise DatasetFolderError(f"{where}: task {task!r} is not one of {', '.join(TASKS)}")
     labels = _require(meta, "labels", list, where)
     if not labels:
         raise DatasetFolderError(f"{where}: labels is empty")
@@ -124,7 +131,12 @@ def _from_json(root: Path) -> DatasetInfo:
             raise DatasetFolderError(
                 f"{where}: splits.{split}.class_counts has {len(counts)} entries for {len(labels)} labels"
             )
-        splits[split] = SplitInfo(db=db, count=int(spec.get("count", 0)), class_counts=counts)
+        targets = None
+        if task != CLASSIFICATION:
+            targets = root / _require(spec, "targets_db", str, f"{where} splits.{split}")
+            if not targets.exists():
+                raise DatasetFolderError(f"{where}: splits.{split}.targets_db {targets.name!r} does not exist")
+        splits[split] = SplitInfo(db=db, count=int(spec.get("count", 0)), class_counts=counts, targets_db=targets)
     if "train" not in splits:
         raise DatasetFolderError(f"{where}: no train split")
     mean = meta.get("mean") or {}
@@ -146,6 +158,7 @@ def _from_json(root: Path) -> DatasetInfo:
         mean_png=mean_path("png"),
         mean_binaryproto=mean_path("binaryproto"),
         extra={k: v for k, v in meta.items() if k not in _KNOWN_KEYS},
+        task=task,
     )
 
 
@@ -160,6 +173,7 @@ _KNOWN_KEYS = {
     "labels",
     "splits",
     "mean",
+    "task",
 }
 
 

@@ -9,7 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.config import TrainConfig
-from trainer.protocol import Outcome
+from trainer.protocol import METRIC_DIRECTION, Outcome
+
+# How a message names each metric.
+METRIC_WORDS = {
+    "top1": "top-1",
+    "top5": "top-5",
+    "pixel_accuracy": "pixel accuracy",
+    "map": "mAP",
+    "map_50": "mAP50",
+    "map_75": "mAP75",
+    "mar_100": "mAR@100",
+    "miou": "mIoU",
+    "dice": "Dice",
+}
 
 
 @dataclass
@@ -29,7 +42,7 @@ class EarlyStopping:
     def update(self, value: float, *, epoch: float) -> None:
         if improves(self.metric, value, self.kept):
             self.kept, self.kept_epoch = value, round(epoch, 5)
-        higher_is_better = self.metric == "top1"
+        higher_is_better = METRIC_DIRECTION[self.metric] == "max"
         gain = (value - self.best if higher_is_better else self.best - value) if self.best is not None else None
         if gain is None or gain > self.min_delta:
             self.best, self.best_epoch, self.stale = value, epoch, 0
@@ -57,8 +70,11 @@ class EarlyStopping:
 
 
 def improves(metric: str, value: float, best: float | None) -> bool:
-    """The rule of the best checkpoint (best.pt): strictly better, higher top-1 or lower loss."""
-    return best is None or (value > best if metric == "top1" else value < best)
+    """The rule of the best checkpoint (best.pt): strictly better in the metric's direction
+    (higher top-1, mAP or mIoU; lower loss)."""
+    if best is None:
+        return True
+    return value > best if METRIC_DIRECTION[metric] == "max" else value < best
 
 
 def early_stop_outcome(stopper: EarlyStopping, cfg: TrainConfig, *, step: int, epoch: float) -> Outcome:
@@ -93,10 +109,15 @@ def plain(epoch: float | None) -> str:
 def metric_text(metric: str, value: float) -> str:
     """Accuracy as a percentage with two decimals and a loss with four, as the workbench's pages
     write them (workbench/runs/templatetags/numbers.py, static/workbench/format.js)."""
-    return f"top-1 {100 * value:.2f}%" if metric == "top1" else f"val. loss {value:.4f}"
+    if metric == "val_loss":
+        return f"val. loss {value:.4f}"
+    if metric in ("top1", "top5", "pixel_accuracy"):
+        return f"{METRIC_WORDS[metric]} {100 * value:.2f}%"
+    return f"{METRIC_WORDS.get(metric, metric)} {value:.4f}"
 
 
-def early_stopping_for(cfg: TrainConfig) -> EarlyStopping | None:
+def early_stopping_for(cfg: TrainConfig, *, metric: str | None = None) -> EarlyStopping | None:
+    """The rule of `cfg`, watching `metric` (the run's best metric for its task; the config's by default)."""
     if not cfg.early_stopping_patience:
         return None
-    return EarlyStopping(cfg.best_metric, cfg.early_stopping_patience, cfg.early_stopping_min_delta)
+    return EarlyStopping(metric or cfg.best_metric, cfg.early_stopping_patience, cfg.early_stopping_min_delta)

@@ -19,18 +19,19 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
-from trainer.custom_net import CustomNetError
 from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
 from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
-from trainer.networks import InputSpec, NetworkError, build_model, check_input_size, load_pretrained
+from trainer.networks import InputSpec, load_pretrained
 from trainer.parallel import SplitError, Stage, split_model
-from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
+from trainer.protocol import CLASSIFICATION, EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 from trainer.stopping import StopFlag
+from trainer.tasks import Task, task_for
+from trainer.tasks.base import best_metric_for
 
 log = logging.getLogger("trainer")
 
@@ -48,24 +49,43 @@ class Meter:
 
     def reset(self) -> None:
         self.loss_sum: torch.Tensor | float = 0.0
+        self.parts: dict[str, torch.Tensor | float] = {}
         self.loss_count = 0
         self.images = 0
         self.data_wait = 0.0
         self.start = time.perf_counter()
 
-    def update(self, loss: torch.Tensor, images: int, wait: float) -> None:
+    def update(
+        self, loss: torch.Tensor, images: int, wait: float, parts: dict[str, torch.Tensor] | None = None
+    ) -> None:
         self.loss_sum = self.loss_sum + loss.detach().float()
+        for name, value in (parts or {}).items():
+            self.parts[name] = self.parts.get(name, 0.0) + value.detach().float()
         self.loss_count += 1
         self.images += images
         self.data_wait += wait
 
     def average_over_ranks(self) -> None:
-        # Every rank reaches the same metrics step, so this collective lines up.
-        total = torch.as_tensor(self.loss_sum, dtype=torch.float32).reshape(1)
+        # Every rank reaches the same metrics step, so this collective lines up (the parts too:
+        # every rank's task names the same ones).
+        names = sorted(self.parts)
+        total = torch.stack(
+            [
+                torch.as_tensor(v, dtype=torch.float32).reshape(())
+                for v in [self.loss_sum, *(self.parts[n] for n in names)]
+            ]
+        )
         if not total.is_cuda and dist.get_backend() == "nccl":
             total = total.cuda()
         dist.all_reduce(total)
-        self.loss_sum = total / dist.get_world_size()
+        total = total / dist.get_world_size()
+        self.loss_sum = total[0]
+        self.parts = {name: total[i + 1] for i, name in enumerate(names)}
+
+    def part_losses(self) -> dict[str, float]:
+        """The loss's named parts (a detector's classifier, box, objectness, RPN), averaged."""
+        count = max(1, self.loss_count)
+        return {f"loss_{name}": float(value) / count for name, value in self.parts.items()}
 
     def loss(self) -> float:
         total = self.loss_sum.item() if isinstance(self.loss_sum, torch.Tensor) else self.loss_sum
@@ -101,6 +121,8 @@ class Run:
     start_step: int = 0
     stage_devices: list[torch.device] = field(default_factory=list)  # more than one: model parallel
     early: EarlyStopping | None = None
+    task: Task | None = None  # what differs by the dataset's task (trainer/tasks/)
+    best_metric: str = "top1"  # the metric the best checkpoint and early stopping watch, for this task
 
     @property
     def epoch(self) -> float:
@@ -122,10 +144,13 @@ def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
         raise ConfigError(f"data.dataset: {exc}") from None
     channels, height, width = input_shape(cfg, info)
     spec = InputSpec(channels, height, width, info.num_classes, cfg.custom_layers or [])
-    try:
-        check_input_size(cfg.network, spec)
-    except (NetworkError, CustomNetError) as exc:
-        raise ConfigError(f"network: {exc}") from None
+    task = task_for(info.task)
+    task.check_network(cfg.network, spec)
+    best_metric_for(task, cfg.best_metric)
+    if info.task != CLASSIFICATION and cfg.model_parallel > 1:
+        raise ConfigError(
+            f"{info.task} networks train whole on each device (data parallel); give 1", field="model_parallel"
+        )
     if info.splits["train"].count and info.splits["train"].count < cfg.batch_size:
         raise ConfigError(
             f"batch_size: {cfg.batch_size} is larger than the {info.splits['train'].count} training images"
@@ -153,9 +178,10 @@ def build_run(
     """This process's run; `devices` are its stages' devices (one, unless the model is split)."""
     device = devices[0]
     info, spec = prepare(cfg)
-    data = build_data(cfg, info, rank=rank, world=world, pin_memory=device.type == "cuda")
+    task = task_for(info.task)
+    data = build_data(cfg, info, task=task, rank=rank, world=world, pin_memory=device.type == "cuda")
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-    model = build_model(cfg.network, spec)
+    model = task.build_model(cfg.network, spec)
     if cfg.pretrained:
         load_pretrained(model, cfg.pretrained)
     stages = place_model(model, cfg, spec, devices)
@@ -193,6 +219,8 @@ def build_run(
         CheckpointStore(cfg.run_dir, cfg.keep_last),
         total_steps,
         stage_devices=devices,
+        task=task,
+        best_metric=best_metric_for(task, cfg.best_metric),
     )
 
 
@@ -235,6 +263,7 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
         "rng": rngs,
         "config": run.cfg.to_dict(),
         "labels": run.info.labels,
+        "task": run.info.task,
         "input_shape": list(run.data.input_shape),
         "preprocessing": preprocessing_of(run),
         "mean": None if run.data.normalize.mean is None else run.data.normalize.mean.cpu(),
@@ -303,6 +332,7 @@ def report_metrics(run: Run) -> None:
         "images_per_sec": per_process * run.world,
         "images_per_sec_per_process": per_process,
         "data_wait_share": min(1.0, run.meter.data_wait / elapsed),
+        **run.meter.part_losses(),
     }
     if run.device.type == "cuda":
         # With the model split, the fullest of this process's GPUs (the one that would run out).
@@ -316,7 +346,7 @@ def report_metrics(run: Run) -> None:
     run.meter.reset()
 
 
-def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
+def train_one_epoch(run: Run, epoch: int) -> bool:
     """Train from the current step to the end of `epoch` (or of the run). True if stopped early."""
     cfg, accum = run.cfg, run.cfg.grad_accum
     start_batch = run.step - epoch * run.data.steps_per_epoch
@@ -326,19 +356,19 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
     end_step = min(run.total_steps, (epoch + 1) * run.data.steps_per_epoch)
     run.model.train()
     micro, wait_start = 0, time.perf_counter()
-    for images, labels in DevicePrefetcher(run.data.train_loader, run.device):
+    for images, targets in DevicePrefetcher(run.data.train_loader, run.device):
         wait = time.perf_counter() - wait_start
         x = run.data.normalize(images.to(run.device, non_blocking=True))
-        y = labels.to(run.device, non_blocking=True)
+        y = run.task.to_device(targets, run.device)
         micro += 1
         last_micro = micro % accum == 0
         # DDP: skip the gradient all-reduce on all but the last micro-batch of a step.
         sync = run.model.no_sync() if run.world > 1 and not last_micro else contextlib.nullcontext()
         with sync:
             with run.autocast():
-                loss = criterion(run.model(x), y)
+                loss, parts = run.task.loss(run.model, x, y)
             run.scaler.scale(loss / accum).backward()
-        run.meter.update(loss, x.shape[0], wait)
+        run.meter.update(loss, x.shape[0], wait, parts)
         if last_micro:
             if cfg.solver.grad_clip_norm:
                 run.scaler.unscale_(run.optimizer)
@@ -356,7 +386,7 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
                 else:
                     run.meter.reset()
             if run.step % val_every == 0 and run.step < run.total_steps:
-                validate_and_maybe_save(run, criterion, snapshot=run.step % snap_every == 0)
+                validate_and_maybe_save(run, snapshot=run.step % snap_every == 0)
                 run.model_without_ddp.train()
                 if run.early is not None and run.early.triggered:
                     return True
@@ -371,49 +401,34 @@ def train_one_epoch(run: Run, epoch: int, criterion: nn.Module) -> bool:
 
 
 @torch.no_grad()
-def evaluate(run: Run, criterion: nn.Module) -> dict[str, float]:
-    """Validation loss and top-1/top-5 over the whole split (shards summed over ranks).
+def evaluate(run: Run) -> dict[str, float]:
+    """The task's validation metrics over the whole split (shards reduced over ranks).
 
     Uses the model without DDP: shards may differ by one batch between ranks, and DDP's forward
     would then wait for a buffer broadcast that the other rank never joins.
     """
     model = run.model_without_ddp
     model.eval()
-    totals = torch.zeros(4, device=run.device, dtype=torch.float64)  # loss, top1, top5, count
-    k = min(5, run.info.num_classes)
-    for images, labels in DevicePrefetcher(run.data.val_loader, run.device):
+    evaluator = run.task.evaluator(run.info, run.device)
+    for images, targets in DevicePrefetcher(run.data.val_loader, run.device):
         x = run.data.normalize(images.to(run.device, non_blocking=True))
-        y = labels.to(run.device, non_blocking=True)
         with run.autocast():
-            logits = model(x)
-        loss = nn.functional.cross_entropy(logits.float(), y, reduction="sum")
-        top = logits.topk(k, dim=1).indices
-        hits = top.eq(y[:, None])
-        totals += torch.stack(
-            [
-                loss.double(),
-                hits[:, 0].sum().double(),
-                hits.any(dim=1).sum().double(),
-                torch.tensor(float(len(y)), device=run.device, dtype=torch.float64),
-            ]
-        )
-    if run.world > 1:
-        dist.all_reduce(totals)
-    loss_sum, top1, top5, count = totals.tolist()
-    result = {"val_loss": loss_sum / max(1, count), "top1": top1 / max(1, count)}
-    if run.info.num_classes > 5:
-        result["top5"] = top5 / max(1, count)
+            evaluator.update(model, x, run.task.to_device(targets, run.device))
+    result = evaluator.compute(world=run.world)
+    if run.rank == 0:
+        for note in evaluator.notes:
+            log.warning("%s", note)
     return result
 
 
-def validate_and_maybe_save(run: Run, criterion: nn.Module, *, snapshot: bool) -> dict[str, float] | None:
+def validate_and_maybe_save(run: Run, *, snapshot: bool) -> dict[str, float] | None:
     if run.data.val_loader is None:
         if snapshot:
             save_checkpoint(run)
         return None
-    result = evaluate(run, criterion)
-    value = result[run.cfg.best_metric]
-    better = improves(run.cfg.best_metric, value, run.best)
+    result = evaluate(run)
+    value = result[run.best_metric]
+    better = improves(run.best_metric, value, run.best)
     if better:
         run.best = value
     if run.rank == 0:
@@ -426,11 +441,10 @@ def validate_and_maybe_save(run: Run, criterion: nn.Module, *, snapshot: bool) -
 
 
 def fit(run: Run) -> Outcome:
-    criterion = nn.CrossEntropyLoss()
     steps_per_epoch = run.data.steps_per_epoch
     while run.step < run.total_steps:
         epoch, before = run.step // steps_per_epoch, run.step
-        stopped = train_one_epoch(run, epoch, criterion)
+        stopped = train_one_epoch(run, epoch)
         if run.step == before and not stopped:  # a loader that yields nothing would loop forever
             raise RuntimeError(f"epoch {epoch} produced no training batches (step {run.step})")
         if stopped and run.early is not None and run.early.triggered:
@@ -443,12 +457,13 @@ def fit(run: Run) -> Outcome:
                 step=run.step,
                 checkpoint_saved=True,
             )
-    result = validate_and_maybe_save(run, criterion, snapshot=True)
+    result = validate_and_maybe_save(run, snapshot=True)
     if run.rank == 0:
         run.events.progress(100.0, 0.0, time.perf_counter() - run.started, step=run.step)
     message = f"finished {run.step} steps ({run.epoch:.2f} epochs)"
     if result:
-        message += f", val top-1 {result['top1']:.4f}"
+        shown = "top1" if "top1" in result else run.best_metric
+        message += f", val top-1 {result['top1']:.4f}" if shown == "top1" else f", val {shown} {result[shown]:.4f}"
     return Outcome.done(message, step=run.step, **(result or {}))
 
 
@@ -469,7 +484,7 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
     run: Run | None = None
     try:
         run = build_run(cfg, rank=rank, world=world, devices=devices, events=events, stop=stop)
-        run.early = early_stopping_for(cfg)
+        run.early = early_stopping_for(cfg, metric=run.best_metric)
         if resume and not resume_from_latest(run):
             log.info("no checkpoint yet; starting from scratch")
         if rank == 0:

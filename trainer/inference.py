@@ -1,6 +1,6 @@
-"""Classify images with a trained model, with exactly the training preprocessing:
-resize to the dataset size by its resize mode -> centre crop (if trained with crops) ->
-uint8 C x H x W -> (x - mean) / 255 -> model -> softmax -> top-k.
+"""Classify, detect or segment images with a trained model, with exactly the training
+preprocessing: resize to the dataset size by its resize mode -> centre crop (if trained with
+crops) -> uint8 C x H x W -> the task's normalisation -> model -> top-k, boxes or a mask.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from torch import nn
 from trainer.checkpoint import CheckpointStore
 from trainer.data import Normalize
 from trainer.networks import InputSpec, build_model
+from trainer.protocol import CLASSIFICATION, DETECTION
+from trainer.tasks import task_for
+from trainer.tasks.base import as_rgb
+from trainer.tasks.segmentation import Standardize
 
 
 def resize_image(image: Image.Image, width: int, height: int, mode: str) -> Image.Image:
@@ -107,7 +111,76 @@ def load_bundle(path: str | os.PathLike[str], device: str | torch.device = "cpu"
 
 
 def load_checkpoint_classifier(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Classifier:
+    predictor = load_checkpoint_predictor(path, device)
+    if not isinstance(predictor, Classifier):
+        raise ValueError(f"checkpoint {Path(path).name} is a {type(predictor).__name__.lower()}'s, not a classifier's")
+    return predictor
+
+
+# ------------------------------------------------------------------------------- detection, segmentation
+
+
+class Detector:
+    """Boxes with class and score for images of any size: resized as in training, detected,
+    and the boxes scaled back to each image's own pixels (squash, the tasks' stored resize)."""
+
+    def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any], device="cpu") -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.labels, self.preprocessing = labels, preprocessing
+        self.normalize = Normalize(None).to(self.device)
+
+    @torch.no_grad()
+    def detect(self, images: list[Image.Image], *, min_score: float = 0.05) -> list[list[dict[str, Any]]]:
+        batch = np.stack([image_to_uint8(im, self.preprocessing) for im in images])
+        x = self.normalize(torch.from_numpy(batch).to(self.device))
+        found = []
+        for image, out in zip(images, self.model(list(as_rgb(x))), strict=True):
+            sx, sy = image.size[0] / self.preprocessing["width"], image.size[1] / self.preprocessing["height"]
+            keep = out["scores"] >= min_score
+            found.append(
+                [
+                    {"label": self.labels[int(k) - 1], "score": float(s), "box": [x1 * sx, y1 * sy, x2 * sx, y2 * sy]}
+                    for (x1, y1, x2, y2), s, k in zip(
+                        out["boxes"][keep].tolist(),
+                        out["scores"][keep].tolist(),
+                        out["labels"][keep].tolist(),
+                        strict=True,
+                    )
+                ]
+            )
+        return found
+
+
+class Segmenter:
+    """A class per pixel for images of any size, at each image's own size (nearest)."""
+
+    def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any], device="cpu") -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.labels, self.preprocessing = labels, preprocessing
+        self.normalize = Standardize().to(self.device)
+
+    @torch.no_grad()
+    def segment(self, images: list[Image.Image]) -> list[np.ndarray]:
+        batch = np.stack([image_to_uint8(im, self.preprocessing) for im in images])
+        classes = self.model(self.normalize(torch.from_numpy(batch).to(self.device)))["out"].argmax(1)
+        return [
+            np.asarray(Image.fromarray(mask.to(torch.uint8).cpu().numpy(), mode="L").resize(image.size, Image.NEAREST))
+            for image, mask in zip(images, classes, strict=True)
+        ]
+
+
+def load_checkpoint_predictor(path: str | os.PathLike[str], device: str | torch.device = "cpu"):
+    """The predictor of a checkpoint's task: a Classifier, a Detector or a Segmenter."""
     state = CheckpointStore.load(path)
-    model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
+    name = state.get("task", CLASSIFICATION)
+    if name == CLASSIFICATION:
+        model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
+        model.load_state_dict(state["model"])
+        return Classifier(model, state["labels"], state["preprocessing"], state["mean"], device)
+    c, h, w = state["preprocessing"]["input_shape"]
+    model = task_for(name).build_model(state["config"]["network"], InputSpec(c, h, w, len(state["labels"])))
     model.load_state_dict(state["model"])
-    return Classifier(model, state["labels"], state["preprocessing"], state["mean"], device)
+    predictor = Detector if name == DETECTION else Segmenter
+    return predictor(model, state["labels"], state["preprocessing"], device)

@@ -120,6 +120,56 @@ def final_status(events: Iterable[dict[str, Any]], previous: dict[str, Any] | No
     return next((e for e in reversed(list(events)) if e.get("type") == STATUS), previous or {})
 
 
+# ----------------------------------------------------------------------------------- tasks
+
+# What a dataset (and every run, inference, test and export on it) does: dataset.json's "task".
+CLASSIFICATION = "classification"
+DETECTION = "detection"
+SEGMENTATION = "segmentation"
+TASKS = (CLASSIFICATION, DETECTION, SEGMENTATION)
+# Each task's validation metrics as its `validation` events name them; the first is the best
+# checkpoint's by default, with its direction ("max": higher is better). val_loss is every task's.
+TASK_METRICS = {
+    CLASSIFICATION: ("top1", "top5", "val_loss"),
+    # Detection networks give losses only in train mode (which would move BatchNorm's statistics):
+    # their validation is mAP alone.
+    DETECTION: ("map", "map_50", "map_75", "mar_100"),
+    SEGMENTATION: ("miou", "pixel_accuracy", "dice", "val_loss"),
+}
+METRIC_DIRECTION = {
+    "top1": "max",
+    "top5": "max",
+    "map": "max",
+    "map_50": "max",
+    "map_75": "max",
+    "mar_100": "max",
+    "miou": "max",
+    "pixel_accuracy": "max",
+    "dice": "max",
+    "val_loss": "min",
+}
+# The index stored for "no class here" in a segmentation mask, and ignored by loss and metrics.
+IGNORE_INDEX = 255
+# The networks of the detection and segmentation tasks (torchvision's builders, always without
+# downloaded weights; trainer/tasks/ builds them). Classification's are trainer.config.NETWORKS.
+TASK_NETWORKS = {
+    DETECTION: (
+        "fasterrcnn_mobilenet_v3_large_320_fpn",
+        "fasterrcnn_mobilenet_v3_large_fpn",
+        "fasterrcnn_resnet50_fpn_v2",
+        "retinanet_resnet50_fpn_v2",
+        "fcos_resnet50_fpn",
+        "ssdlite320_mobilenet_v3_large",
+    ),
+    SEGMENTATION: (
+        "lraspp_mobilenet_v3_large",
+        "deeplabv3_mobilenet_v3_large",
+        "deeplabv3_resnet50",
+        "fcn_resnet50",
+    ),
+}
+
+
 # ----------------------------------------------------------------------------------- attempt files
 
 # One attempt of a run leaves these in the run folder, whichever executor started it: the config

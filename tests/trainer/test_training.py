@@ -15,12 +15,12 @@ import pytest
 import torch
 
 import trainer.checkpoint as checkpoint_module
-import trainer.engine as engine
 from trainer.checkpoint import CheckpointStore
 from trainer.engine import StopFlag
 from trainer.events import ListReporter
 from trainer.protocol import EXIT_DONE, EXIT_NONFINITE, EXIT_OOM, EXIT_STOPPED
 from trainer.run import train
+from trainer.tasks import classification
 
 from .conftest import make_config
 
@@ -171,7 +171,7 @@ def test_it_keeps_the_last_k_and_the_best(tmp_path):
 
 
 def test_it_reports_out_of_memory_with_batch_sizes_and_device_memory(tmp_path, gray8, monkeypatch):
-    real_build = engine.build_model
+    real_build = classification.build_model
 
     def build_then_oom(name, spec):
         model = real_build(name, spec)
@@ -185,7 +185,7 @@ def test_it_reports_out_of_memory_with_batch_sizes_and_device_memory(tmp_path, g
         model.register_forward_pre_hook(hook)
         return model
 
-    monkeypatch.setattr(engine, "build_model", build_then_oom)
+    monkeypatch.setattr(classification, "build_model", build_then_oom)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "batch_size.json").write_text(json.dumps({"max_batch_size": 4}))
     reporter = ListReporter()
@@ -199,14 +199,14 @@ def test_it_reports_out_of_memory_with_batch_sizes_and_device_memory(tmp_path, g
 
 
 def test_it_stops_on_a_non_finite_loss(tmp_path, gray8, monkeypatch):
-    real_build = engine.build_model
+    real_build = classification.build_model
 
     def build_poisoned(name, spec):
         model = real_build(name, spec)
         model.register_forward_hook(lambda module, inputs, output: output * float("nan"))
         return model
 
-    monkeypatch.setattr(engine, "build_model", build_poisoned)
+    monkeypatch.setattr(classification, "build_model", build_poisoned)
     reporter = ListReporter()
     assert train(make_config(tmp_path / "run", gray8), reporter=reporter) == EXIT_NONFINITE
     assert "training loss became nan by step 1" in reporter.events[-1]["message"]

@@ -1,0 +1,93 @@
+"""The task layer (trainer/tasks/): a detector and a segmentation network train through the same
+engine as a classifier (DDP with gloo included), report their losses and metrics, keep the best
+checkpoint by their own metric, and a network of another task is refused before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+from tests.support.task_data import make_task_folder
+from trainer.checkpoint import CheckpointStore
+from trainer.config import ConfigError, config_from_dict
+from trainer.engine import prepare
+from trainer.events import ListReporter
+from trainer.inference import load_checkpoint_predictor
+from trainer.protocol import EXIT_DONE, TASK_METRICS
+from trainer.run import train
+from trainer.targets import decode_boxes, decode_mask, encode_boxes, encode_mask
+
+pytestmark = pytest.mark.slow
+
+
+def config(tmp_path, folder, network: str, **fields):
+    return config_from_dict(
+        {
+            "run_dir": str(tmp_path / "run"),
+            "network": network,
+            "epochs": 1,
+            "batch_size": 4,
+            "devices": ["cpu"],
+            "metrics_interval": 1,
+            "data": {"dataset": str(folder), "num_workers": 0, "mean_subtraction": "none"},
+            "solver": {"optimizer": "sgd", "base_lr": 0.01},
+            **fields,
+        }
+    )
+
+
+def test_it_round_trips_box_and_mask_records():
+    boxes = torch.tensor([[1, 2.5, 3, 40, 50, 0], [0, 0, 0, 8, 8, 1]]).numpy()
+    assert (decode_boxes(encode_boxes(boxes)) == boxes).all()
+    assert decode_boxes(encode_boxes(boxes[:0])).shape == (0, 6)  # an image without objects
+    mask = (torch.arange(12).reshape(3, 4) % 3).to(torch.uint8).numpy()
+    mask[0, 0] = 255
+    assert (decode_mask(encode_mask(mask)) == mask).all()
+
+
+def test_it_trains_a_detector_on_two_ranks_and_keeps_the_best_by_map(tmp_path):
+    folder = make_task_folder(tmp_path / "ds", task="detection", train=8, val=4)
+    reporter = ListReporter()
+    cfg = config(tmp_path, folder, "fasterrcnn_mobilenet_v3_large_320_fpn", devices=["cpu", "cpu"])
+    assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
+    (metrics, *_) = reporter.of_type("metrics")
+    assert {"loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"} <= set(metrics)
+    (validation,) = reporter.of_type("validation")
+    assert set(TASK_METRICS["detection"]) <= set(validation) and 0 <= validation["map"] <= 1
+    best = CheckpointStore.load(CheckpointStore(tmp_path / "run").best())
+    assert best["task"] == "detection" and best["best"] == validation["map"]
+    assert reporter.events[-1]["message"].startswith("finished 2 steps (1.00 epochs), val map ")
+    # Its boxes come back in each image's own pixels, whatever its size.
+    detector = load_checkpoint_predictor(CheckpointStore(tmp_path / "run").best())
+    (found,) = detector.detect([Image.new("RGB", (128, 96))], min_score=0.0)
+    assert all(0 <= b["box"][0] <= b["box"][2] <= 128 and 0 <= b["box"][1] <= b["box"][3] <= 96 for b in found)
+    assert {b["label"] for b in found} <= {"square", "disc"}
+
+
+def test_it_trains_a_segmentation_network_and_reports_miou(tmp_path):
+    folder = make_task_folder(tmp_path / "ds", task="segmentation", train=8, val=4)
+    reporter = ListReporter()
+    assert train(config(tmp_path, folder, "lraspp_mobilenet_v3_large"), reporter=reporter) == EXIT_DONE
+    (validation,) = reporter.of_type("validation")
+    assert set(TASK_METRICS["segmentation"]) <= set(validation)
+    assert 0 <= validation["miou"] <= 1 and 0 <= validation["pixel_accuracy"] <= 1
+    assert CheckpointStore.load(CheckpointStore(tmp_path / "run").best())["best"] == validation["miou"]
+    segmenter = load_checkpoint_predictor(CheckpointStore(tmp_path / "run").best())
+    (mask,) = segmenter.segment([Image.new("RGB", (100, 70), (230, 60, 40))])
+    assert mask.shape == (70, 100) and set(mask.ravel().tolist()) <= {0, 1, 2}
+
+
+def test_it_refuses_a_network_or_metric_of_another_task_before_anything_starts(tmp_path):
+    detection = make_task_folder(tmp_path / "det", task="detection", train=4, val=0)
+    with pytest.raises(ConfigError) as error:
+        prepare(config(tmp_path, detection, "resnet18"))
+    assert error.value.field == "network" and "not a detection network" in error.value.message
+    segmentation = make_task_folder(tmp_path / "seg", task="segmentation", train=4, val=0)
+    with pytest.raises(ConfigError) as error:
+        prepare(config(tmp_path, segmentation, "lraspp_mobilenet_v3_large", best_metric="map"))
+    assert error.value.field == "best_metric" and "not a metric of segmentation" in error.value.message
+    with pytest.raises(ConfigError) as error:
+        prepare(config(tmp_path, detection, "fasterrcnn_mobilenet_v3_large_fpn", model_parallel=2,
+                       devices=["cpu", "cpu"]))  # fmt: skip
+    assert error.value.field == "model_parallel"

@@ -1,0 +1,30 @@
+"""The tasks: what differs between classification, detection and segmentation, one module each
+(docs/architecture.md, "Tasks"). The engine (trainer/engine.py) keeps the loop, DDP, AMP,
+accumulation, checkpoints, stop and resume, and asks the run's task for the rest: its networks,
+the split's dataset and collate, the normalisation, the loss and the evaluator.
+"""
+
+from __future__ import annotations
+
+from trainer.config import ConfigError
+from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION, TASKS
+from trainer.tasks.base import Evaluator, Task, TaskError
+
+__all__ = ["Evaluator", "Task", "TaskError", "task_for"]
+
+
+def task_for(name: str) -> Task:
+    """The task named `name`; fails loudly, listing the tasks."""
+    if name == CLASSIFICATION:
+        from trainer.tasks.classification import ClassificationTask  # lazily: each task pulls its own libraries
+
+        return ClassificationTask()
+    if name == DETECTION:
+        from trainer.tasks.detection import DetectionTask  # lazily: torchmetrics and faster-coco-eval
+
+        return DetectionTask()
+    if name == SEGMENTATION:
+        from trainer.tasks.segmentation import SegmentationTask  # lazily: torchvision's segmentation models
+
+        return SegmentationTask()
+    raise ConfigError(f"task {name!r} is not one of {', '.join(TASKS)}", field="task")

@@ -1,0 +1,98 @@
+"""What the engine asks of a task, and the pieces the tasks share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from trainer.config import ConfigError, TrainConfig
+from trainer.dataset_folder import DatasetInfo
+from trainer.networks import InputSpec
+from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION
+
+
+class TaskError(ConfigError):
+    """The run asks something of its task that the task cannot do (a network of another task)."""
+
+
+class Evaluator(Protocol):
+    """Validation over one split, shards reduced over the ranks at `compute`."""
+
+    # Plain words about what the numbers mean, for the run's log ("no box scored above 0.05").
+    notes: list[str]
+
+    def update(self, model: nn.Module, x: torch.Tensor, targets: Any) -> None: ...
+
+    def compute(self, *, world: int) -> dict[str, float]: ...
+
+
+class Task(Protocol):
+    name: str
+    networks: tuple[str, ...]
+    metrics: tuple[str, ...]  # trainer.protocol.TASK_METRICS[name]; the first is the default best
+    # The DataLoader's collate (None: the default stacking of (image, label) pairs).
+    collate: Callable[[list], Any] | None
+
+    def check_network(self, name: str, spec: InputSpec) -> None:
+        """ConfigError naming `network` when `name` is not this task's or cannot take `spec`."""
+
+    def build_model(self, name: str, spec: InputSpec) -> nn.Module: ...
+
+    def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> Dataset:
+        """Items (uint8 C x H x W image tensor, target); train items are (index, seed) addressed."""
+
+    def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Callable[[torch.Tensor], torch.Tensor]:
+        """uint8 batch on the device -> the network's float input (see trainer.data.Normalize)."""
+
+    def to_device(self, targets: Any, device: torch.device) -> Any: ...
+
+    def loss(self, model: nn.Module, x: torch.Tensor, targets: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss to minimise and its named parts (detached), in the model's train mode."""
+
+    def evaluator(self, info: DatasetInfo, device: torch.device) -> Evaluator: ...
+
+
+def best_metric_for(task: Task, requested: str) -> str:
+    """The metric the best checkpoint and early stopping watch: the requested one when it is the
+    task's; the classification default on another task's dataset means that task's first."""
+    if requested in task.metrics:
+        return requested
+    if requested == "top1" and task.name != CLASSIFICATION:
+        return task.metrics[0]
+    raise TaskError(f"{requested!r} is not a metric of {task.name} ({', '.join(task.metrics)})", field="best_metric")
+
+
+def improves(metric: str, value: float, best: float | None) -> bool:
+    """Strictly better in the metric's direction (trainer.protocol.METRIC_DIRECTION)."""
+    if best is None:
+        return True
+    return value > best if METRIC_DIRECTION[metric] == "max" else value < best
+
+
+def as_rgb(x: torch.Tensor) -> torch.Tensor:
+    """Grey batches for torchvision's detection and segmentation networks, which are RGB."""
+    return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
+
+
+def seeded(item: int | tuple[int, int]) -> tuple[int, int | None]:
+    """(index, seed) of a train item, (index, None) of an evaluation one (trainer.data.ShardedSampler)."""
+    return item if isinstance(item, tuple) else (item, None)
+
+
+def with_seed(seed: int | None, apply: Callable[[], Any]) -> Any:
+    """`apply()` with torch's RNG seeded by `seed` and restored after: a sample's augmentation
+    depends only on its seed, not on which worker or process draws it (resume sees the same)."""
+    if seed is None:
+        return apply()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed % (1 << 63))
+        return apply()
+
+
+def image_tensor(chw: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(chw))

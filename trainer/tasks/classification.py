@@ -1,0 +1,85 @@
+"""Classification: one label per image, cross-entropy, top-1/top-5 (the workbench's first task)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainer.config import NETWORKS, ConfigError, TrainConfig
+from trainer.custom_net import CustomNetError
+from trainer.data import LMDBImageDataset, Normalize, mean_tensor
+from trainer.dataset_folder import DatasetInfo
+from trainer.datum import DatumLMDB
+from trainer.networks import InputSpec, NetworkError, build_model, check_input_size
+from trainer.protocol import CLASSIFICATION, TASK_METRICS
+
+
+class TopK:
+    """Validation loss, top-1 and top-5 summed over the split's shards."""
+
+    def __init__(self, num_classes: int, device: torch.device) -> None:
+        self.k = min(5, num_classes)
+        self.num_classes = num_classes
+        self.totals = torch.zeros(4, device=device, dtype=torch.float64)  # loss, top1, top5, count
+        self.notes: list[str] = []
+
+    def update(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits.float(), y, reduction="sum")
+        hits = logits.topk(self.k, dim=1).indices.eq(y[:, None])
+        count = torch.tensor(float(len(y)), device=self.totals.device, dtype=torch.float64)
+        self.totals += torch.stack([loss.double(), hits[:, 0].sum().double(), hits.any(dim=1).sum().double(), count])
+
+    def compute(self, *, world: int) -> dict[str, float]:
+        if world > 1:
+            dist.all_reduce(self.totals)
+        loss_sum, top1, top5, count = self.totals.tolist()
+        result = {"val_loss": loss_sum / max(1, count), "top1": top1 / max(1, count)}
+        if self.num_classes > 5:
+            result["top5"] = top5 / max(1, count)
+        return result
+
+
+class ClassificationTask:
+    name = CLASSIFICATION
+    networks = NETWORKS
+    metrics = TASK_METRICS[CLASSIFICATION]
+    collate = None
+
+    def check_network(self, name: str, spec: InputSpec) -> None:
+        if name not in self.networks:
+            raise ConfigError(
+                f"{name} is a network of another task; this dataset is for classification: "
+                f"choose one of {', '.join(self.networks)}",
+                field="network",
+            )
+        try:
+            check_input_size(name, spec)
+        except (NetworkError, CustomNetError) as exc:
+            raise ConfigError(f"network: {exc}") from None
+
+    def build_model(self, name: str, spec: InputSpec) -> nn.Module:
+        return build_model(name, spec)
+
+    def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> LMDBImageDataset:
+        db = DatumLMDB(info.splits[split].db)
+        if not train:
+            return LMDBImageDataset(db, crop_size=cfg.data.crop_size)
+        flips = {"hflip": cfg.data.random_flip, "vflip": cfg.data.vertical_flip}
+        return LMDBImageDataset(db, crop_size=cfg.data.crop_size, train=True, **flips)
+
+    def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Normalize:
+        mean = mean_tensor(info, cfg.data.mean_subtraction, cfg.data.crop_size)
+        return Normalize(mean, channels_last=cfg.channels_last)
+
+    def to_device(self, targets: torch.Tensor, device: torch.device) -> torch.Tensor:
+        return targets.to(device, non_blocking=True)
+
+    def loss(self, model: nn.Module, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        return nn.functional.cross_entropy(model(x), targets), {}
+
+    def evaluator(self, info: DatasetInfo, device: torch.device) -> TopK:
+        return TopK(info.num_classes, device)

@@ -1,0 +1,187 @@
+"""Object detection: boxes with classes; torchvision's detectors (never downloaded weights), joint
+augmentation of image and boxes with transforms.v2, COCO mAP by torchmetrics on faster-coco-eval.
+
+The detectors take a list of images and their targets and return a dict of losses in train mode
+and detections in eval mode; this module hides that, so the engine's loop is the classifier's.
+Class indexes are stored 0-based (labels.txt); the detectors keep 0 for the background, so the
+model sees class + 1. Ignore regions (KITTI DontCare, COCO iscrowd, VOC difficult) are left out of
+the training targets and passed to the metric as crowd regions, where they count neither as a
+miss nor as a false positive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+from torchvision import tv_tensors
+from torchvision.models import detection
+from torchvision.transforms import v2
+
+from trainer.config import ConfigError, TrainConfig
+from trainer.data import Normalize, move
+from trainer.dataset_folder import DatasetInfo
+from trainer.datum import DatumLMDB
+from trainer.networks import InputSpec
+from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
+from trainer.targets import decode_boxes
+from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
+
+# Below this score a detection does not count as one in the run's words ("no box scored above").
+SCORE_FLOOR = 0.05
+MIN_SIDE = 32  # the backbones' stride: smaller images leave no feature map
+
+
+def _builder(name: str) -> Callable[..., nn.Module]:
+    return getattr(detection, name)
+
+
+def build_detector(name: str, spec: InputSpec) -> nn.Module:
+    """`name` for the dataset's classes (+ background), without any downloaded weights; the
+    R-CNN, RetinaNet and FCOS transforms keep the dataset's own size (they upscale to 800 px by
+    default, which on small images costs ~40x the compute for nothing)."""
+    kwargs: dict[str, Any] = {"weights": None, "weights_backbone": None, "num_classes": spec.num_classes + 1}
+    if not name.startswith("ssdlite"):
+        kwargs.update(min_size=min(spec.height, spec.width), max_size=max(spec.height, spec.width))
+    return _builder(name)(**kwargs)
+
+
+class DetectionDataset(Dataset):
+    """Items: (uint8 C x H x W image, {"boxes": N x 4 xyxy, "labels": N, "ignore": N bool})."""
+
+    def __init__(self, images: DatumLMDB, targets: DatumLMDB, *, transform: v2.Transform | None) -> None:
+        self.images, self.targets, self.transform = images, targets, transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def close(self) -> None:
+        self.images.close()
+        self.targets.close()
+
+    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        index, seed = seeded(item)
+        chw, _ = self.images[index]
+        rows = torch.from_numpy(decode_boxes(self.targets.raw(index), where=f"{self.targets.path} record {index}"))
+        height, width = chw.shape[1:]
+        image = tv_tensors.Image(image_tensor(chw))
+        target = {
+            "boxes": tv_tensors.BoundingBoxes(rows[:, 1:5], format="XYXY", canvas_size=(height, width)),
+            "labels": rows[:, 0].long(),
+            "ignore": rows[:, 5] > 0,
+        }
+        if self.transform is not None:
+            image, target = with_seed(seed, lambda: self.transform(image, target))
+        return image.as_subclass(torch.Tensor), {
+            "boxes": target["boxes"].as_subclass(torch.Tensor).float(),
+            "labels": target["labels"],
+            "ignore": target["ignore"],
+        }
+
+
+def collate(batch: list) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """Stored images share one size: they stack as the classifier's do; targets stay a list."""
+    return torch.stack([image for image, _ in batch]), [target for _, target in batch]
+
+
+def train_transform(cfg: TrainConfig, height: int, width: int) -> v2.Transform:
+    """Flip, scale jitter and a crop back to the stored size; boxes cut by the crop are clipped
+    and the ones left too small are dropped with their labels (SanitizeBoundingBoxes)."""
+    steps: list[v2.Transform] = []
+    if cfg.data.random_flip:
+        steps.append(v2.RandomHorizontalFlip())
+    steps += [
+        v2.ScaleJitter(target_size=(height, width), scale_range=(0.75, 1.25), antialias=True),
+        v2.RandomCrop((height, width), pad_if_needed=True),
+        v2.ClampBoundingBoxes(),
+        v2.SanitizeBoundingBoxes(min_size=1.0, labels_getter=lambda inputs: (inputs[1]["labels"], inputs[1]["ignore"])),
+    ]
+    return v2.Compose(steps)
+
+
+class MeanAP:
+    """COCO mAP over the split (torchmetrics reduces over the ranks at compute)."""
+
+    def __init__(self, device: torch.device) -> None:
+        from torchmetrics.detection import MeanAveragePrecision  # lazily: a second of import for detection only
+
+        self.metric = MeanAveragePrecision(box_format="xyxy", iou_type="bbox", backend="faster_coco_eval").to(device)
+        self.scored = 0  # detections at or above SCORE_FLOOR
+        self.notes: list[str] = []
+
+    def update(self, model: nn.Module, x: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> None:
+        predictions = model(list(as_rgb(x)))
+        self.scored += sum(int((p["scores"] >= SCORE_FLOOR).sum()) for p in predictions)
+        self.metric.update(
+            [
+                {key: p[key].float() if key != "labels" else p[key] for key in ("boxes", "scores", "labels")}
+                for p in predictions
+            ],
+            [{"boxes": t["boxes"], "labels": t["labels"] + 1, "iscrowd": t["ignore"].long()} for t in targets],
+        )
+
+    def compute(self, *, world: int) -> dict[str, float]:
+        found = self.metric.compute()
+        scored = torch.tensor([self.scored], device=found["map"].device)
+        if world > 1:
+            torch.distributed.all_reduce(scored)
+        # COCO's -1 means "no ground truth to judge by": the run says so instead of charting -1.
+        result = {name: max(0.0, float(found[name])) for name in ("map", "map_50", "map_75", "mar_100")}
+        if int(scored.item()) == 0:
+            self.notes.append(
+                f"no box scored above {SCORE_FLOOR} on the validation images: the detector has not found anything "
+                f"yet; if this lasts, check the class table and the box sizes"
+            )
+        elif float(found["map"]) < 0:
+            self.notes.append("the validation split holds no boxes to judge by: its mAP is shown as 0")
+        return result
+
+
+class DetectionTask:
+    name = DETECTION
+    networks = TASK_NETWORKS[DETECTION]
+    metrics = TASK_METRICS[DETECTION]
+
+    @staticmethod
+    def collate(batch: list) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+        return collate(batch)
+
+    def check_network(self, name: str, spec: InputSpec) -> None:
+        if name not in self.networks:
+            raise ConfigError(
+                f"{name} is not a detection network; choose one of {', '.join(self.networks)}", field="network"
+            )
+        if min(spec.height, spec.width) < MIN_SIDE:
+            raise ConfigError(
+                f"{name} needs images of at least {MIN_SIDE}x{MIN_SIDE}, dataset is {spec.width}x{spec.height}",
+                field="network",
+            )
+
+    def build_model(self, name: str, spec: InputSpec) -> nn.Module:
+        return build_detector(name, spec)
+
+    def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> DetectionDataset:
+        where = info.splits[split]
+        transform = train_transform(cfg, info.image_height, info.image_width) if train else None
+        return DetectionDataset(DatumLMDB(where.db), DatumLMDB(where.targets_db), transform=transform)
+
+    def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Normalize:
+        # The detectors normalise with their own mean and std inside; they take 0..1 pixels.
+        return Normalize(None, channels_last=cfg.channels_last)
+
+    def to_device(self, targets: list[dict[str, torch.Tensor]], device: torch.device) -> list[dict[str, torch.Tensor]]:
+        return move(targets, device)
+
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, targets: list[dict[str, torch.Tensor]]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        kept = [{"boxes": t["boxes"][~t["ignore"]], "labels": t["labels"][~t["ignore"]] + 1} for t in targets]
+        losses = model(list(as_rgb(x)), kept)
+        parts = {name.removeprefix("loss_"): value.detach() for name, value in losses.items()}
+        return sum(losses.values()), parts
+
+    def evaluator(self, info: DatasetInfo, device: torch.device) -> MeanAP:
+        return MeanAP(device)

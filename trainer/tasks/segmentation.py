@@ -1,0 +1,175 @@
+"""Semantic segmentation: a class per pixel (IGNORE_INDEX = no class); torchvision's FCN,
+DeepLabV3 and LR-ASPP (never downloaded weights), joint augmentation of image and mask with
+transforms.v2, and mIoU, per-class IoU, pixel accuracy and Dice from one confusion matrix, as
+torchvision's references/segmentation computes them. Pixel accuracy alone hid that nothing was
+found (98 % on a background-heavy set): mIoU is the default best metric.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import Dataset
+from torchvision import tv_tensors
+from torchvision.models import segmentation
+from torchvision.transforms import v2
+
+from trainer.config import ConfigError, TrainConfig
+from trainer.data import Normalize
+from trainer.dataset_folder import DatasetInfo
+from trainer.datum import DatumLMDB
+from trainer.networks import InputSpec
+from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS
+from trainer.targets import decode_mask
+from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
+
+MIN_SIDE = 32  # the backbones' output stride
+# ImageNet statistics: torchvision's segmentation networks do not normalise inside (the
+# detectors do), and these are the statistics their published recipes train with.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class Standardize(Normalize):
+    """0..1 pixels, then (x - mean) / std per channel, on the device."""
+
+    def __init__(self, *, channels_last: bool = False) -> None:
+        super().__init__(None, channels_last=channels_last)
+        self.scale = (torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1))
+
+    def to(self, device: torch.device) -> Standardize:
+        out = Standardize()
+        out.memory_format = self.memory_format
+        out.scale = tuple(t.to(device) for t in self.scale)
+        return out
+
+    def __call__(self, batch: torch.Tensor) -> torch.Tensor:
+        mean, std = self.scale
+        x = as_rgb(batch.float().mul_(1.0 / 255))
+        return ((x - mean) / std).contiguous(memory_format=self.memory_format)
+
+
+class SegmentationDataset(Dataset):
+    """Items: (uint8 C x H x W image, uint8 H x W mask of class indexes)."""
+
+    def __init__(self, images: DatumLMDB, masks: DatumLMDB, *, transform: v2.Transform | None) -> None:
+        self.images, self.masks, self.transform = images, masks, transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def close(self) -> None:
+        self.images.close()
+        self.masks.close()
+
+    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        index, seed = seeded(item)
+        chw, _ = self.images[index]
+        mask = decode_mask(self.masks.raw(index), where=f"{self.masks.path} record {index}")
+        image, target = tv_tensors.Image(image_tensor(chw)), tv_tensors.Mask(torch.from_numpy(mask))
+        if self.transform is not None:
+            image, target = with_seed(seed, lambda: self.transform(image, target))
+        return image.as_subclass(torch.Tensor), target.as_subclass(torch.Tensor)
+
+
+def train_transform(cfg: TrainConfig, height: int, width: int) -> v2.Transform:
+    """Flip, scale jitter, and a crop back to the stored size; what the crop pads is ignored."""
+    steps: list[v2.Transform] = []
+    if cfg.data.random_flip:
+        steps.append(v2.RandomHorizontalFlip())
+    steps += [
+        v2.ScaleJitter(target_size=(height, width), scale_range=(0.75, 1.25), antialias=True),
+        v2.RandomCrop((height, width), pad_if_needed=True, fill={tv_tensors.Mask: IGNORE_INDEX, "others": 0}),
+    ]
+    return v2.Compose(steps)
+
+
+class ConfusionMatrix:
+    """Pixels counted per (true, predicted) class over the split, ignore index left out."""
+
+    def __init__(self, num_classes: int, device: torch.device) -> None:
+        self.num_classes = num_classes
+        self.matrix = torch.zeros(num_classes, num_classes, device=device, dtype=torch.float64)
+        self.loss = torch.zeros(2, device=device, dtype=torch.float64)  # summed loss, pixels
+        self.notes: list[str] = []
+
+    def update(self, model: nn.Module, x: torch.Tensor, masks: torch.Tensor) -> None:
+        logits = model(x)["out"].float()
+        target = masks.long()
+        loss = nn.functional.cross_entropy(logits, target, ignore_index=IGNORE_INDEX, reduction="sum")
+        valid = target != IGNORE_INDEX
+        self.loss += torch.stack([loss.double(), valid.sum().double()])
+        pairs = target[valid] * self.num_classes + logits.argmax(1)[valid]
+        self.matrix += torch.bincount(pairs, minlength=self.num_classes**2).reshape(self.num_classes, -1).double()
+
+    def compute(self, *, world: int) -> dict[str, float]:
+        if world > 1:
+            dist.all_reduce(self.matrix)
+            dist.all_reduce(self.loss)
+        hits = self.matrix.diag()
+        truth, predicted = self.matrix.sum(1), self.matrix.sum(0)
+        union = truth + predicted - hits
+        present = union > 0  # a class neither in the split nor predicted says nothing either way
+        iou = hits[present] / union[present]
+        dice = 2 * hits[present] / (truth + predicted)[present]
+        pixels = self.matrix.sum()
+        result = {
+            "miou": float(iou.mean()) if len(iou) else 0.0,
+            "pixel_accuracy": float(hits.sum() / pixels) if pixels else 0.0,
+            "dice": float(dice.mean()) if len(dice) else 0.0,
+            "val_loss": float(self.loss[0] / self.loss[1].clamp(min=1)),
+        }
+        if pixels and int((predicted > 0).sum()) == 1:
+            only = int(predicted.argmax())
+            self.notes.append(
+                f"every validation pixel is predicted as class {only}: the network has not separated any class yet"
+            )
+        return result
+
+
+class SegmentationTask:
+    name = SEGMENTATION
+    networks = TASK_NETWORKS[SEGMENTATION]
+    metrics = TASK_METRICS[SEGMENTATION]
+    collate = None  # images and masks of one size stack as they are
+
+    def check_network(self, name: str, spec: InputSpec) -> None:
+        if name not in self.networks:
+            raise ConfigError(
+                f"{name} is not a segmentation network; choose one of {', '.join(self.networks)}", field="network"
+            )
+        if min(spec.height, spec.width) < MIN_SIDE:
+            raise ConfigError(
+                f"{name} needs images of at least {MIN_SIDE}x{MIN_SIDE}, dataset is {spec.width}x{spec.height}",
+                field="network",
+            )
+
+    def build_model(self, name: str, spec: InputSpec) -> nn.Module:
+        builder = getattr(segmentation, name)
+        return builder(weights=None, weights_backbone=None, num_classes=spec.num_classes)
+
+    def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> SegmentationDataset:
+        where = info.splits[split]
+        transform = train_transform(cfg, info.image_height, info.image_width) if train else None
+        return SegmentationDataset(DatumLMDB(where.db), DatumLMDB(where.targets_db), transform=transform)
+
+    def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Standardize:
+        return Standardize(channels_last=cfg.channels_last)
+
+    def to_device(self, targets: torch.Tensor, device: torch.device) -> torch.Tensor:
+        return targets.to(device, non_blocking=True)
+
+    def loss(self, model: nn.Module, x: torch.Tensor, masks: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        out = model(x)
+        target = masks.long()
+        loss = nn.functional.cross_entropy(out["out"], target, ignore_index=IGNORE_INDEX)
+        if "aux" in out:  # the auxiliary head, weighted as torchvision's recipe does
+            aux = nn.functional.cross_entropy(out["aux"], target, ignore_index=IGNORE_INDEX)
+            return loss + 0.5 * aux, {"out": loss.detach(), "aux": aux.detach()}
+        return loss, {}
+
+    def evaluator(self, info: DatasetInfo, device: torch.device) -> ConfusionMatrix:
+        return ConfusionMatrix(info.num_classes, device)
