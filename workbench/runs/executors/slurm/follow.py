@@ -105,13 +105,15 @@ def _loop(holder: str, every: float, step) -> None:
         _stop.wait(max(0.05, every - (time.monotonic() - started)))
 
 
-def follow_until_stopped(holder: str, stop: threading.Event) -> None:
-    """Follows until `stop` is set: the events thread beside this one, the control passes here."""
-    _stop.clear()
+def request_stop(*_signal_args) -> None:
+    """Ends both threads' passes at their next wait; a signal handler as it is (SIGTERM, Ctrl-C)."""
+    _stop.set()
+
+
+def follow_until_stopped(holder: str) -> None:
+    """Follows until `request_stop`: the events thread beside this one, the control passes here."""
     events = threading.Thread(target=_loop, args=(holder, EVENTS_SECONDS, events_pass), name="slurm-events")
     events.start()
     log.info("following Slurm partition %s every %.1fs", settings.SLURM_PARTITION, settings.SLURM_POLL_SECONDS)
-    watcher = threading.Thread(target=lambda: (stop.wait(), _stop.set()), name="slurm-stop", daemon=True)
-    watcher.start()
     _loop(holder, settings.SLURM_POLL_SECONDS, control_pass)
     events.join()
