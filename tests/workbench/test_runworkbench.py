@@ -1,4 +1,5 @@
-"""The run command itself, as a new user starts it: embedded Redis, daphne, a worker."""
+"""The run command itself, as a new user starts it: embedded Redis, daphne, a worker (and the Slurm
+follower where Slurm is on)."""
 
 import json
 import os
@@ -40,6 +41,13 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120) -> d
     pytest.fail(f"not healthy within {timeout} s: {report}")
 
 
+def wait_for_lines(log_path, lines: list[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(line in log_path.read_text() for line in lines):
+        assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+        time.sleep(0.2)
+
+
 def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
@@ -48,6 +56,11 @@ def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
         WORKBENCH_DATA_DIR=str(tmp_path),
         WORKBENCH_HEARTBEAT_SECONDS="1",
         PYTHONUNBUFFERED="1",
+        # Slurm on, with no cluster to reach: the follower starts, says the controller does not
+        # answer, and keeps following (tests/workbench/runs/test_slurm.py follows a real one).
+        WORKBENCH_SLURM="1",
+        WORKBENCH_SLURM_PARTITION="wb",
+        SLURM_CONF=str(tmp_path / "no-cluster.conf"),
     )
     log_path = tmp_path / "run.log"
     with log_path.open("wb") as log:
@@ -71,18 +84,21 @@ def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
         tree = psutil.Process(process.pid).children(recursive=True)
         names = " ".join(" ".join(p.cmdline()) for p in tree)
         assert "valkey-server" in names and "daphne" in names and "celery" in names
+        assert "follow_slurm" in names
+        wait_for_lines(log_path, ["[slurm-follower] following Slurm partition wb"])
 
-        worker = next(p for p in psutil.Process(process.pid).children() if "celery" in " ".join(p.cmdline()))
-        worker.kill()
-        deadline = time.monotonic() + 30
-        while "restarting worker in 1 s" not in log_path.read_text():
-            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.2)
+        # The worker and the follower crash at once; each is restarted on its own.
+        services = psutil.Process(process.pid).children()
+        for crashing in ("celery", "follow_slurm"):
+            next(p for p in services if crashing in " ".join(p.cmdline())).kill()
+        wait_for_lines(log_path, ["restarting worker in 1 s", "restarting slurm-follower in 1 s"])
         assert "worker stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
+        assert "slurm-follower stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
         time.sleep(3)
         wait_healthy(health_url, process)
 
         tree = psutil.Process(process.pid).children(recursive=True)
+        assert "follow_slurm" in " ".join(" ".join(p.cmdline()) for p in tree)  # back
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0, log_path.read_text()[-3000:]
         gone, alive = psutil.wait_procs(tree, timeout=10)
