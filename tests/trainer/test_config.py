@@ -13,10 +13,13 @@ from trainer.config import (
     RANGES,
     ConfigError,
     Range,
+    TrainConfig,
     config_from_dict,
+    default_of,
     load_config,
     parse_devices,
     plain_number,
+    settings_of,
 )
 from trainer.events import ListReporter
 from trainer.run import train
@@ -196,3 +199,19 @@ def test_it_refuses_device_lists_no_host_has_before_building_them():
         parse_devices("cpu x 1000000000")
     with pytest.raises(ConfigError, match="a 401-digit number is not a CUDA index"):
         parse_devices([10**400])
+
+
+def test_it_stores_every_setting_sent_or_defaulted_without_what_the_launcher_fills_in():
+    sent = config_from_dict({"run_dir": "r", "data": {"dataset": "d", "num_workers": 0}, "devices": "cpu x 2",
+                             "batch_size": 8, "solver": {"base_lr": 0.1}}, check_paths=False)  # fmt: skip
+    settings = settings_of(sent)
+    defaults = settings_of(TrainConfig())
+    assert set(settings) == set(defaults) and not set(settings) & {"run_dir", "devices", "nodes", "network"}
+    assert "dataset" not in settings["data"] and "pretrained" not in settings
+    assert settings["batch_size"] == 8 and settings["solver"]["base_lr"] == 0.1 and settings["data"]["num_workers"] == 0
+    assert settings["solver"]["lr_policy"] == default_of("solver.lr_policy") == "fixed"
+    assert json.loads(json.dumps(settings)) == settings  # JSON as stored: betas a list, not a tuple
+    sent.pretrained = "weights.pt"
+    assert settings_of(sent)["pretrained"] == "weights.pt"
+    default_of("solver.step_values").append(99)  # a copy: the default itself is untouched
+    assert default_of("solver.step_values") == [50.0, 75.0]

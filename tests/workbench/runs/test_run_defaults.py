@@ -54,7 +54,10 @@ def test_it_stores_the_same_config_for_the_same_run_from_the_form_the_api_and_th
         pk=owner_client.post(reverse("api-runs"), body, content_type="application/json").json()["id"]
     )
     by_cli = _cli("--dataset", str(dataset.pk), "--network", "lenet", "--gpus", "cpu", "--name", "cli")
-    assert by_form.config == by_api.config == by_cli.config
+    sweep = {**body, "name": "sweep", "sweep": {"lr": [0.01, 0.1]}}
+    swept = owner_client.post(reverse("api-sweeps"), sweep, content_type="application/json").json()["results"]
+    by_sweep = Run.objects.get(pk=swept[0]["id"])  # lr 0.01: the default
+    assert by_form.config == by_api.config == by_cli.config == by_sweep.config
     defaults = TrainConfig()
     assert by_cli.config["solver"]["lr_policy"] == defaults.solver.lr_policy
     assert by_cli.config["epochs"] == defaults.epochs and by_cli.config["batch_size"] == defaults.batch_size
