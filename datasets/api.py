@@ -14,10 +14,12 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from datasets.archives import ArchiveError
 from datasets.forms import DEFAULTS, DatasetForm
 from datasets.gallery import gallery_page
+from datasets.labels import LabelError
 from datasets.models import Dataset
-from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
+from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
 from datasets.services import (
     OPTION_FIELDS,
     DatasetInUse,
@@ -39,6 +41,7 @@ from datasets.uploads import (
     upload_status,
 )
 from datasets.validators import upload_request
+from trainer.protocol import CLASSIFICATION, TASKS
 from workbench.core.openapi import bad_request, error, form_schema
 from workbench.core.parsers import JSONObjectParser
 
@@ -74,6 +77,7 @@ def dataset_json(dataset: Dataset, request=None) -> dict:
         "name": dataset.name,
         "owner": dataset.owner.username,
         "kind": dataset.kind,
+        "task": dataset.task,
         "status": dataset.status,
         "error": dataset.error,
         "progress": {
@@ -95,6 +99,10 @@ def dataset_json(dataset: Dataset, request=None) -> dict:
         "finished_at": dataset.finished_at.isoformat() if dataset.finished_at else None,
         "path": str(dataset.path) if dataset.status == Dataset.Status.READY else None,
     }
+    if dataset.task != CLASSIFICATION:  # the label source's options, as POST takes them
+        source = dataset.source or {}
+        body["label_options"] = {key: source.get(key) for key in ("format", "class_map", "min_box_size")}
+        body["labels_url"] = reverse("api-dataset-labels", args=[dataset.pk])
     url = reverse("dataset-detail", args=[dataset.pk])
     body["url"] = request.build_absolute_uri(url) if request is not None else url
     return body
@@ -113,6 +121,9 @@ DATASET_SCHEMA = {
         "name": {"type": "string"},
         "owner": {"type": "string"},
         "kind": {"type": "string"},
+        "task": {"enum": list(TASKS)},
+        "label_options": {"type": "object", "description": "detection, segmentation: format, class_map, min_box_size"},
+        "labels_url": {"type": "string", "description": "detection, segmentation: the label check and statistics"},
         "status": {"enum": list(Dataset.Status.values)},
         "error": {"type": "string"},
         "progress": {"type": "object"},
@@ -409,3 +420,61 @@ def upload_chunk(request, token: str):
             body["received"] = exc.received
         return Response(body, status=exc.status)
     return Response(state)
+
+
+LABEL_CHECK_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "task": {"enum": list(TASKS)},
+        "format": {"type": "string"},
+        "count_means": {"type": "string", "description": "instances (detection) or images containing the class"},
+        "images": {"type": "integer"},
+        "images_without_labels": {"type": "integer"},
+        "classes": {"type": "array", "items": {"type": "object"}, "description": "{name, count, maps_to}"},
+        "labels": {"type": "array", "items": {"type": "object"}, "description": "the dataset's classes {name, count}"},
+        "report": {"type": "object", "description": "{counts, meaning, problems: [{file, line, kind, message}]}"},
+        "min_box_size": {"type": "number"},
+    },
+}
+
+
+@extend_schema(
+    summary="Check a detection or segmentation source before building: classes, counts, class table, problems",
+    request={"application/json": DATASET_FIELDS},
+    responses={200: LABEL_CHECK_SCHEMA, 400: bad_request("Per-field messages under `errors`")},
+)
+@api_view(["POST"])
+@parser_classes([JSONObjectParser, FormParser])
+def dataset_label_check_api(request):
+    data = {key: request.data.get(key) for key in request.data}
+    data.setdefault("name", "label check")  # the name is not checked here
+    form = DatasetForm(data, user=request.user)
+    if not form.is_valid():
+        return Response({"errors": _form_errors(form)}, status=status.HTTP_400_BAD_REQUEST)
+    if form.cleaned_data["task"] == CLASSIFICATION:
+        return Response(
+            {"errors": {"task": ["a classifier has no labels to check: give the task"]}},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    try:
+        return Response(form.label_check())
+    except (LabelError, ArchiveError) as exc:
+        return Response({"errors": {"format": [str(exc)]}}, status=status.HTTP_400_BAD_REQUEST)
+
+
+@extend_schema(
+    summary="A detection or segmentation dataset's label check and statistics, as its build stored them",
+    responses={
+        200: {
+            "type": "object",
+            "properties": {
+                "task": {"enum": list(TASKS)},
+                "check": {**LABEL_CHECK_SCHEMA, "nullable": True},
+                "stats": {"type": "object", "nullable": True},
+            },
+        }
+    },
+)
+@api_view(["GET"])
+def dataset_labels_api(request, pk: int):
+    return Response(dataset_labels(dataset_for(request.user, pk)))

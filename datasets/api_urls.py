@@ -7,9 +7,11 @@ from datasets import api
 urlpatterns = [
     path("", api.dataset_collection, name="api-dataset-list"),
     path("uploads/", api.upload_create, name="api-dataset-upload"),
+    path("label-check/", api.dataset_label_check_api, name="api-dataset-label-check"),
     path("uploads/<str:token>/", api.upload_chunk, name="api-dataset-upload-chunk"),
     path("<int:pk>/", api.dataset_item, name="api-dataset-detail"),
     path("<int:pk>/cancel/", api.dataset_cancel_api, name="api-dataset-cancel"),
     path("<int:pk>/rebuild/", api.dataset_rebuild_api, name="api-dataset-rebuild"),
     path("<int:pk>/gallery/", api.dataset_gallery_api, name="api-dataset-gallery"),
+    path("<int:pk>/labels/", api.dataset_labels_api, name="api-dataset-labels"),
 ]

@@ -262,6 +262,16 @@ def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, s
     return result, base
 
 
+def archive_caps() -> Caps:
+    """The settings' limits on what an archive may expand to (the build and the label check)."""
+    return Caps(
+        max_bytes=settings.ARCHIVE_MAX_BYTES,
+        max_members=settings.ARCHIVE_MAX_MEMBERS,
+        max_ratio=settings.ARCHIVE_MAX_RATIO,
+        ratio_grace_bytes=settings.ARCHIVE_RATIO_GRACE_BYTES,
+    )
+
+
 def _extract(dataset: Dataset, scratch: Path, should_stop) -> dict:
     """Extract the dataset's archive into `scratch` within the caps; a cancel stops it."""
     source = dataset.source
@@ -270,12 +280,7 @@ def _extract(dataset: Dataset, scratch: Path, should_stop) -> dict:
         _check_roots(dataset, archive)
     # Messages call it by the name the user knows: the uploaded file's, not the upload area's.
     display_name = source.get("filename") or archive.name
-    caps = Caps(
-        max_bytes=settings.ARCHIVE_MAX_BYTES,
-        max_members=settings.ARCHIVE_MAX_MEMBERS,
-        max_ratio=settings.ARCHIVE_MAX_RATIO,
-        ratio_grace_bytes=settings.ARCHIVE_RATIO_GRACE_BYTES,
-    )
+    caps = archive_caps()
     last_check = time.monotonic()
 
     def tick(members: int, nbytes: int) -> None:

@@ -10,8 +10,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import archive_kind
+from datasets.building import archive_caps, datasets_root
 from datasets.labels import FORMATS
 from datasets.models import Dataset
+from datasets.preview import label_preview
 from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
 from datasets.uploads import upload_path
@@ -254,6 +256,27 @@ class DatasetForm(forms.Form):
             if c.get(field):
                 source[key] = str(c[field])
         return source
+
+    def label_check(self) -> dict | None:
+        """The label check of a valid detection or segmentation source (None for a classifier):
+        a folder's was made by clean(); an archive is extracted (within the caps) and read now.
+        Raises LabelError or ArchiveError naming the file."""
+        c = self.cleaned_data
+        if c["task"] == CLASSIFICATION:
+            return None
+        if c.get("label_check") is None:
+            c["label_check"] = label_preview(
+                kind=c["kind"],
+                path=c["upload"] or c["source_path"],
+                task=c["task"],
+                fmt=c["format"],
+                class_map=c.get("class_map"),
+                min_box_size=c.get("min_box_size") or 0.0,
+                caps=archive_caps(),
+                scratch=datasets_root(),
+                display_name=c["upload"].name if c.get("upload") else None,
+            )
+        return c["label_check"]
 
     def options(self) -> dict:
         return {field: self.cleaned_data[field] for field in OPTION_FIELDS}

@@ -7,6 +7,7 @@ import base64
 import io
 import os
 import tarfile
+import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -15,7 +16,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from PIL import Image
 
-from datasets.archives import ArchiveError, archive_kind, open_zip, safe_member_path
+from datasets.archives import ArchiveError, Caps, archive_kind, extract_archive, open_zip, safe_member_path
 from datasets.images import (
     FORMATS,
     RESIZE_MODES,
@@ -26,8 +27,9 @@ from datasets.images import (
     to_array,
     to_png_bytes,
 )
+from datasets.labels.plan import label_check
 from datasets.names import has_control, is_utf8, os_error_text
-from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file
+from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file, unwrap_single_folder
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 MAX_TRIES = 20
@@ -282,4 +284,28 @@ def source_classes(*, kind: str, path: Path, min_per_class: int) -> dict[str, in
     return usable
 
 
-__all__ = ["resize_preview", "prepare_image", "source_classes"]
+def label_preview(
+    *,
+    kind: str,
+    path: Path,
+    task: str,
+    fmt: str,
+    class_map: dict | None,
+    min_box_size: float,
+    caps: Caps,
+    scratch: Path,
+    display_name: str | None = None,
+) -> dict:
+    """The label check (datasets.labels.plan.label_check) of a folder, or of an archive extracted
+    within `caps` into a temporary folder under `scratch` that is removed afterwards. Raises
+    LabelError or ArchiveError naming the file."""
+    if kind != "archive":
+        return label_check(path, task=task, fmt=fmt, class_map=class_map, min_box_size=min_box_size)
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".label-check-", dir=scratch) as temp:
+        extract_archive(path, Path(temp) / "archive", caps, display_name=display_name)
+        root = unwrap_single_folder(Path(temp) / "archive")
+        return label_check(root, task=task, fmt=fmt, class_map=class_map, min_box_size=min_box_size)
+
+
+__all__ = ["label_preview", "resize_preview", "prepare_image", "source_classes"]

@@ -6,6 +6,8 @@ dataset someone may not see answers exactly like one that does not exist (404).
 
 from __future__ import annotations
 
+import json
+
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -32,3 +34,16 @@ def dataset_runs_for(dataset: Dataset, user, *, limit: int | None = None) -> lis
         else:
             rows.append({"id": None, "name": "another user's run", "state": run.state})
     return rows
+
+
+def dataset_labels(dataset: Dataset) -> dict:
+    """A built detection or segmentation dataset's label check (label_report.json: classes with
+    their counts and the class table, problems by file and line) and statistics (label_stats.json:
+    instances per class, images without objects, box size and aspect histograms, objects per
+    image, box centres, mask class areas); None for what the folder does not hold."""
+    out = {"task": dataset.task, "check": None, "stats": None}
+    for key, name in (("check", "label_report.json"), ("stats", "label_stats.json")):
+        path = dataset.path / name
+        if dataset.status == Dataset.Status.READY and path.is_file():
+            out[key] = json.loads(path.read_text(encoding="utf-8"))
+    return out

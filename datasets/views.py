@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
+from datasets.labels import LabelError
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
 from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
@@ -85,6 +86,11 @@ def dataset_preview(request):
         return JsonResponse({"errors": {"__all__": [str(exc)]}}, status=400)
     preview.update(kind=c["kind"], width=c["image_width"], height=c["image_height"], resize_mode=c["resize_mode"])
     preview["classes"] = c.get("classes")
+    preview["task"], preview["format"] = c["task"], c["format"]
+    try:
+        preview["label_check"] = form.label_check()  # detection, segmentation: classes and problems
+    except (LabelError, ArchiveError) as exc:
+        return JsonResponse({"errors": {"format": [str(exc)]}}, status=400)
     if proposed := preview.get("proposed"):  # the largest side a dataset may have holds here too
         cap_proposal(proposed, settings.MAX_IMAGE_SIDE)
     return JsonResponse(preview)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datasets.labels.common import LabelError, LabelSource
+from trainer.protocol import DETECTION
 
 MAX_CLASS_NAME = 200
 
@@ -66,22 +67,29 @@ def class_preview(source: LabelSource, class_map: dict | None) -> dict:
     where it goes, the dataset's classes with theirs, and the label report."""
     counts = source.class_counts()
     table = class_table(source.classes, class_map)
-    label_counts = dict.fromkeys(table.labels, 0)
     rows = []
     for name in source.classes:
         target = table.index[name]
         rows.append(
             {"name": name, "count": counts.get(name, 0), "maps_to": None if target is None else table.labels[target]}
         )
-        if target is not None:
-            label_counts[table.labels[target]] += counts.get(name, 0)
+    label_counts = dict.fromkeys(table.labels, 0)
+    if source.task == DETECTION:
+        for name in source.classes:
+            if table.index[name] is not None:
+                label_counts[table.labels[table.index[name]]] += counts.get(name, 0)
+    else:  # images holding a merged class count once, whichever of its source classes they hold
+        for image in source.images:
+            targets = {table.index[source.classes[i]] for i in image.present if i < len(source.classes)}
+            for target in targets - {None}:
+                label_counts[table.labels[target]] += 1
     return {
         "task": source.task,
         "format": source.format,
-        "count_means": "instances" if source.task == "detection" else "images containing the class",
+        "count_means": "instances" if source.task == DETECTION else "images containing the class",
         "images": len(source.images),
         "images_without_labels": sum(
-            1 for i in source.images if not i.labelled or (source.task == "detection" and not i.boxes)
+            1 for i in source.images if not i.labelled or (source.task == DETECTION and not i.boxes)
         ),
         "classes": rows,
         "labels": [{"name": n, "count": c} for n, c in label_counts.items()],
