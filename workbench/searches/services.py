@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from datasets.models import Dataset
+from trainer.config import shown
 from workbench.core.errors import RequestError
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
@@ -68,7 +69,7 @@ def _check_candidates(*, space: dict, network: str, config: dict, dataset: Datas
             except RequestError as error:
                 where = config_path(name)
                 pairs = [
-                    (f"space.{name}" if field in (where, "network") else field, f"{value!r}: {text}")
+                    (f"space.{name}" if field in (where, "network") else field, f"{shown(value)}: {text}")
                     for field, text in error.errors
                 ]
                 raise RequestError.of(pairs) from None

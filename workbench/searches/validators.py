@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from trainer.config import shown
 from workbench.core.errors import RequestError
 from workbench.searches.models import Search
 
@@ -31,8 +32,12 @@ MAX_PARAMS = 16
 
 
 def _number(value: Any, *, field: str, integer: bool = False) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RequestError(field, f"expected a finite number, not {value!r}")
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an int past a float's range
+        finite = False
+    if not finite:
+        raise RequestError(field, f"expected a finite number, not {shown(value)}")
     if integer:
         if value != int(value):
             raise RequestError(field, f"expected a whole number, not {value!r}")

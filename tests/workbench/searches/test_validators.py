@@ -23,9 +23,9 @@ REFUSALS = [
     ({"space": {"batch_size": {"type": "choice", "values": []}}}, "space.batch_size", "non-empty list"),
     ({"space": {"batch_size": {"type": "choice", "values": [8, 8]}}}, "space.batch_size", "listed twice"),
     # a choice the run validators refuse: a batch that does not divide over the 2 GPUs
-    ({"gpus": "2", "space": {"batch_size": {"type": "choice", "values": [8, 9]}}}, "space.batch_size", "9"),
+    ({"gpus": "2", "space": {"batch_size": {"type": "choice", "values": [8, 9]}}}, "space.batch_size", "9: "),
     # a learning rate the trainer refuses, at one end of the range
-    ({"space": {"lr": {"type": "uniform", "low": 0.01, "high": 1e9}}}, "space.lr", "1000000000.0"),
+    ({"space": {"lr": {"type": "uniform", "low": 0.01, "high": 1e9}}}, "space.lr", "1000000000: "),
     # a network that cannot take the 8x8 images
     ({"space": {"network": {"type": "choice", "values": ["lenet", "alexnet"]}}}, "space.network", "'alexnet'"),
     ({"sampler": "grid"}, "sampler", "list of choices for every parameter"),
