@@ -1,4 +1,8 @@
-"""Thumbnails read straight from a dataset's LMDBs, a page at a time, per split and per class."""
+"""Thumbnails read straight from a dataset's LMDBs, a page at a time, per split and per class.
+
+Detection and segmentation thumbnails carry their targets drawn on them (read from the split's
+`<split>_targets_db`, the same keys): boxes outlined in their class's colour (ignore regions in
+grey), masks as a colour overlay; each item lists the classes it holds."""
 
 from __future__ import annotations
 
@@ -8,26 +12,66 @@ import math
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from trainer.datum import DatumError, DatumLMDB, decode_datum
+from trainer.protocol import IGNORE_INDEX
+from trainer.targets import decode_boxes, decode_mask
 
 PER_PAGE = 48
 THUMB = 96
+# Class colours (Tableau 10), the same in the gallery's drawings and its legend.
+CLASS_COLOURS = (
+    (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
+    (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
+)  # fmt: skip
+IGNORE_COLOUR = (200, 200, 200)
+MASK_OPACITY = 0.45
 
 
 def _label_of(key: bytes) -> int | None:
-    # Our keys (and DIGITS's) are "%08d_%d": index, label. Imported LMDBs are re-keyed that way.
-    _, _, tail = key.rpartition(b"_")
+    # Our keys (and DIGITS's) are "%08d_%d": index, label. Imported LMDBs are re-keyed that way;
+    # detection and segmentation keys are "%08d" (their images have no one class).
+    _, sep, tail = key.rpartition(b"_")
+    if not sep:
+        return None
     try:
         return int(tail)
     except ValueError:
         return None
 
 
-def thumbnail_data_url(chw: np.ndarray, size: int = THUMB) -> str:
+def class_colour(index: int) -> tuple[int, int, int]:
+    return CLASS_COLOURS[index % len(CLASS_COLOURS)]
+
+
+def _with_target(image: Image.Image, target: np.ndarray | None, boxes: bool) -> Image.Image:
+    """The image (stored size) with its boxes outlined or its mask laid over, in class colours."""
+    if target is None:
+        return image
+    image = image.convert("RGB")
+    if boxes:
+        draw = ImageDraw.Draw(image)
+        for cls, x1, y1, x2, y2, ignore in target.tolist():
+            colour = IGNORE_COLOUR if ignore else class_colour(int(cls))
+            draw.rectangle([x1, y1, max(x1, x2 - 1), max(y1, y2 - 1)], outline=colour)
+        return image
+    colours = np.array([class_colour(i) for i in range(256)], dtype=np.uint8)
+    overlay = colours[target]
+    pixels = np.asarray(image, dtype=np.float32)
+    blend = np.where((target != IGNORE_INDEX)[..., None], MASK_OPACITY, 0.0)
+    return Image.fromarray((pixels * (1 - blend) + overlay * blend).round().astype(np.uint8))
+
+
+def _target_classes(target: np.ndarray, boxes: bool) -> list[int]:
+    if boxes:
+        return sorted({int(row[0]) for row in target if not row[5]})
+    return [int(v) for v in np.unique(target) if v != IGNORE_INDEX]
+
+
+def thumbnail_data_url(chw: np.ndarray, size: int = THUMB, target: np.ndarray | None = None, boxes: bool = True) -> str:
     hwc = chw.transpose(1, 2, 0)
-    image = Image.fromarray(hwc[:, :, 0] if hwc.shape[2] == 1 else hwc)
+    image = _with_target(Image.fromarray(hwc[:, :, 0] if hwc.shape[2] == 1 else hwc), target, boxes)
     image.thumbnail((size, size), Image.Resampling.BILINEAR)
     buf = io.BytesIO()
     image.save(buf, format="PNG")
@@ -43,9 +87,14 @@ def gallery_page(
         return {"items": [], "page": 1, "pages": 0, "total": 0}
     # DatumLMDB shares one environment per path and process: py-lmdb refuses a second open.
     db = DatumLMDB(db)
+    targets_path = folder / f"{split}_targets_db"
+    targets = DatumLMDB(targets_path) if (targets_path / "data.mdb").is_file() else None
     try:
         keys = db.keys()
-        indices = [i for i, k in enumerate(keys) if label is None or _label_of(k) == label]
+        if targets is None:
+            indices = [i for i, k in enumerate(keys) if label is None or _label_of(k) == label]
+        else:
+            indices = _indices_holding(targets, len(keys), label)
         total = len(indices)
         pages = max(1, math.ceil(total / per_page))
         page = min(max(1, page), pages)
@@ -55,10 +104,39 @@ def gallery_page(
             name = key.decode("ascii", errors="replace")
             try:
                 chw, record_label = decode_datum(db.raw(index), key=key)
+                target, boxes = _target(targets, index, name) if targets is not None else (None, True)
             except DatumError as exc:
                 items.append({"key": name, "label": _label_of(key), "src": None, "error": str(exc)})
                 continue
-            items.append({"key": name, "label": record_label, "src": thumbnail_data_url(chw)})
+            item = {"key": name, "label": record_label, "src": thumbnail_data_url(chw, target=target, boxes=boxes)}
+            if target is not None:
+                item["classes"] = _target_classes(target, boxes)
+            items.append(item)
     finally:
         db.close()
+        if targets is not None:
+            targets.close()
     return {"items": items, "page": page, "pages": pages, "total": total}
+
+
+def _target(targets: DatumLMDB, index: int, where: str) -> tuple[np.ndarray, bool]:
+    """The index-th target and whether it is boxes (N x 6) or a mask (H x W), as the record says."""
+    raw = targets.raw(index)
+    try:
+        return decode_boxes(raw, where=where), True
+    except DatumError:
+        return decode_mask(raw, where=where), False
+
+
+def _indices_holding(targets: DatumLMDB, count: int, label: int | None) -> list[int]:
+    if label is None:
+        return list(range(count))
+    found = []
+    for index in range(count):
+        try:
+            target, boxes = _target(targets, index, str(index))
+        except DatumError:
+            continue
+        if label in _target_classes(target, boxes):
+            found.append(index)
+    return found

@@ -103,7 +103,9 @@ async function loadGallery() {
       figure.append(img);
     }
     const caption = document.createElement("figcaption");
-    caption.textContent = item.error ? item.error : (labelNames[item.label] ?? item.label);
+    // Detection and segmentation items list the classes they hold (drawn on the thumbnail).
+    const classes = item.classes ? (item.classes.map((i) => labelNames[i] ?? i).join(", ") || "no objects") : null;
+    caption.textContent = item.error ? item.error : (classes ?? labelNames[item.label] ?? item.label);
     figure.append(caption);
     return figure;
   }));

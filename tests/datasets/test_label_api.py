@@ -63,7 +63,7 @@ def test_it_creates_a_segmentation_dataset_and_answers_its_label_statistics(owne
             "format": "voc_masks",
             "class_map": {"disc": "shape", "square": "shape"},
             "image_width": 24,
-            "image_height": 18,
+            "image_height": 24,
             "resize_mode": "fill",
         },
         content_type="application/json",
@@ -83,7 +83,11 @@ def test_it_creates_a_segmentation_dataset_and_answers_its_label_statistics(owne
     labels = owner_client.get(body["labels_url"]).json()
     assert labels["check"]["labels"] == [{"name": "background", "count": 6}, {"name": "shape", "count": 6}]
     areas = {row["name"]: row["pixels"] for row in labels["stats"]["class_areas"]}
-    assert areas["background"] > areas["shape"] > 0 and sum(areas.values()) == 6 * 24 * 18
+    assert areas["background"] > areas["shape"] > 0
+    assert sum(areas.values()) == 6 * 24 * 18  # 24x24 by fill: 3 rows above and below are ignore (255)
+    gallery = owner_client.get(f"/api/datasets/{dataset.pk}/gallery/", {"label": 1}).json()
+    assert gallery["total"] == dataset.splits["train"]["count"]  # every image holds a shape
+    assert all(item["classes"] == [0, 1] and item["src"] for item in gallery["items"])
 
 
 @pytest.mark.django_db

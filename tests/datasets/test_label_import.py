@@ -4,6 +4,7 @@ targets as the boxes and masks drawn, scaled with their image."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from collections import Counter
@@ -12,7 +13,9 @@ import lmdb
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from PIL import Image
 
+from datasets.gallery import class_colour, gallery_page
 from datasets.models import Dataset
 from tests.datasets.conftest import zip_folder
 from tests.support import shapes as drawn
@@ -108,6 +111,13 @@ def test_it_builds_a_kitti_zip_with_the_class_table_applied_and_fill_moving_the_
     )
     stored = Counter(_box_key(decode_boxes(v)) for split in info.splits.values() for v in _records(split.targets_db))
     assert stored == expected
+    # The gallery draws each box in its class's colour and names the classes an image holds.
+    page = gallery_page(dataset.path, "train")
+    first = decode_boxes(_records(info.splits["train"].targets_db)[0])
+    thumbnail = np.asarray(Image.open(io.BytesIO(base64.b64decode(page["items"][0]["src"].split(",", 1)[1]))))
+    assert page["items"][0]["classes"] == [0] and thumbnail.shape == (24, 24, 3)
+    x1, y1 = int(first[0, 1]), int(first[0, 2])
+    assert tuple(thumbnail[y1, x1]) == class_colour(0)
 
 
 @pytest.mark.django_db
