@@ -50,12 +50,32 @@ def job_json(job: InferenceJob, request=None) -> dict:
     return body
 
 
-def _checkpoint_classifier(run, which: str):
+def _checkpoint_predictor(run, which: str, action: str = "classify"):
+    """The run's checkpoint and its predictor, if the run's task does `action` (400 naming the
+    action it does otherwise: a detector's run does not classify)."""
     try:
         path = services.checkpoint_path(run=run, which=which)
     except services.InferenceError as error:
         raise drf_error(error) from None
-    return path, engine.load_classifier(path)
+    try:
+        return path, engine.predictor_of(path, action)
+    except engine.InferenceInputError as error:
+        raise ValidationError({"run": [f"run #{run.pk}: {error.message}"]}) from None
+
+
+def _checkpoint_classifier(run, which: str):
+    return _checkpoint_predictor(run, which, "classify")
+
+
+def _min_score(request) -> float:
+    raw = request.data.get("min_score", "0.05") or "0.05"
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValidationError({"min_score": [f"{str(raw)[:40]!r} is not a number"]}) from None
+    if not 0 <= value <= 1:
+        raise ValidationError({"min_score": ["must be between 0 and 1"]})
+    return value
 
 
 def _open_upload(request, field: str = "image"):
@@ -130,6 +150,80 @@ def classify(request, pk: int):
             "preprocessing": classifier.preprocessing,
         }
     )
+
+
+@extend_schema(
+    summary="Detect objects in one image (boxes with class and score, in the image's own pixels)",
+    request={
+        "multipart/form-data": inline_serializer(
+            "DetectRequest",
+            {
+                "image": serializers.ImageField(),
+                "checkpoint": serializers.CharField(required=False, default="best"),
+                "min_score": serializers.FloatField(required=False, default=0.05),
+            },
+        )
+    },
+    responses=inline_serializer(
+        "DetectResponse",
+        {
+            "run": serializers.IntegerField(),
+            "checkpoint": serializers.CharField(),
+            "width": serializers.IntegerField(),
+            "height": serializers.IntegerField(),
+            "boxes": serializers.ListField(
+                child=serializers.DictField(), help_text="label, score, box [x1, y1, x2, y2]"
+            ),
+        },
+    ),
+)
+@api_view(["POST"])
+@parser_classes([MultiPartParser, FormParser])
+def detect(request, pk: int):
+    run = run_for(request.user, pk)
+    min_score = _min_score(request)
+    name, image = _open_upload(request)
+    path, detector = _checkpoint_predictor(run, request.data.get("checkpoint", "best"), "detect")
+    boxes = engine.detect_one(detector, image, min_score)
+    return Response(
+        {
+            "run": run.pk,
+            "checkpoint": path.name,
+            "image": name,
+            "width": image.size[0],
+            "height": image.size[1],
+            "labels": detector.labels,
+            "boxes": boxes,
+        }  # fmt: skip
+    )
+
+
+@extend_schema(
+    summary="Segment one image (a class per pixel, at the image's own size)",
+    request={
+        "multipart/form-data": inline_serializer(
+            "SegmentRequest",
+            {"image": serializers.ImageField(), "checkpoint": serializers.CharField(required=False, default="best")},
+        )
+    },
+    responses=inline_serializer(
+        "SegmentResponse",
+        {
+            "run": serializers.IntegerField(),
+            "checkpoint": serializers.CharField(),
+            "mask": serializers.CharField(help_text="PNG data URL, one grey byte per pixel: the class index"),
+            "colors": serializers.CharField(help_text="PNG data URL of the same mask in the legend's colours"),
+            "classes": serializers.ListField(child=serializers.DictField(), help_text="index, label, color, share"),
+        },
+    ),
+)
+@api_view(["POST"])
+@parser_classes([MultiPartParser, FormParser])
+def segment(request, pk: int):
+    run = run_for(request.user, pk)
+    name, image = _open_upload(request)
+    path, segmenter = _checkpoint_predictor(run, request.data.get("checkpoint", "best"), "segment")
+    return Response({"run": run.pk, "checkpoint": path.name, "image": name, **engine.segment_one(segmenter, image)})
 
 
 @extend_schema(

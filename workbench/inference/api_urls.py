@@ -8,6 +8,8 @@ from workbench.inference import api, docs, network_api
 
 urlpatterns = [
     path("runs/<int:pk>/classify/", api.classify, name="api-run-classify"),
+    path("runs/<int:pk>/detect/", api.detect, name="api-run-detect"),
+    path("runs/<int:pk>/segment/", api.segment, name="api-run-segment"),
     path("runs/<int:pk>/classify-many/", api.classify_many, name="api-run-classify-many"),
     path("runs/<int:pk>/test/", api.test, name="api-run-test"),
     path("runs/<int:pk>/inside/", api.inside, name="api-run-inside"),

@@ -61,19 +61,39 @@ class InferenceInputError(ValueError):
 _CACHE: dict[tuple[str, float], Any] = {}
 
 
-def load_classifier(checkpoint: str | os.PathLike[str]):
-    """A Classifier for a checkpoint file, cached per (path, mtime) so repeated single-image
-    requests do not reload the weights; at most two models stay in memory."""
+def load_predictor(checkpoint: str | os.PathLike[str]):
+    """The predictor of a checkpoint's task (a Classifier, Detector or Segmenter), cached per
+    (path, mtime) so repeated single-image requests do not reload the weights; at most two
+    models stay in memory."""
     # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from trainer.inference import load_checkpoint_classifier  # torch: loaded only where this runs
+    from trainer.inference import load_checkpoint_predictor  # torch: loaded only where this runs
 
     path = str(checkpoint)
     key = (os.path.realpath(path), os.stat(path).st_mtime)
     if key not in _CACHE:
         while len(_CACHE) >= 2:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = load_checkpoint_classifier(path)
+        _CACHE[key] = load_checkpoint_predictor(path)
     return _CACHE[key]
+
+
+def load_classifier(checkpoint: str | os.PathLike[str]):
+    """A Classifier for a checkpoint file; InferenceInputError for another task's checkpoint."""
+    return predictor_of(checkpoint, "classify")
+
+
+# What each task's predictor does to one image, by the action's name in the API.
+ACTIONS = {"classify": "Classifier", "detect": "Detector", "segment": "Segmenter"}
+
+
+def predictor_of(checkpoint: str | os.PathLike[str], action: str):
+    """The checkpoint's predictor if it does `action`; else the refusal names the one it does."""
+    predictor = load_predictor(checkpoint)
+    kind = type(predictor).__name__
+    if kind != ACTIONS[action]:
+        does = next(name for name, cls in ACTIONS.items() if cls == kind)
+        raise InferenceInputError(f"this run's model does not {action}: it is a {kind.lower()}; use {does}")
+    return predictor
 
 
 def open_image(source: str | os.PathLike[str] | bytes) -> Image.Image:
@@ -105,6 +125,48 @@ def as_seen(classifier, image: Image.Image) -> np.ndarray:
 def classify_one(classifier, image: Image.Image, top_k: int = 5) -> list[dict[str, Any]]:
     [top] = classifier.classify([image], top_k=top_k)
     return [{"label": label, "probability": probability} for label, probability in top]
+
+
+def detect_one(detector, image: Image.Image, min_score: float = 0.05) -> list[dict[str, Any]]:
+    """Boxes in the image's own pixels, best first: label, score, box [x1, y1, x2, y2]."""
+    [found] = detector.detect([image], min_score=min_score)
+    return sorted(found, key=lambda box: -box["score"])
+
+
+def segment_one(segmenter, image: Image.Image) -> dict[str, Any]:
+    """The class of every pixel at the image's own size, as a grey PNG of class indexes (for
+    programs) and a colour one (for the page), and each class present with its share."""
+    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
+    from trainer.protocol import IGNORE_INDEX  # torch: loaded only where this runs
+
+    [mask] = segmenter.segment([image])
+    palette = class_palette()
+    counts = np.bincount(mask.ravel(), minlength=len(segmenter.labels))
+    classes = [
+        {
+            "index": index,
+            "label": label,
+            "color": "#" + bytes(palette[index]).hex(),
+            "share": float(counts[index]) / mask.size,
+        }
+        for index, label in enumerate(segmenter.labels)
+        if index != IGNORE_INDEX and counts[index]
+    ]
+    return {"mask": png_data_url(mask), "colors": png_data_url(palette[mask]), "classes": classes}
+
+
+def class_palette() -> np.ndarray:
+    """VOC's colour map (bit-interleaved), which segmentation users know: background black."""
+    colours = np.zeros((256, 3), dtype=np.uint8)
+    for index in range(256):
+        value, r, g, b = index, 0, 0, 0
+        for bit in range(8):
+            r |= ((value >> 0) & 1) << (7 - bit)
+            g |= ((value >> 1) & 1) << (7 - bit)
+            b |= ((value >> 2) & 1) << (7 - bit)
+            value >>= 3
+        colours[index] = (r, g, b)
+    return colours
 
 
 # ----------------------------------------------------------------------------- many images
