@@ -127,11 +127,12 @@ FIELD_OF = {path: name for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items()} 
 
 
 def initial_of(path: str):
-    """The trainer's default of `path` as the form shows it: lists and the sweepable numbers as text."""
+    """The trainer's default of `path` as the form shows it: numbers and lists as text."""
     value = default_of(path)
     if isinstance(value, list) and path != "custom_layers":
         return ", ".join(plain_number(item) for item in value)
-    return plain_number(value) if path in SWEPT_PATH.values() else value
+    # Numbers as people write them: 10, not 10.0; 10000, not 10000.0.
+    return plain_number(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
 def usable_datasets(user):
