@@ -27,6 +27,7 @@ FORMAT_TASK = {
     "voc_masks": SEGMENTATION,
     "index_masks": SEGMENTATION,
     "rgb_masks": SEGMENTATION,
+    "coco_masks": SEGMENTATION,
 }
 FORMATS = tuple(FORMAT_TASK)
 
@@ -71,5 +72,7 @@ def read_labels(root: Path, fmt: str, *, min_box_size: float = 0) -> LabelSource
         raise LabelError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt in ("voc_masks", "index_masks", "rgb_masks"):
         return read_masks(root, fmt)
+    if fmt == "coco_masks":
+        return read_coco(root, masks=True)
     reader = {"kitti": read_kitti, "voc": read_voc, "coco": read_coco, "yolo": read_yolo}[fmt]
     return reader(root, min_box_size=min_box_size)

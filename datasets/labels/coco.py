@@ -18,13 +18,14 @@ from datasets.labels.common import (
     LabelError,
     LabelReport,
     LabelSource,
+    MaskFormat,
     checked_box,
     image_size,
     images_by_stem,
     read_text,
     relative_name,
 )
-from trainer.protocol import DETECTION
+from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
 
 
 def coco_files(root: Path) -> list[Path]:
@@ -36,7 +37,9 @@ def coco_files(root: Path) -> list[Path]:
     return []
 
 
-def read_coco(root: Path, *, min_box_size: float = 0) -> LabelSource:
+def read_coco(root: Path, *, min_box_size: float = 0, masks: bool = False) -> LabelSource:
+    """COCO boxes; with `masks`, COCO's polygons and RLE as segmentation (`coco_masks`): class 0
+    is the background, then the categories; an `iscrowd` region is ignore (255)."""
     files = coco_files(root)
     if not files:
         raise LabelError("COCO needs an instances*.json file (in annotations/ or at the top)")
@@ -47,7 +50,7 @@ def read_coco(root: Path, *, min_box_size: float = 0) -> LabelSource:
     for path in by_stem.values():
         by_basename.setdefault(path.name, path)
     found: list[AnnotatedImage] = []
-    classes: dict[str, None] = {}
+    classes: dict[str, None] = {"background": None} if masks else {}
     for json_file in files:
         name = relative_name(json_file, root)
         data = _load(json_file, root, name)
@@ -77,6 +80,9 @@ def read_coco(root: Path, *, min_box_size: float = 0) -> LabelSource:
                 continue
             image = images[image_id]
             labelled.add(image_id)
+            if masks:
+                _add_shape(image, entry, categories, list(classes), where, report)
+                continue
             box = _box(entry, categories, where, report)
             if box is None:
                 continue
@@ -85,8 +91,74 @@ def read_coco(root: Path, *, min_box_size: float = 0) -> LabelSource:
                 image.boxes.append(box)
         for image_id, image in images.items():
             image.labelled = image_id in labelled
+            if masks:
+                image.present = image.present | {0}  # what no shape covers is background
             found.append(image)
+    if masks:
+        return LabelSource(SEGMENTATION, "coco_masks", list(classes), found, report, mask_format=MaskFormat("shapes"))
     return LabelSource(DETECTION, "coco", list(classes), found, report)
+
+
+def _add_shape(image: AnnotatedImage, entry: dict, categories: dict, classes: list[str], where, report) -> None:
+    """One annotation's polygons or RLE as a shape of the image (class index, kind, data)."""
+    category = _id(entry.get("category_id"))
+    if category not in categories:
+        report.add(*where, "unknown_class", f"category_id {entry.get('category_id')!r} is not in categories")
+        return
+    index = IGNORE_INDEX if entry.get("iscrowd") else classes.index(categories[category])
+    segmentation = entry.get("segmentation")
+    if isinstance(segmentation, list):
+        polygons = [p for p in segmentation if isinstance(p, list)]
+        if not polygons or not all(_is_polygon(p) for p in polygons) or len(polygons) != len(segmentation):
+            report.add(*where, "malformed", "a polygon is a list of at least 3 x, y pairs")
+            return
+        shape = (index, "polygons", tuple(tuple(float(v) for v in p) for p in polygons))
+    elif isinstance(segmentation, dict):
+        counts, size = segmentation.get("counts"), segmentation.get("size")
+        if size != [image.height, image.width] or not isinstance(counts, list | str):
+            report.add(*where, "malformed", f"RLE size must be [{image.height}, {image.width}] with its counts")
+            return
+        try:
+            runs = rle_counts(counts) if isinstance(counts, str) else [int(v) for v in counts]
+        except (TypeError, ValueError):
+            runs = [-1]
+        if any(r < 0 for r in runs) or sum(runs) != image.width * image.height:
+            report.add(*where, "malformed", "RLE counts do not cover the image")
+            return
+        shape = (index, "rle", tuple(runs))
+    else:
+        report.add(*where, "malformed", "segmentation must be polygons or an RLE")
+        return
+    image.shapes += (shape,)
+    if index != IGNORE_INDEX:
+        image.present = image.present | {index}
+
+
+def _is_polygon(points: list) -> bool:
+    return len(points) >= 6 and len(points) % 2 == 0 and all(isinstance(v, int | float) for v in points)
+
+
+def rle_counts(text: str) -> list[int]:
+    """COCO's compressed RLE string -> run lengths (pycocotools' rleFrString, in Python)."""
+    counts: list[int] = []
+    position = 0
+    while position < len(text):
+        value = shift = 0
+        more = True
+        while more:
+            if position >= len(text):
+                raise ValueError("RLE string ends inside a number")
+            char = ord(text[position]) - 48
+            value |= (char & 0x1F) << shift
+            more = bool(char & 0x20)
+            position += 1
+            shift += 5
+            if not more and char & 0x10:
+                value |= -1 << shift
+        if len(counts) > 2:
+            value += counts[-2]
+        counts.append(value)
+    return counts
 
 
 def _load(json_file: Path, root: Path, name: str) -> dict:

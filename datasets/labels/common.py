@@ -102,12 +102,15 @@ class AnnotatedImage:
     labelled: bool = True  # had a label file or entry (detection); False: an image without labels
     mask: str | None = None  # absolute mask path (segmentation)
     present: frozenset[int] = frozenset()  # source class indexes in the mask (segmentation)
+    # COCO masks: (source class index or 255, "polygons" | "rle", points or run lengths) per object.
+    shapes: tuple = ()
 
 
 @dataclass
 class MaskFormat:
     """How a segmentation source's masks hold classes: `index` (grey or paletted PNG, the value is
-    the source class index) or `rgb` (colours looked up in `colours`, colour -> class index)."""
+    the source class index), `rgb` (colours looked up in `colours`, colour -> class index) or
+    `shapes` (COCO polygons and RLE, drawn by the build)."""
 
     mode: str = "index"
     colours: dict[tuple[int, int, int], int] = field(default_factory=dict)

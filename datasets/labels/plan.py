@@ -16,7 +16,7 @@ from datasets.labels import FORMAT_TASK, FORMATS, detect_format, read_labels
 from datasets.labels.classes import class_preview, class_table
 from datasets.labels.common import LabelError, LabelSource
 from datasets.labels.prepare import MaskTarget
-from trainer.protocol import DETECTION, IGNORE_INDEX
+from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
 
 # Problems whose file is left out of the build (the others change a box or a pixel, not an image).
 SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file")
@@ -56,7 +56,10 @@ def plan_annotated(
         lookup = np.full(256, IGNORE_INDEX, dtype=np.uint8)
         for i, name in enumerate(source.classes[:IGNORE_INDEX]):
             lookup[i] = IGNORE_INDEX if table.index[name] is None else table.index[name]
-        targets = [MaskTarget(image.mask, source.mask_format, lookup.tobytes()) for image in source.images]
+        targets = [
+            MaskTarget(image.mask, source.mask_format, lookup.tobytes(), image.shapes, (image.width, image.height))
+            for image in source.images
+        ]
     entries = [(image.path, -1, target) for image, target in zip(source.images, targets, strict=True)]
     if shuffle:
         random.Random(seed).shuffle(entries)
@@ -89,6 +92,8 @@ def read_source(root: Path, *, task: str, fmt: str = "auto", min_box_size: float
     """Read a folder of `task` labels in `fmt` ("auto": detected); LabelError says why it cannot."""
     if fmt == "auto":
         fmt = detect_format(root)
+        if fmt == "coco" and task == SEGMENTATION:
+            fmt = "coco_masks"  # the same instances*.json: its polygons and RLE instead of its boxes
         if fmt is None:
             raise LabelError(
                 "no detection or segmentation labels found: expected a KITTI images/ + labels/ pair, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from datasets.images import ImageRefused, _as_hwc, convert_image, fit_geometry, load_image, resize_image
 from datasets.labels.common import LabelError, MaskFormat
@@ -23,9 +23,11 @@ class MaskTarget:
     """A segmentation target to build: the mask file, how it holds classes, and `lookup` (256
     bytes: source class index -> dataset class index or IGNORE_INDEX, the class table applied)."""
 
-    path: str
+    path: str | None
     mask_format: MaskFormat
     lookup: bytes
+    shapes: tuple = ()  # COCO masks: (source class index, "polygons" | "rle", data), drawn in order
+    size: tuple[int, int] = (0, 0)  # COCO masks: the image's width and height
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,13 @@ def _box_target(boxes: np.ndarray, geometry, width: int, height: int) -> tuple[b
 def _mask_target(
     target: MaskTarget, size: tuple[int, int], geometry, width: int, height: int
 ) -> tuple[bytes, TargetFacts]:
-    try:
-        values, _ = load_mask(target.path, target.mask_format, "mask")
-    except LabelError as exc:
-        raise ImageRefused(str(exc)) from None
+    if target.mask_format.mode == "shapes":
+        values = draw_shapes(target.shapes, *target.size)
+    else:
+        try:
+            values, _ = load_mask(target.path, target.mask_format, "mask")
+        except LabelError as exc:
+            raise ImageRefused(str(exc)) from None
     if (values.shape[1], values.shape[0]) != size:
         raise ImageRefused(f"its mask is {values.shape[1]}x{values.shape[0]}, the image {size[0]}x{size[1]}")
     mask = np.frombuffer(target.lookup, dtype=np.uint8)[values]
@@ -104,3 +109,23 @@ def _mask_target(
     present = tuple(int(i) for i in np.flatnonzero(counts[:IGNORE_INDEX]))
     facts = TargetFacts(classes=present, areas=tuple(int(counts[i]) for i in present), objects=len(present))
     return encode_mask(np.ascontiguousarray(mask)), facts
+
+
+def draw_shapes(shapes: tuple, width: int, height: int) -> np.ndarray:
+    """COCO polygons and RLE as H x W source class indexes (0 where none is), later ones on top."""
+    values = np.zeros((height, width), dtype=np.uint8)
+    for index, kind, data in shapes:
+        if kind == "polygons":
+            canvas = Image.new("1", (width, height), 0)
+            draw = ImageDraw.Draw(canvas)
+            for points in data:
+                draw.polygon(list(zip(points[0::2], points[1::2], strict=True)), fill=1)
+            covered = np.asarray(canvas, dtype=bool)
+        else:  # run lengths over the image in column order, starting with a run of zeros
+            flat = np.zeros(width * height, dtype=bool)
+            ends = np.cumsum(data)
+            for start, end in zip(ends[0::2], ends[1::2], strict=False):
+                flat[start:end] = True
+            covered = flat.reshape(width, height).T
+        values[covered] = index
+    return values

@@ -31,6 +31,7 @@ WRITERS = {
     "voc_masks": drawn.write_voc_masks,
     "index_masks": drawn.write_index_masks,
     "rgb_masks": drawn.write_rgb_masks,
+    "coco_masks": drawn.write_coco_masks,
 }
 SHAPES = drawn.make_shapes(12)
 
@@ -58,7 +59,8 @@ def _box_key(boxes: np.ndarray) -> tuple:
 @pytest.mark.parametrize("fmt", list(WRITERS))
 def test_it_imports_each_format_and_stores_the_drawn_boxes_or_masks_scaled(owner, import_root, fmt):
     source = WRITERS[fmt](import_root / fmt, SHAPES)
-    dataset, out, err = _import(str(source), "--image-size", "24x18", "--channels", "3")
+    task = ["--task", "segmentation"] if fmt == "coco_masks" else []  # else the same JSON reads as boxes
+    dataset, out, err = _import(str(source), "--image-size", "24x18", "--channels", "3", *task)
     assert dataset.status == "ready", dataset.error
     assert dataset.source["format"] == fmt  # detected from what the folder holds
     info = load_dataset_folder(dataset.path)

@@ -171,3 +171,23 @@ def test_it_shows_each_class_count_before_the_build_and_applies_renames_merges_a
     assert sorted(boxes[:, 5].tolist()) == [0] * 4 + [1] * 2  # the ignored discs: ignore regions
     with pytest.raises(LabelError, match="every class is ignored"):
         class_preview(source, {"square": "", "disc": None})
+
+
+def test_it_names_coco_masks_that_are_not_polygons_or_an_rle_covering_the_image(tmp_path):
+    root = drawn.write_coco_masks(tmp_path / "coco", SHAPES)
+    path = root / "annotations" / "instances_default.json"
+    data = json.loads(path.read_text())
+    data["annotations"][0]["segmentation"] = [[1, 2, 3]]  # not three points
+    data["annotations"][1]["segmentation"] = {"counts": [5, 5], "size": [36, 48]}  # 10 of 1728 pixels
+    data["annotations"][2]["segmentation"] = {"counts": "!!!~", "size": [36, 48]}
+    data["annotations"][3]["iscrowd"] = 1
+    path.write_text(json.dumps(data))
+    source = read_labels(root, "coco_masks")
+    assert source.classes == ["background", "square", "disc"]
+    assert _problems(source) == [
+        ("annotations/instances_default.json annotation 1", None, "malformed"),
+        ("annotations/instances_default.json annotation 2", None, "malformed"),
+        ("annotations/instances_default.json annotation 3", None, "malformed"),
+    ]
+    crowd = next(i for i in source.images if any(shape[0] == 255 for shape in i.shapes))
+    assert crowd.name == f"images/{SHAPES[2].name}.png"
