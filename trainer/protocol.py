@@ -88,7 +88,7 @@ BENCHMARK_EVENT_TYPES = (CELL, LARGEST_BATCH, STATUS, LOG, PROGRESS)
 CELL_STATUSES = ("ok", "oom", "error")
 
 # The fields every event of a type carries besides `type` and `time` (docs/formats.md lists the
-# optional ones). `system` events are written by the workbench's sampler, not by the trainer.
+# optional ones). `system` events are written by a sampler beside the trainer, not by the trainer.
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     METRICS: ("step", "epoch", "images_seen", "loss", "lr", "images_per_sec", "data_wait_share"),
     VALIDATION: ("step", "epoch", "val_loss", "top1"),
@@ -202,6 +202,21 @@ def ledger_name(attempt: int) -> str:
 
 def batch_script_name(attempt: int) -> str:
     return f"slurm-{attempt}.sh"
+
+
+def system_events_name(attempt: int | str) -> str:
+    """The first node's `system` samples beside a Slurm trainer (trainer/system_samples.py); node
+    k > 0 writes `node_events_name` of it. One writer per file: appends from two hosts may interleave."""
+    return f"system-{attempt}.jsonl"
+
+
+def node_system_events_glob(attempt: int) -> str:
+    return f"system-{attempt}.node*.jsonl"
+
+
+def ingested_name(events: str) -> str:
+    """How far the workbench has stored an events file: `events-3.jsonl` -> `events-3.ingested`."""
+    return f"{Path(events).stem}.ingested"
 
 
 # ----------------------------------------------------------------------------------- checkpoints
