@@ -71,6 +71,9 @@ def test_it_writes_a_batch_script_that_spans_the_nodes(db, owner, make_dataset, 
     script = slurm_jobs.batch_script(run, 1, "launch-1.json")
     assert "srun --ntasks-per-node=1 --kill-on-bad-exit=1" in script
     assert '--events "events-$attempt.jsonl" --placement-from-environment $resume' in script
+    # Each node's trainer starts through its system sampler (no workbench worker runs there).
+    every = settings.SYSTEM_SAMPLE_SECONDS
+    assert f'-m trainer.system_samples --every {every} --gpus 4 --out "system-$attempt.jsonl" -- ' in script
     assert "#SBATCH --nodes=2" in script
     config = slurm_jobs.slurm_trainer_config(run)
     assert (config["devices"], config["nodes"]) == ([0, 1, 2, 3], 2)  # real GPUs: CUDA indices

@@ -9,6 +9,7 @@ import types
 import pytest
 
 from tests.support.waiting import wait_until
+from workbench.runs.attempts.ingest import ingest_current_attempt
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
 from workbench.runs.system_sampler import CpuMeter, SystemSampler, sample_system
@@ -93,7 +94,7 @@ def test_it_reads_only_the_runs_gpus_through_nvml(run, monkeypatch):
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setattr("workbench.runs.system_sampler.process_tree", lambda pid: [types.SimpleNamespace(pid=4242)])
-    monkeypatch.setattr("workbench.runs.system_sampler.tree_usage", lambda tree, meter, scope="": (0.0, 0.0))
+    monkeypatch.setattr("trainer.system_samples.tree_usage", lambda tree, meter, scope="": (0.0, 0.0))
 
     (gpu,) = sample_system(run, pid=4242)["gpus"]
     assert asked == [2]
@@ -139,3 +140,25 @@ def test_it_takes_the_first_sample_soon_not_one_interval_in(run, trainer):
     assert time.monotonic() - started < 20
     (event,) = run.events.filter(kind="system")
     assert (event.step, event.epoch) == (0, 0.0)
+
+
+def test_it_stores_the_samples_each_slurm_node_wrote_at_the_runs_latest_step(run):
+    # What the samplers beside a two-node job's trainers leave (trainer/system_samples.py): their
+    # own files, no step of their own.
+    Run.objects.filter(pk=run.pk).update(attempt=1)
+    run.refresh_from_db()
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    metrics = {"type": "metrics", "time": 1.0, "step": 7, "epoch": 0.5, "images_seen": 56, "loss": 1.0}
+    (run.run_dir / "events-1.jsonl").write_text(json.dumps(metrics) + "\n")
+    first = {"type": "system", "time": 2.0, "node": "n1", "node_rank": 0, "host_cpu_percent": 50.0, "gpus": []}
+    second = {"type": "system", "time": 2.0, "node": "n2", "node_rank": 1, "node1_host_cpu_percent": 40.0, "gpus": []}
+    (run.run_dir / "system-1.jsonl").write_text(json.dumps(first) + "\n")
+    (run.run_dir / "system-1.node1.jsonl").write_text(json.dumps(second) + "\nnot a sample\n")
+
+    assert ingest_current_attempt(run) == 3
+    samples = run.events.filter(kind="system").order_by("seq")
+    assert [(e.data["node"], e.step, e.epoch, e.data["images_seen"]) for e in samples] == [
+        ("n1", 7, 0.5, 56),
+        ("n2", 7, 0.5, 56),
+    ]
+    assert ingest_current_attempt(run) == 0  # each file's ledger: nothing is stored twice

@@ -35,3 +35,9 @@ class AttemptFiles:
     def node_events(self) -> list[Path]:
         """The other nodes' outcome files, node 1 first."""
         return sorted(self.run_dir.glob(protocol.node_events_glob(self.attempt)))
+
+    def system_events(self) -> list[Path]:
+        """The system samples each node wrote beside its trainer (Slurm), the first node's first."""
+        first = self.run_dir / protocol.system_events_name(self.attempt)
+        others = sorted(self.run_dir.glob(protocol.node_system_events_glob(self.attempt)))
+        return [first, *others] if first.exists() else others

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 from django.db import transaction
 from django.db.models import Max
@@ -49,6 +50,13 @@ class EventFilter:
         return True
 
 
+class SystemOnly:
+    """Keeps the `system` samples of a node's sampler file (its only writer is the sampler)."""
+
+    def keep(self, event: dict) -> bool:
+        return event.get("type") == protocol.SYSTEM
+
+
 class IngestLedger:
     """How far an attempt's events file is stored, kept exactly across a killed worker.
 
@@ -57,9 +65,15 @@ class IngestLedger:
     (start after it), one that does not knows it did not (start before it).
     """
 
-    def __init__(self, run: Run, attempt: int) -> None:
+    def __init__(self, run: Run, attempt: int, *, events: Path | None = None) -> None:
+        """The ledger of the attempt's events file, or of another file of it (`events`: a node's
+        system samples)."""
         self.run = run
-        self.path = AttemptFiles(run.run_dir, attempt).ledger
+        self.path = (
+            events.with_name(protocol.ingested_name(events.name))
+            if events
+            else AttemptFiles(run.run_dir, attempt).ledger
+        )
 
     def offset(self) -> int | None:
         """Where to go on reading; None for an attempt launched before ledgers were kept."""
@@ -114,26 +128,59 @@ def ingest_earlier_attempts(run: Run, attempt: int) -> None:
 
 def ingest_current_attempt(run: Run) -> int:
     """Stores what the run's current attempt wrote since the last look, for a follower that does
-    not hold the file open (the Slurm follower): the run's row is locked while its ledger is read
-    and moved, so two followers never store a line twice."""
-    path = AttemptFiles(run.run_dir, run.attempt).events
-    if not path.exists():
+    not hold the files open (the Slurm follower): the events file and each node's system samples.
+    The run's row is locked while their ledgers are read and moved, so two followers never store
+    a line twice."""
+    files = AttemptFiles(run.run_dir, run.attempt)
+    sources = [(files.events, EventFilter(run))] if files.events.exists() else []
+    sources += [(path, SystemOnly()) for path in files.system_events()]
+    if not sources:
         return 0
+    stored = 0
     with transaction.atomic():
         locked = Run.objects.select_for_update().filter(pk=run.pk).values_list("attempt", flat=True).first()
         if locked != run.attempt:
             return 0
-        ledger = IngestLedger(run, run.attempt)
-        offset = ledger.offset()
-        if offset is None:
-            ledger.start()
-            offset = 0
-        events = ingest(run, EventTail(path, offset), ledger, EventFilter(run))
-    return len(events)
+        for path, event_filter in sources:
+            ledger = IngestLedger(run, run.attempt, events=path)
+            offset = ledger.offset()
+            if offset is None:
+                ledger.start()
+                offset = 0
+            stored += len(ingest(run, EventTail(path, offset), ledger, event_filter))
+    return stored
+
+
+def latest_position(run: Run) -> dict:
+    """Step, epoch and images seen of the run's latest metrics, so system points share the x axes."""
+    row = (
+        RunEvent.objects.filter(run_id=run.pk, kind=protocol.METRICS)
+        .order_by("-seq")
+        .values_list("step", "epoch", "data")
+        .first()
+    )
+    if row is None:
+        # Before the first metric the run is at its start: samples of a short run, or of any
+        # run's first seconds, then still have a place on every x axis (step, epoch, images).
+        return {"step": 0, "epoch": 0.0, "images_seen": 0}
+    step, epoch, data = row
+    return {"step": step, "epoch": epoch, "images_seen": data.get("images_seen")}
+
+
+def placed(run: Run, events: list[dict]) -> list[dict]:
+    """System samples written beside the trainer know no step: each gets the latest metrics' position."""
+    position = None
+    for index, event in enumerate(events):
+        if event.get("type") == protocol.METRICS:
+            position = {"step": event.get("step"), "epoch": event.get("epoch"), "images_seen": event.get("images_seen")}
+        elif event.get("type") == protocol.SYSTEM and "step" not in event:
+            position = position or latest_position(run)
+            events[index] = {**event, **position}
+    return events
 
 
 def store(run: Run, events: list[dict]) -> list[RunEvent]:
-    rows = run_events_append(run_id=run.pk, events=events)
+    rows = run_events_append(run_id=run.pk, events=placed(run, events))
     progress = next((e for e in reversed(events) if e.get("type") == protocol.PROGRESS), None)
     if progress is not None:
         run.progress = min(max(float(progress.get("percent") or 0) / 100.0, 0.0), 1.0)

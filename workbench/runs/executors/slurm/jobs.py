@@ -80,6 +80,13 @@ def sbatch_options(run: Run, attempt: int) -> list[str]:
     return options + shlex.split(settings.SLURM_SBATCH_OPTIONS)
 
 
+def sampler_command(run: Run) -> str:
+    """The system sampler each node starts its trainer through: no workbench worker runs there."""
+    argv = [settings.SLURM_PYTHON, "-m", "trainer.system_samples", "--every", str(settings.SYSTEM_SAMPLE_SECONDS)]
+    argv += ["--gpus", str(gpus_per_node(run))] + (["--simulated"] if settings.SIMULATED_GPUS else [])
+    return " ".join(shlex.quote(arg) for arg in argv) + f' --out "{protocol.system_events_name("$attempt")}"'
+
+
 def batch_script(run: Run, attempt: int, config_name: str) -> str:
     """The job's script. Its #SBATCH lines repeat the options it was submitted with, so the file
     alone says how to submit it again by hand."""
@@ -99,7 +106,8 @@ def batch_script(run: Run, attempt: int, config_name: str) -> str:
         'resume=""',
         '[ "$attempt" -gt 1 ] && resume="--resume"',
         'echo "--- attempt $attempt: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
-        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {python} -m trainer train "
+        # Each node's trainer with its system sampler beside it (trainer/system_samples.py).
+        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {sampler_command(run)} -- {python} -m trainer train "
         f'--config {shlex.quote(config_name)} --events "{protocol.events_name("$attempt")}" '
         "--placement-from-environment $resume",
     ]
