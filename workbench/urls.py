@@ -35,6 +35,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("runs/", include("workbench.runs.urls")),
     path("benchmarks/", include("workbench.benchmarks.urls")),
+    path("searches/", include("workbench.searches.urls")),
     path("datasets/", include("datasets.urls")),
     path("api/datasets/", include("datasets.api_urls")),
     path("api/", include(api_patterns)),

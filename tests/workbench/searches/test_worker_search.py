@@ -2,48 +2,49 @@
 the pruner stops the bad ones at their first rung with a checkpoint and its reason, and the
 search ends with a best that trains as a full run."""
 
+import io
+import json
 import re
-import time
 
 import optuna
 import pytest
+from django.core.management import call_command
 
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.runs.models import Run
 from workbench.searches import studies
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import budget_words
-from workbench.searches.services import search_create, search_train_best
+from workbench.searches.selectors import best_trial, budget_words
+from workbench.searches.services import search_train_best
 
 pytestmark = [pytest.mark.slow]
 
-# Trials end by early stopping: the good learning rate reaches a val loss of 0 in a few epochs and
-# stops 3 validations later; the bad one keeps improving a little at every epoch, so it would run
-# its 1,000 epochs: only its pruning (at the first rung, epoch 1) ends it. So the test waits on
+# Trials end by early stopping on the val loss: the good learning rate's reaches 0 within a few
+# epochs and stops 3 validations later; the bad one's improves a little at every epoch, so it would
+# run its 1,000 epochs: only its pruning (at the first rung, epoch 1) ends it. So the test waits on
 # the pruner, however fast or loaded the machine.
-CONFIG = {**TINY_CONFIG, "epochs": 1000, "val_interval": 1, "snapshot_interval": 0, "early_stopping_patience": 3}
-# Seed 24 draws 0.1, 0.1, then 1e-4 twice: the bad trials reach the first rung after the good ones
-# have, and ASHA prunes them there.
-SPACE = {"lr": {"type": "choice", "values": [0.1, 1e-4]}}
+CONFIG = {
+    **TINY_CONFIG, "epochs": 1000, "val_interval": 1, "snapshot_interval": 0, "early_stopping_patience": 3,
+    "best_metric": "val_loss",
+}  # fmt: skip
+# Over lr=choice:0.1,1e-4, seed 24 draws 0.1, 0.1, then 1e-4 twice: the bad trials reach the first
+# rung after the good ones have, and ASHA prunes them there.
 
 
-def wait_for_search(search: Search, timeout: float = 120) -> Search:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        search.refresh_from_db()
-        if search.is_finished:
-            return search
-        time.sleep(0.2)
-    trials = list(search.trials.values_list("number", "state", "run__state", "reason"))
-    pytest.fail(f"search {search.pk} still {search.state} after {timeout} s: {trials}")
-
-
-def test_it_prunes_bad_trials_with_their_reason_and_ends_with_a_best(celery_worker, transactional_db, owner, dataset):
-    search = search_create(
-        owner=owner, dataset=dataset, name="lr", network="lenet", config=CONFIG, space=SPACE, gpus="1",
-        trials=4, parallel=2, sampler="random", pruner="asha", objective="val_loss", seed=24,
+def test_it_prunes_bad_trials_with_their_reason_and_ends_with_a_best(
+    celery_worker, transactional_db, owner, dataset, tmp_path
+):
+    config = tmp_path / "trial.json"
+    config.write_text(json.dumps(CONFIG))
+    out = io.StringIO()
+    call_command(
+        "search", "--dataset", str(dataset.pk), "--network", "lenet", "--config", str(config), "--gpus", "1",
+        "--param", "lr=choice:0.1,1e-4", "--trials", "4", "--parallel", "2", "--sampler", "random",
+        "--pruner", "asha", "--objective", "val_loss", "--seed", "24", "--wait", "--format", "json", stdout=out,
     )  # fmt: skip
-    wait_for_search(search)
+    answer = json.loads(out.getvalue())
+    search = Search.objects.get(pk=answer["id"])
+    assert answer["best"]["params"] == {"lr": 0.1} and answer["budget"].startswith("4 of 4 trials, ")
     assert search.state == Search.State.DONE, search.reason
     trials = list(search.trials.select_related("run").order_by("number"))
     assert [trial.params["lr"] for trial in trials] == [0.1, 0.1, 1e-4, 1e-4]
@@ -58,7 +59,7 @@ def test_it_prunes_bad_trials_with_their_reason_and_ends_with_a_best(celery_work
         assert trial.rung == 1 and trial.run.progress < 0.5  # stopped early, not trained to the end
         assert list((trial.run.run_dir / "checkpoints").glob("step_*.pt"))  # stopped with a checkpoint
 
-    best = search.trials.filter(state=Trial.State.COMPLETE).order_by("value").first()
+    best = best_trial(search)  # the two good trials may tie: the first of them
     assert best.params["lr"] == 0.1 and f"the best is trial {best.number}" in search.reason
     assert budget_words(search).startswith("4 of 4 trials, ")  # GPU-hours: 1 simulated GPU per trial
 

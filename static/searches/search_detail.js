@@ -1,0 +1,124 @@
+// The search page: the trials table, the best, the budget and Optuna's plots. It listens on the
+// websocket of each trial's run (/ws/runs/<id>/, the run page's own): when a trial reports a
+// validation or changes state, the page reads the search again (GET /api/searches/<id>/) and its
+// plots; nothing is polled.
+import { getJSON, sendJSON } from "../workbench/http.js";
+
+const page = JSON.parse(document.getElementById("search-page").textContent);
+const sockets = new Map(); // run id -> WebSocket
+const FINISHED_RUN = ["done", "failed", "aborted", "pruned"];
+let refreshing = null;
+let again = false;
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  return td;
+}
+
+function params(trial) {
+  return Object.entries(trial.params).map(([name, value]) => `${name}=${value}`).join(", ");
+}
+
+function renderTrials(search) {
+  const rows = search.trials.map((trial) => {
+    const tr = document.createElement("tr");
+    tr.dataset.number = trial.number;
+    const run = document.createElement("td");
+    if (trial.run) {
+      const link = document.createElement("a");
+      link.href = `/runs/${trial.run}/`;
+      link.textContent = `#${trial.run}`;
+      run.append(link);
+    }
+    const value = trial.value === null ? "" : trial.value.toFixed(4);
+    tr.append(cell(trial.number), cell(trial.state), cell(params(trial)), cell(value), cell(trial.rung ?? ""), run,
+      cell(trial.reason));
+    return tr;
+  });
+  document.querySelector("#trials tbody").replaceChildren(...rows);
+  document.getElementById("search-state").textContent = search.state;
+  document.getElementById("search-budget").textContent = search.budget;
+  document.getElementById("search-reason").textContent = search.reason;
+  const best = search.best;
+  document.getElementById("search-best").textContent = best
+    ? `trial ${best.number}, ${search.objective} ${best.value.toFixed(4)}` : "none yet";
+}
+
+function renderPlots(figures) {
+  const grid = document.getElementById("search-plots");
+  for (const [key, { title, figure, note }] of Object.entries(figures)) {
+    let card = document.getElementById(`plot-${key}`);
+    if (!card) {
+      card = document.createElement("section");
+      card.className = "card chart-card";
+      card.id = `plot-${key}`;
+      const heading = document.createElement("h2");
+      heading.textContent = title;
+      const chart = document.createElement("div");
+      chart.className = "chart";
+      const hint = document.createElement("p");
+      hint.className = "hint";
+      card.append(heading, chart, hint);
+      grid.append(card);
+    }
+    const [chart, hint] = [card.querySelector(".chart"), card.querySelector(".hint")];
+    hint.textContent = note;
+    if (figure) window.Plotly.react(chart, figure.data, { ...figure.layout, autosize: true }, { responsive: true });
+  }
+}
+
+function listen(search) {
+  for (const trial of search.trials) {
+    if (!trial.run || sockets.has(trial.run) || FINISHED_RUN.includes(trial.run_state)) continue;
+    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(`${scheme}://${window.location.host}/ws/runs/${trial.run}/`);
+    socket.addEventListener("message", (message) => {
+      const data = JSON.parse(message.data);
+      const events = data.type === "events" ? data.events : [];
+      if (events.some((event) => event.type === "validation" || event.type === "status")) refresh();
+    });
+    socket.addEventListener("close", () => sockets.delete(trial.run));
+    sockets.set(trial.run, socket);
+  }
+}
+
+// One read at a time; a report that arrives meanwhile asks for one more read after it.
+async function refresh() {
+  if (refreshing) {
+    again = true;
+    return;
+  }
+  refreshing = (async () => {
+    try {
+      const search = await getJSON(page.api);
+      renderTrials(search);
+      listen(search);
+      renderPlots((await getJSON(page.plots)).figures);
+    } catch (error) {
+      document.getElementById("search-message").textContent = error.message;
+    }
+  })();
+  await refreshing;
+  refreshing = null;
+  if (again) {
+    again = false;
+    refresh();
+  }
+}
+
+for (const button of document.querySelectorAll("[data-action]")) {
+  button.addEventListener("click", async () => {
+    const message = document.getElementById("search-message");
+    try {
+      const answer = await sendJSON(page.actions[button.dataset.action], { body: {} });
+      message.textContent = button.dataset.action === "train-best" ? `queued run #${answer.id}` : "";
+      if (button.dataset.action === "train-best") window.location.href = `/runs/${answer.id}/`;
+      else refresh();
+    } catch (error) {
+      message.textContent = error.message;
+    }
+  });
+}
+
+refresh();

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from workbench.searches import views
+
+urlpatterns = [
+    path("<int:pk>/", views.search_detail, name="search-detail"),
+    path("<int:pk>/plots/", views.search_plots, name="search-plots"),
+]
