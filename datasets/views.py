@@ -12,7 +12,7 @@ from datasets.forms import DatasetForm
 from datasets.labels import LabelError
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
-from datasets.selectors import dataset_for, dataset_runs_for, datasets_visible_to
+from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
 from datasets.services import (
     DatasetInUse,
     dataset_cancel,
@@ -23,8 +23,12 @@ from datasets.services import (
 )
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text
+from trainer.protocol import CLASSIFICATION
 
 SKIPPED_ON_PAGE = 500
+
+# What the per-class counts are, per task (classification: images of the class).
+COUNTS_TITLES = {"detection": "Objects per class", "segmentation": "Images holding each class"}
 
 
 @require_GET
@@ -114,6 +118,9 @@ def dataset_detail(request, pk: int):
         "skipped_more": max(dataset.skipped_count - len(skipped), 0),
         "runs": dataset_runs_for(dataset, request.user, limit=100),
         "has_mean": (dataset.path / "mean.png").is_file() and dataset.status == Dataset.Status.READY,
+        # Detection and segmentation: the stored label check and statistics (None for a classifier).
+        "label_data": dataset_labels(dataset) if dataset.task != CLASSIFICATION else None,
+        "counts_title": COUNTS_TITLES.get(dataset.task, "Images per class"),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

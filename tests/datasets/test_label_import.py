@@ -135,7 +135,7 @@ def test_it_refuses_crop_and_a_class_table_naming_a_class_the_source_lacks(owner
 
 
 @pytest.mark.django_db
-def test_it_builds_what_is_usable_and_names_what_was_skipped(owner, import_root):
+def test_it_builds_what_is_usable_and_names_what_was_skipped(owner_client, import_root):
     source = drawn.write_kitti(import_root / "kitti", SHAPES[:6])
     (source / "labels" / "orphan.txt").write_text("square 0 0 0 1 1 5 5 1 1 1 0 0 0 0\n")
     (source / "labels" / f"{SHAPES[0].name}.txt").write_text("square 0 0 0 1 1\nsquare 0 0 0 2 2 30 30 1 1 1 0 0 0 0\n")
@@ -147,3 +147,6 @@ def test_it_builds_what_is_usable_and_names_what_was_skipped(owner, import_root)
     assert [s["path"] for s in skipped] == ["labels/orphan.txt"]
     report = json.loads((dataset.path / "label_report.json").read_text())
     assert report["report"]["counts"] == {"malformed": 1, "missing_image": 1}
+    page = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
+    assert "<h2>Objects per class</h2>" in page and 'id="label-check"' in page
+    assert "6 columns; a KITTI line has 15 (16 with a score)" in page and "1 malformed: line or entry" in page
