@@ -53,7 +53,10 @@ def search_list(request):
     return Response(SearchDetailSerializer(search).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(summary="A search: its trials (state, parameters, objective, rung), the best, the budget in words")
+@extend_schema(
+    summary="A search: its trials (state, parameters, objective, rung), the best, the budget in words",
+    responses=SearchDetailSerializer,
+)
 @api_view(["GET"])
 def search_detail(request, pk: int):
     return Response(SearchDetailSerializer(search_for(request.user, pk)).data)
