@@ -119,6 +119,7 @@ def test_it_runs_the_readme_commands_against_the_running_workbench(tmp_path):
 
 def test_it_says_at_once_that_no_workbench_runs_and_queues_nothing(tmp_path):
     data_dir = tmp_path / "var"
+    data_dir.mkdir()  # a data dir made on purpose (only the run command makes one by itself)
     assert manage(data_dir, "migrate", "--verbosity", "0").returncode == 0
     create_admin(data_dir)
     archive = digits_zip(tmp_path / "digits.zip")
