@@ -46,6 +46,12 @@ ANY_METRIC = tuple(METRIC_DIRECTION)
 ALL_NETWORKS = NETWORKS + tuple(name for names in TASK_NETWORKS.values() for name in names)
 
 
+def networks_of(task: str) -> tuple[str, ...]:
+    """The networks a dataset of `task` trains (protocol.TASKS): one list for the form, the
+    validators and the trainer's task layer."""
+    return TASK_NETWORKS.get(task, NETWORKS)
+
+
 def plain_number(value: float) -> str:
     """A number as a message shows it: 1048576, 0.05, 0.0001, never 1.04858e+06 or 1e-04.
 

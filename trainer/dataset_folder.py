@@ -94,6 +94,25 @@ def _require(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
     return value
 
 
+def _split(root: Path, split: str, spec: dict, *, labels: list, task: str, where: str) -> SplitInfo:
+    if split not in SPLITS:
+        raise DatasetFolderError(f"{where}: unknown split {split!r} (known: {', '.join(SPLITS)})")
+    db = root / _require(spec, "db", str, f"{where} splits.{split}")
+    if not db.exists():
+        raise DatasetFolderError(f"{where}: splits.{split}.db {db.name!r} does not exist")
+    counts = spec.get("class_counts")
+    if counts is not None and len(counts) != len(labels):
+        raise DatasetFolderError(
+            f"{where}: splits.{split}.class_counts has {len(counts)} entries for {len(labels)} labels"
+        )
+    targets = None
+    if task != CLASSIFICATION:
+        targets = root / _require(spec, "targets_db", str, f"{where} splits.{split}")
+        if not targets.exists():
+            raise DatasetFolderError(f"{where}: splits.{split}.targets_db {targets.name!r} does not exist")
+    return SplitInfo(db=db, count=int(spec.get("count", 0)), class_counts=counts, targets_db=targets)
+
+
 def _from_json(root: Path) -> DatasetInfo:
     where = str(root / "dataset.json")
     try:
@@ -119,24 +138,10 @@ def _from_json(root: Path) -> DatasetInfo:
     labels = _require(meta, "labels", list, where)
     if not labels:
         raise DatasetFolderError(f"{where}: labels is empty")
-    splits: dict[str, SplitInfo] = {}
-    for split, spec in _require(meta, "splits", dict, where).items():
-        if split not in SPLITS:
-            raise DatasetFolderError(f"{where}: unknown split {split!r} (known: {', '.join(SPLITS)})")
-        db = root / _require(spec, "db", str, f"{where} splits.{split}")
-        if not db.exists():
-            raise DatasetFolderError(f"{where}: splits.{split}.db {db.name!r} does not exist")
-        counts = spec.get("class_counts")
-        if counts is not None and len(counts) != len(labels):
-            raise DatasetFolderError(
-                f"{where}: splits.{split}.class_counts has {len(counts)} entries for {len(labels)} labels"
-            )
-        targets = None
-        if task != CLASSIFICATION:
-            targets = root / _require(spec, "targets_db", str, f"{where} splits.{split}")
-            if not targets.exists():
-                raise DatasetFolderError(f"{where}: splits.{split}.targets_db {targets.name!r} does not exist")
-        splits[split] = SplitInfo(db=db, count=int(spec.get("count", 0)), class_counts=counts, targets_db=targets)
+    splits = {
+        split: _split(root, split, spec, labels=labels, task=task, where=where)
+        for split, spec in _require(meta, "splits", dict, where).items()
+    }
     if "train" not in splits:
         raise DatasetFolderError(f"{where}: no train split")
     mean = meta.get("mean") or {}

@@ -150,6 +150,8 @@ METRIC_DIRECTION = {
 }
 # The index stored for "no class here" in a segmentation mask, and ignored by loss and metrics.
 IGNORE_INDEX = 255
+# The smallest image side the detection and segmentation networks take (their backbones' stride).
+TASK_MIN_SIDE = 32
 # The networks of the detection and segmentation tasks (torchvision's builders, always without
 # downloaded weights; trainer/tasks/ builds them). Classification's are trainer.config.NETWORKS.
 TASK_NETWORKS = {

@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.networks import InputSpec
-from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION
+from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION, TASK_MIN_SIDE
 
 
 class TaskError(ConfigError):
@@ -65,6 +65,19 @@ def best_metric_for(task: Task, requested: str) -> str:
     if requested == "top1" and task.name != CLASSIFICATION:
         return task.metrics[0]
     raise TaskError(f"{requested!r} is not a metric of {task.name} ({', '.join(task.metrics)})", field="best_metric")
+
+
+def check_task_network(task: Task, name: str, spec: InputSpec) -> None:
+    """A detection or segmentation network of `task` that can take `spec`'s images."""
+    if name not in task.networks:
+        raise ConfigError(
+            f"{name} is not a {task.name} network; choose one of {', '.join(task.networks)}", field="network"
+        )
+    if min(spec.height, spec.width) < TASK_MIN_SIDE:
+        raise ConfigError(
+            f"{name} needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}, dataset is {spec.width}x{spec.height}",
+            field="network",
+        )
 
 
 def improves(metric: str, value: float, best: float | None) -> bool:

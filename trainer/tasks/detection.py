@@ -21,18 +21,17 @@ from torchvision import tv_tensors
 from torchvision.models import detection
 from torchvision.transforms import v2
 
-from trainer.config import ConfigError, TrainConfig
+from trainer.config import TrainConfig
 from trainer.data import Normalize, move
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
 from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
 from trainer.targets import decode_boxes
-from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
+from trainer.tasks.base import as_rgb, check_task_network, image_tensor, seeded, with_seed
 
 # Below this score a detection does not count as one in the run's words ("no box scored above").
 SCORE_FLOOR = 0.05
-MIN_SIDE = 32  # the backbones' stride: smaller images leave no feature map
 
 
 def _builder(name: str) -> Callable[..., nn.Module]:
@@ -150,15 +149,7 @@ class DetectionTask:
         return collate(batch)
 
     def check_network(self, name: str, spec: InputSpec) -> None:
-        if name not in self.networks:
-            raise ConfigError(
-                f"{name} is not a detection network; choose one of {', '.join(self.networks)}", field="network"
-            )
-        if min(spec.height, spec.width) < MIN_SIDE:
-            raise ConfigError(
-                f"{name} needs images of at least {MIN_SIDE}x{MIN_SIDE}, dataset is {spec.width}x{spec.height}",
-                field="network",
-            )
+        check_task_network(self, name, spec)
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:
         return build_detector(name, spec)

@@ -17,16 +17,15 @@ from torchvision import tv_tensors
 from torchvision.models import segmentation
 from torchvision.transforms import v2
 
-from trainer.config import ConfigError, TrainConfig
+from trainer.config import TrainConfig
 from trainer.data import Normalize
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
 from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS
 from trainer.targets import decode_mask
-from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
+from trainer.tasks.base import as_rgb, check_task_network, image_tensor, seeded, with_seed
 
-MIN_SIDE = 32  # the backbones' output stride
 # ImageNet statistics: torchvision's segmentation networks do not normalise inside (the
 # detectors do), and these are the statistics their published recipes train with.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -137,15 +136,7 @@ class SegmentationTask:
     collate = None  # images and masks of one size stack as they are
 
     def check_network(self, name: str, spec: InputSpec) -> None:
-        if name not in self.networks:
-            raise ConfigError(
-                f"{name} is not a segmentation network; choose one of {', '.join(self.networks)}", field="network"
-            )
-        if min(spec.height, spec.width) < MIN_SIDE:
-            raise ConfigError(
-                f"{name} needs images of at least {MIN_SIDE}x{MIN_SIDE}, dataset is {spec.width}x{spec.height}",
-                field="network",
-            )
+        check_task_network(self, name, spec)
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:
         builder = getattr(segmentation, name)

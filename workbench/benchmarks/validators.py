@@ -136,18 +136,22 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
     )
     if not isinstance(request["find_largest"], bool):
         raise RequestError("find_largest", "must be true or false")
-    name = str(request.get("name") or f"{', '.join(cfg.networks)} {request['precision']} x{max(cfg.gpu_counts)}")
-    if len(name) > 200:
-        raise RequestError("name", "at most 200 characters")
     return {
         **request,
-        "name": name,
+        "name": _name(request, cfg),
         "networks": cfg.networks,
         "gpus": cfg.gpu_counts,
         "batch_sizes": cfg.batch_sizes,
         "modes": cfg.modes,
         "dataset": dataset.pk if dataset else None,
     }
+
+
+def _name(request: dict[str, Any], cfg: BenchmarkConfig) -> str:
+    name = str(request.get("name") or f"{', '.join(cfg.networks)} {request['precision']} x{max(cfg.gpu_counts)}")
+    if len(name) > 200:
+        raise RequestError("name", "at most 200 characters")
+    return name
 
 
 # ----------------------------------------------------------------------------- the run form's finder

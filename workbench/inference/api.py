@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from datasets.images import ImageRefused
 from workbench.core import openapi
 from workbench.core.parsers import JSONObjectParser
-from workbench.inference import activations, engine, exports, services
+from workbench.inference import activations, engine, exports, renderers, services
 from workbench.inference.models import InferenceJob
 from workbench.inference.selectors import job_for, jobs_visible_to
 from workbench.runs.selectors import run_for
@@ -184,7 +184,7 @@ def detect(request, pk: int):
     min_score = _min_score(request)
     name, image = _open_upload(request)
     path, detector = _checkpoint_predictor(run, request.data.get("checkpoint", "best"), "detect")
-    boxes = engine.detect_one(detector, image, min_score)
+    boxes = renderers.detect_one(detector, image, min_score)
     return Response(
         {
             "run": run.pk,
@@ -223,7 +223,7 @@ def segment(request, pk: int):
     run = run_for(request.user, pk)
     name, image = _open_upload(request)
     path, segmenter = _checkpoint_predictor(run, request.data.get("checkpoint", "best"), "segment")
-    return Response({"run": run.pk, "checkpoint": path.name, "image": name, **engine.segment_one(segmenter, image)})
+    return Response({"run": run.pk, "checkpoint": path.name, "image": name, **renderers.segment_one(segmenter, image)})
 
 
 @extend_schema(
