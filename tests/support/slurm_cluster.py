@@ -11,6 +11,7 @@ to use it (SLURM_CONF); Ctrl-C stops it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -23,9 +24,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 NODES = ("n1", "n2")
 GPUS_PER_NODE = 2
 PARTITION = "wb"
+# The same nodes at a higher priority tier: a job here preempts (cancels) the workbench's jobs,
+# as a lab's urgent partition does, and they end PREEMPTED.
+URGENT_PARTITION = "wb-urgent"
 # Slurm's time between SIGTERM and SIGKILL when a job is cancelled or requeued: long enough for
 # a loaded 2-core machine's trainer to reach its next stop agreement and write a checkpoint.
 KILL_WAIT_SECONDS = 60
@@ -112,13 +118,19 @@ class SlurmCluster:
             "SlurmdTimeout=60",
             "InactiveLimit=0",
             "JobRequeue=1",
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=CANCEL",
         ]
         for node in NODES:
             lines.append(
                 f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname=localhost Port={self.ports[node]} "
                 f"CPUs=4 Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
             )
-        lines.append(f"PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP")
+        nodes = ",".join(NODES)
+        lines.append(f"PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP PriorityTier=1")
+        lines.append(
+            f"PartitionName={URGENT_PARTITION} Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF"
+        )
         self.conf.write_text("\n".join(lines) + "\n")
         gres = [
             f"NodeName={node} Name=gpu File={self.folder / 'gpu' / node}/nvidia[0-{GPUS_PER_NODE - 1}]"
@@ -165,6 +177,35 @@ class SlurmCluster:
         for node in NODES:
             self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
         self._wait(self.nodes_idle, "the nodes did not become idle")
+
+    def lose_node(self, node: str) -> None:
+        """The node dies as a host does: its slurmd and every job process on it at once (nothing
+        is signalled, nothing saved), and the controller told at once instead of after SlurmdTimeout."""
+        slurmd = self.processes.pop(f"slurmd-{node}")
+        slurmd.kill()  # first: no step's end can reach the controller any more
+        slurmd.wait()
+        self.command("scontrol", "update", f"nodename={node}", "state=down", "reason=lost")
+        doomed: dict[int, psutil.Process] = {}
+        for process in psutil.process_iter():
+            try:
+                env = process.environ()
+                if env.get("SLURM_CONF") != str(self.conf) or env.get("SLURMD_NODENAME") != node:
+                    continue
+                doomed[process.pid] = process
+                parent = process.parent()  # the step's slurmstepd, which has no SLURM_ variables of its own
+                if parent is not None and " ".join(parent.cmdline()).startswith("slurmstepd"):
+                    doomed[parent.pid] = parent
+            except psutil.Error:
+                continue
+        for process in doomed.values():
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+    def restore_node(self, node: str) -> None:
+        """A lost node back: its slurmd again, and the controller told it may use it."""
+        self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+        self.command("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+        self._wait(self.nodes_idle, f"{node} did not come back")
 
     def nodes_idle(self) -> bool:
         out = self.command("sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout.split("\n")

@@ -11,14 +11,21 @@ import pytest
 import torch
 
 from tests.conftest import ServiceProcess, child_env
-from tests.support.slurm_cluster import PARTITION, SlurmCluster, slurm_available
+from tests.support.slurm_cluster import (
+    GPUS_PER_NODE,
+    NODES,
+    PARTITION,
+    URGENT_PARTITION,
+    SlurmCluster,
+    slurm_available,
+)
 from tests.support.waiting import wait_until
 from tests.workbench.runs.conftest import TINY_CONFIG
 from tests.workbench.runs.test_worker_runs import metric_steps, wait_for, wait_for_state
 from trainer.checkpoint import CheckpointStore
 from workbench.runs.models import Run
 from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
-from workbench.slurm import commands
+from workbench.slurm import commands, words
 
 pytestmark = [
     pytest.mark.slow,
@@ -105,6 +112,13 @@ def test_it_trains_over_two_nodes_to_the_weights_of_four_processes(slurm, owner,
     assert metric_steps(spanning) == [2, 4, 6]
     launch = json.loads((spanning.run_dir / "launch-1.json").read_text())
     assert launch["nodes"] == 2 and launch["devices"] == ["cpu", "cpu"]
+    # A sampler beside each node's trainer gives the run the charts of a local one: every GPU of
+    # the job once (numbered as the ranks are), each node's host.
+    samples = [event.data for event in spanning.events.filter(kind="system")]
+    assert {sample["node"] for sample in samples} == {"n1", "n2"}
+    assert {gpu["index"] for sample in samples for gpu in sample["gpus"]} == {0, 1, 2, 3}
+    assert any("host_cpu_percent" in sample for sample in samples)
+    assert any("node1_host_cpu_percent" in sample for sample in samples)
 
     # The same training in one process of four ranks on the local executor... run here directly.
     from tests.trainer.conftest import make_config
@@ -162,21 +176,86 @@ def test_it_aborts_with_a_checkpoint_and_leaves_no_process(slurm, owner, make_da
     assert not [pid for pid in processes if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
 
 
-def test_it_resumes_a_requeued_job_from_its_checkpoint_without_gaps(slurm, owner, make_dataset):
-    dataset = make_dataset(owner)
-    run = submit(owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 30})  # 3 steps per epoch
-    wait_for(lambda: trained_steps(run, 15), "training on Slurm", timeout=240)
-    slurm.command("scontrol", "requeue", run.slurm_job_id)
-    wait_for(lambda: run.refresh_from_db() or run.attempt == 2, "the requeue to be seen", timeout=120)
-    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=400)
-    assert run.state == Run.State.DONE, run.error
-    reasons = list(run.transitions.values_list("reason", flat=True))
-    assert any(reason.startswith("requeued by Slurm") for reason in reasons), reasons
+def file_steps(run: Run, attempt: int) -> list[int]:
+    lines = (run.run_dir / f"events-{attempt}.jsonl").read_text().splitlines()
+    return [event["step"] for event in map(json.loads, lines) if event.get("type") == "metrics"]
+
+
+def trained_on_after(run: Run, earlier: int) -> bool:
+    """The next attempt has stored a step past the last one the earlier attempt wrote."""
+    run.refresh_from_db()
+    return run.attempt == earlier + 1 and trained_steps(run, max(file_steps(run, earlier), default=0) + 1)
+
+
+def resumed_without_gaps(run: Run) -> None:
+    """The second attempt resumed from a checkpoint, and every step is stored once, in order; then
+    the run (LONG_CONFIG: it would train on) is aborted."""
     steps = metric_steps(run)
-    assert steps == list(range(1, steps[-1] + 1))  # every step once, in order
+    assert steps == list(range(1, steps[-1] + 1))
     second = [json.loads(line) for line in (run.run_dir / "events-2.jsonl").read_text().splitlines()]
     resumed = next(e for e in second if e.get("type") == "status" and e.get("state") == "running")
     assert resumed["resumed_from_step"] > 0
+    run_abort(run=run)
+    wait_for_state(run, Run.State.ABORTED, timeout=200)
+
+
+def release(cluster: SlurmCluster, job_id: str) -> None:
+    # Slurm holds a requeued job for two minutes (BeginTime) before it may start again; an
+    # administrator's release, so that the test does not wait them out.
+    cluster.command("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=False)
+
+
+def test_it_resumes_from_its_checkpoint_when_its_node_fails(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: aborted once it has resumed
+    wait_for(lambda: trained_steps(run, 15), "training on Slurm", timeout=240)
+    node = job_of(run).nodes
+    # The node dies (slurmd and the trainer at once, no checkpoint on the way out): the job ends
+    # NODE_FAIL and Slurm requeues it, as the workbench submits with --requeue; the next attempt
+    # runs on the other node, from the last checkpoint the trainer saved by its interval.
+    slurm.lose_node(node)
+    try:
+        wait_for(lambda: run.refresh_from_db() or run.attempt == 2, "the node failure to be seen", timeout=120)
+        release(slurm, run.slurm_job_id)
+        wait_for(lambda: trained_on_after(run, 1), "the next attempt to train on", timeout=300)
+    finally:
+        slurm.restore_node(node)
+    assert node not in job_of(run).nodes
+    reasons = list(run.transitions.values_list("reason", flat=True))
+    # Seen as the requeue it is, or (a look between the two) as its end and then a new job.
+    seen = (f"requeued by Slurm (job {run.slurm_job_id}, attempt 2)", words.end_words("NODE_FAIL"))
+    assert any(reason.startswith(seen) for reason in reasons), reasons
+    resumed_without_gaps(run)
+
+
+def test_it_resumes_on_a_new_job_when_slurm_preempts_it(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: aborted once it has resumed
+    wait_for(lambda: trained_steps(run, 15), "training on Slurm", timeout=240)
+    preempted = run.slurm_job_id
+    # A job of the urgent partition takes every GPU: Slurm cancels the run's job (PreemptMode=CANCEL).
+    slurm.command(
+        "sbatch", f"--partition={URGENT_PARTITION}", f"--nodes={len(NODES)}", f"--gres=gpu:{GPUS_PER_NODE}",
+        "--output=/dev/null", "--wrap=sleep 3",
+    )  # fmt: skip
+    wait_for(lambda: trained_on_after(run, 1), "the next attempt to train on", timeout=300)
+    assert run.slurm_job_id != preempted  # a new job
+    interrupted = run.transitions.get(to_state=Run.State.INTERRUPTED)
+    assert interrupted.reason.startswith(f"interrupted: {words.end_words('PREEMPTED')} (job {preempted})")
+    resumed_without_gaps(run)
+
+
+def test_it_fails_a_run_whose_job_reached_its_time_limit(slurm, owner, make_dataset):
+    dataset = make_dataset(owner)
+    run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: Slurm's time limit ends it
+    wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
+    # Its time limit, reached now: Slurm ends the job TIMEOUT at its next check (about every 30 s).
+    slurm.command("scontrol", "update", f"jobid={run.slurm_job_id}", "EndTime=now")
+    wait_for_state(run, Run.State.FAILED, Run.State.ABORTED, Run.State.DONE, Run.State.INTERRUPTED, timeout=180)
+    assert run.state == Run.State.FAILED
+    # The same limit would end it again: failed, not resumed (attempts/outcome.py, step 7).
+    assert run.transitions.last().reason.startswith(f"{words.end_words('TIMEOUT')} (job {run.slurm_job_id})")
+    assert run.attempt == 1
 
 
 def test_it_aborts_a_run_whose_job_was_cancelled_in_slurm(slurm, owner, make_dataset):

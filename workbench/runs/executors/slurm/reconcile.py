@@ -18,7 +18,13 @@ from django.utils import timezone
 
 from workbench.runs.attempts import gates, outcome
 from workbench.runs.attempts.files import AttemptFiles
-from workbench.runs.attempts.ingest import IngestLedger, final_status, ingest_current_attempt, snapshot
+from workbench.runs.attempts.ingest import (
+    IngestLedger,
+    final_status,
+    ingest_current_attempt,
+    ingest_earlier_attempts,
+    snapshot,
+)
 from workbench.runs.executors.slurm import jobs as slurm_jobs
 from workbench.runs.lifecycle import run_finish, run_transition
 from workbench.runs.models import Run
@@ -132,6 +138,10 @@ def pending(run: Run, job: Job) -> None:
 def running(run: Run, job: Job) -> None:
     if run.state == Run.State.RUNNING:
         return
+    # What an earlier attempt's trainer wrote after it was last read (it saves a checkpoint and
+    # reports its last steps while Slurm ends its job): stored before this attempt's steps, which
+    # repeat from that checkpoint, so the series has every step once.
+    ingest_earlier_attempts(run, run.attempt)
     fields = {"wait_reason": "", "estimated_start": None}
     if run.started_at is None:
         fields["started_at"] = timezone.now()
