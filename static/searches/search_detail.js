@@ -7,6 +7,7 @@ import { getJSON, sendJSON } from "../workbench/http.js";
 const page = JSON.parse(document.getElementById("search-page").textContent);
 const sockets = new Map(); // run id -> WebSocket
 const FINISHED_RUN = ["done", "failed", "aborted", "pruned"];
+const picked = new Set(); // run ids of the trials ticked for the compare page
 let refreshing = null;
 let again = false;
 
@@ -31,8 +32,18 @@ function renderTrials(search) {
       link.textContent = `#${trial.run}`;
       run.append(link);
     }
+    const pick = document.createElement("td");
+    if (trial.run) {
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.value = trial.run;
+      box.checked = picked.has(String(trial.run));
+      box.setAttribute("aria-label", `compare trial ${trial.number}`);
+      box.addEventListener("change", () => (box.checked ? picked.add(box.value) : picked.delete(box.value)));
+      pick.append(box);
+    }
     const value = trial.value === null ? "" : trial.value.toFixed(4);
-    tr.append(cell(trial.number), cell(trial.state), cell(params(trial)), cell(value), cell(trial.rung ?? ""), run,
+    tr.append(pick, cell(trial.number), cell(trial.state), cell(params(trial)), cell(value), cell(trial.rung ?? ""), run,
       cell(trial.reason));
     return tr;
   });
@@ -106,6 +117,12 @@ async function refresh() {
     refresh();
   }
 }
+
+document.getElementById("compare-trials").addEventListener("click", () => {
+  const runs = [...picked];
+  if (runs.length) window.location.href = `${page.compare}?runs=${runs.join(",")}`;
+  else document.getElementById("search-message").textContent = "tick the trials to compare first";
+});
 
 for (const button of document.querySelectorAll("[data-action]")) {
   button.addEventListener("click", async () => {

@@ -62,10 +62,12 @@ def run_events_append(*, run_id: int, events: list[dict]) -> list[RunEvent]:
         first = last - len(events) + 1
         rows = [RunEvent(run_id=run_id, seq=first + offset, **_event_fields(e)) for offset, e in enumerate(events)]
         RunEvent.objects.bulk_create(rows)
-        transaction.on_commit(lambda: publish_run_events(run_id=run_id, rows=rows))
         validations = [row for row in rows if row.kind == protocol.VALIDATION]
         if validations:
+            # Heard before they are published: a page that reads the search again on a trial's
+            # validation then finds it reported.
             transaction.on_commit(lambda: _announce_validations(run_id, validations))
+        transaction.on_commit(lambda: publish_run_events(run_id=run_id, rows=rows))
     return rows
 
 

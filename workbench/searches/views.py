@@ -18,6 +18,7 @@ def search_detail(request, pk: int):
         "id": search.pk,
         "api": reverse("api-search", args=[search.pk]),
         "plots": reverse("search-plots", args=[search.pk]),
+        "compare": reverse("run-compare"),
         "actions": {
             action: reverse(f"api-search-{action}", args=[search.pk])
             for action in ("pause", "resume", "abort", "train-best")
