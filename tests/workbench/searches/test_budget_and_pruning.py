@@ -1,0 +1,68 @@
+"""The GPU-hour cap stops new trials and ends the search; a trial worse than the others at its
+rung is pruned, with the reason in words (no worker: the trial runs stay queued)."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.runs.lifecycle import run_events_append
+from workbench.runs.models import Run, RunTransition
+from workbench.searches.models import Search, Trial
+from workbench.searches.selectors import budget_words
+from workbench.searches.services import search_advance, search_create
+
+SPACE = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}}
+
+
+def _search(owner, dataset, **options) -> Search:
+    dataset.status = "building"  # the trial runs queue and never start
+    dataset.save()
+    options = {"trials": 4, "parallel": 2, "sampler": "random", "seed": 2, **options}
+    search = search_create(owner=owner, dataset=dataset, name="s", network="lenet", config=TINY_CONFIG, space=SPACE,
+                           gpus="2", **options)  # fmt: skip
+    return search_advance(search_id=search.pk)
+
+
+def _validation(run_id: int, epoch: int, val_loss: float) -> None:
+    event = {"type": "validation", "step": 3 * epoch, "epoch": float(epoch), "val_loss": val_loss, "top1": 0.5}
+    run_events_append(run_id=run_id, events=[event])
+
+
+def test_it_stops_at_the_gpu_hour_cap_and_says_so(transactional_db, owner, dataset):
+    search = _search(owner, dataset, gpu_hours=1.5)
+    first, second = search.trials.order_by("number")
+    # The first trial's run held its 2 GPUs for 45 minutes, then ended.
+    started = timezone.now() - timedelta(minutes=50)
+    RunTransition.objects.create(run=first.run, from_state="queued", to_state="running", at=started)
+    RunTransition.objects.create(
+        run=first.run, from_state="running", to_state="done", at=started + timedelta(minutes=45)
+    )
+    Run.objects.filter(pk=first.run_id).update(state=Run.State.FAILED)
+    search = search_advance(search_id=search.pk)
+    assert search.trials.count() == 2 and budget_words(search) == "2 of 4 trials, 1.5 of 1.5 GPU-hours"
+
+    Run.objects.filter(pk=second.run_id).update(state=Run.State.FAILED)
+    search = search_advance(search_id=search.pk)
+    assert search.state == Search.State.DONE and search.reason == "its 1.5 GPU-hours are spent"
+
+
+def test_it_prunes_a_trial_worse_than_the_others_at_its_rung(transactional_db, owner, dataset):
+    search = _search(owner, dataset, pruner="median", trials=3, parallel=3)
+    trials = list(search.trials.order_by("number"))
+    for trial, losses in zip(trials[:2], [(0.6, 0.4), (0.7, 0.5)], strict=True):
+        for epoch, loss in enumerate(losses, start=1):
+            _validation(trial.run_id, epoch, loss)
+        Run.objects.filter(pk=trial.run_id).update(state=Run.State.DONE)
+    search = search_advance(search_id=search.pk)  # both complete: the median pruner has its start-up trials
+    assert list(search.trials.values_list("state", flat=True)) == ["complete", "complete", "running"]
+
+    _validation(trials[2].run_id, 1, 0.91)
+    pruned = Trial.objects.get(pk=trials[2].pk)
+    reason = "val loss 0.91 at epoch 1 is worse than 2 of the 2 trials at that rung (Median)"
+    assert pruned.reason == reason and pruned.rung == 1 and pruned.value == 0.91
+    run = Run.objects.get(pk=trials[2].run_id)  # never started: it ends at once, in the pruner's words
+    assert run.state == Run.State.PRUNED and run.transitions.last().reason == reason
+    search = search_advance(search_id=search.pk)
+    assert search.trials.get(number=2).state == Trial.State.PRUNED and search.state == Search.State.DONE
+    assert search.reason == "all 3 trials ended; the best is trial 0 (val_loss 0.4)"
