@@ -240,6 +240,9 @@ def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, s
         seed=dataset.seed,
         shuffle=dataset.shuffle,
     )
+    if source.get("format") != report["format"]:  # "auto": say which format was read
+        dataset.source = {**source, "format": report["format"]}
+        Dataset.objects.filter(pk=dataset.pk).update(source=dataset.source)
     progress(0, plan.total, 0.0)
     result = build_lmdbs(
         plan.splits,

@@ -33,6 +33,7 @@ from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file, unw
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 MAX_TRIES = 20
+LABEL_SUFFIXES = (".xml", ".txt", ".json", ".yaml", ".yml")
 # Images whose size and channels are read (headers only) to propose the options that fit them.
 SAMPLE_IMAGES = 20
 # Modes whose images are grey: the proposal keeps them as one channel.
@@ -159,6 +160,8 @@ def resize_preview(
 
 
 def _first_image(candidates, *, width: int, height: int, channels: int, resize_mode: str) -> dict:
+    # Label files beside the images (VOC's Annotations/ sorts before JPEGImages/) are no candidates.
+    candidates = ((n, s) for n, s in candidates if PurePosixPath(n).suffix.lower() not in LABEL_SUFFIXES)
     problems = []
     result = None
     shapes: Counter = Counter()

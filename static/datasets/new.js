@@ -241,6 +241,7 @@ async function loadPreview() {
     setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
     setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
     showModes(data);
+    showLabelCheck(data.label_check);
     const classes = Object.entries(data.classes || {});
     setText("preview-status", "One of your images, before and after resizing."
       + (classes.length ? ` ${classes.length} classes: ${classes.map(([name, n]) => `${name} (${n})`).join(", ")}.` : ""));
@@ -259,6 +260,64 @@ async function loadPreview() {
   }
 }
 
+// Detection and segmentation: the class table (rename, merge, ignore) over the label check the
+// preview answers; a change goes into the form's class_map and asks the preview again.
+const classMapField = document.getElementById("id_class_map");
+
+function listItem(text) {
+  const li = document.createElement("li");
+  li.textContent = text;
+  return li;
+}
+
+function showLabelCheck(check) {
+  const box = document.getElementById("label-check-box");
+  box.hidden = !check;
+  if (!check) return;
+  setText("label-check-summary", `${check.images} images with ${check.format} labels for ${check.task}, `
+    + `${check.images_without_labels} without labels. Counts are ${check.count_means}.`);
+  setText("class-count-head", check.task === "detection" ? "Objects" : "Images");
+  document.querySelector("#class-table-editor tbody").replaceChildren(...check.classes.map((row) => {
+    const tr = document.createElement("tr");
+    tr.dataset.sourceClass = row.name;
+    const name = document.createElement("input");
+    name.type = "text";
+    name.value = row.maps_to ?? row.name;
+    name.disabled = row.maps_to === null;
+    name.setAttribute("aria-label", `Name of ${row.name} in the dataset`);
+    const ignore = document.createElement("input");
+    ignore.type = "checkbox";
+    ignore.checked = row.maps_to === null;
+    ignore.setAttribute("aria-label", `Ignore ${row.name}`);
+    name.addEventListener("change", updateClassMap);
+    ignore.addEventListener("change", () => { name.disabled = ignore.checked; updateClassMap(); });
+    const cells = [row.name, String(row.count), name, ignore].map((content) => {
+      const td = document.createElement("td");
+      td.append(content);
+      return td;
+    });
+    tr.append(...cells);
+    return tr;
+  }));
+  const report = check.report;
+  document.getElementById("label-check-problems").replaceChildren(
+    ...Object.entries(report.counts).map(([kind, n]) => listItem(`${n} ${kind}: ${report.meaning[kind]}`)),
+    ...report.problems.slice(0, 20).map((p) => listItem(`${p.file}${p.line ? ` line ${p.line}` : ""}: ${p.message}`)),
+  );
+}
+
+function updateClassMap() {
+  const map = {};
+  document.querySelectorAll("#class-table-editor tbody tr").forEach((tr) => {
+    const [name, ignore] = tr.querySelectorAll("input");
+    const source = tr.dataset.sourceClass;
+    if (ignore.checked) map[source] = null;
+    else if (name.value.trim() && name.value.trim() !== source) map[source] = name.value.trim();
+  });
+  classMapField.value = Object.keys(map).length ? JSON.stringify(map) : "";
+  loadPreview();
+}
+
 function fillSummary() {
   const table = document.getElementById("summary");
   const value = (name) => {
@@ -272,6 +331,8 @@ function fillSummary() {
     ["Source", sourceChoice() === "upload" ? document.getElementById("upload-status").textContent : sourcePath.value],
     ["Image size", `${value("image_width")} × ${value("image_height")}, ${value("channels")}`],
     ["Resize mode", value("resize_mode")],
+    ["Task (labels)", `${value("task")} (${value("format")})`],
+    ["Class table", classMapField.value || "as in the source"],
     ["Validation / test", `${value("val_percent")}% / ${value("test_percent")}%`],
     ["Images per class", `at least ${value("min_per_class")}${value("max_per_class") ? `, at most ${value("max_per_class")}` : ""}`],
     ["Stored encoding", value("encoding")],

@@ -104,6 +104,7 @@ def test_it_builds_a_kitti_zip_with_the_class_table_applied_and_fill_moving_the_
     )
     assert dataset.status == "ready", dataset.error
     assert dataset.labels == ["shape"]
+    assert dataset.source["format"] == "kitti"  # detected in the extracted archive, and said
     assert dataset.class_counts()[0]["total"] == 18
     info = load_dataset_folder(dataset.path)
     # 48x36 into 24x24 by fill: scaled by 1/2 to 24x18, then 3 rows of noise above (and below).
