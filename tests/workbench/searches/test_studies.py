@@ -1,7 +1,10 @@
 """The study lives in the workbench's database: a new Study object over the same storage, as a
 restarted process builds, sees the trials as they were and carries on."""
 
+import threading
+
 import optuna
+from django.db import connection
 
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.runs.models import Run
@@ -55,3 +58,25 @@ def test_it_resumes_the_study_from_the_database_after_a_restart(transactional_db
     assert search.trials.count() == 3 and search.trials_claimed == 3
     states = [t.state for t in optuna.load_study(study_name=search.study_name, storage=studies.storage_url()).trials]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.RUNNING]
+
+
+def test_it_never_starts_the_same_trial_twice_when_passes_race(transactional_db, owner, dataset):
+    search = _search(owner, dataset)  # 3 trials, 2 at once; nothing asked yet (no pass ran)
+    start = threading.Barrier(3)
+
+    def a_pass():
+        start.wait()
+        try:
+            search_advance(search_id=search.pk)
+        finally:
+            connection.close()  # each thread's own connection
+
+    passes = [threading.Thread(target=a_pass) for _ in range(3)]
+    for thread in passes:
+        thread.start()
+    for thread in passes:
+        thread.join(60)
+    search.refresh_from_db()
+    numbers = list(search.trials.values_list("number", flat=True))
+    assert search.trials_claimed == 2 and sorted(numbers) == [0, 1]
+    assert len(set(search.trials.values_list("run_id", flat=True))) == 2
