@@ -1,3 +1,4 @@
+from django.urls import reverse
 from rest_framework import serializers
 
 from workbench.runs.serializers import RunCreateSerializer
@@ -38,13 +39,17 @@ class TrialSerializer(serializers.ModelSerializer):
 
 class SearchSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
+    page = serializers.SerializerMethodField(help_text="the search's page, live")
+
+    def get_page(self, search: Search) -> str:
+        return reverse("search-detail", args=[search.pk])
 
     class Meta:
         model = Search
         fields = [
             "id", "name", "owner", "dataset", "network", "state", "reason", "objective", "direction", "sampler",
             "pruner", "space", "max_trials", "parallel", "gpu_hours_cap", "trials_claimed", "created_at",
-            "finished_at",
+            "finished_at", "page",
         ]  # fmt: skip
 
 

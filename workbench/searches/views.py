@@ -8,7 +8,14 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from workbench.searches.plots import search_figures
-from workbench.searches.selectors import best_trial, budget_words, search_for, trials_of
+from workbench.searches.selectors import best_trial, budget_words, search_for, searches_visible_to, trials_of
+
+
+@login_required
+def search_list(request):
+    searches = searches_visible_to(request.user)[:200]
+    rows = [(search, budget_words(search)) for search in searches]
+    return render(request, "searches/search_list.html", {"rows": rows})
 
 
 @login_required

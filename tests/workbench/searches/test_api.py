@@ -34,6 +34,7 @@ def test_it_creates_a_search_and_shows_its_trials_and_budget(transactional_db, o
     assert response.status_code == 201, response.json()
     created = response.json()
     assert created["state"] == "running" and created["direction"] == "minimize" and created["pruner"] == "asha"
+    assert created["page"] == f"/searches/{created['id']}/"
     search_advance(search_id=created["id"])  # what the worker's task does on commit
 
     detail = owner_client.get(reverse("api-search", args=[created["id"]])).json()

@@ -33,6 +33,9 @@ def test_it_shows_the_trials_and_optunas_plots(transactional_db, owner_client, o
     assert f"Search #{search.pk}: lr and batch" in page and "2 of 4 trials, 0.0 GPU-hours" in page
     assert "trial 0, val_loss 0.5000" in page and 'src="/static/searches/search_detail.js"' in page
 
+    listed = owner_client.get(reverse("search-list")).content.decode()
+    assert f'href="/searches/{search.pk}/"' in listed and "2 of 4 trials, 0.0 GPU-hours" in listed
+
     figures = owner_client.get(reverse("search-plots", args=[search.pk])).json()["figures"]
     assert set(figures) == {"history", "intermediate", "parallel", "importance", "slice"}
     assert figures["history"]["figure"]["data"] and figures["intermediate"]["figure"]["data"]
