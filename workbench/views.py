@@ -14,14 +14,27 @@ from django.views.decorators.http import require_GET
 from datasets.selectors import datasets_visible_to
 from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm, ThrottledPasswordChangeForm
 from workbench.health import health_report
+from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to, slurm_partition_for
 from workbench.workers.inventory import hosts_for_display
 
+# The dashboard shows the latest few of each; the list pages have them all.
+HOME_ROWS = 10
+
 
 def home(request):
-    datasets = datasets_visible_to(request.user)[:20]
-    runs = runs_visible_to(request.user)[:20]
-    return render(request, "workbench/home.html", {"datasets": datasets, "runs": runs})
+    """The dashboard: the latest datasets and runs, and what holds the devices now."""
+    queue = queue_for(request.user)
+    datasets, runs = datasets_visible_to(request.user), runs_visible_to(request.user)
+    context = {
+        "datasets": datasets[:HOME_ROWS],
+        "dataset_count": datasets.count(),
+        "runs": runs[:HOME_ROWS],
+        "run_count": runs.count(),
+        "running": queue["running"],
+        "waiting_count": len(queue["waiting"]),
+    }
+    return render(request, "workbench/home.html", context)
 
 
 def gpus(request):

@@ -1,25 +1,47 @@
 // Dashboard: keeps the status and progress of datasets and runs current over a websocket.
 // Events: {type: "update", kind: "dataset"|"run", id, status, percent}.
+// A progress is written in place; a new state, or a dataset or run the page does not show yet,
+// changes what the cards list (what runs now, where): the page is read again and its cards swapped.
+import { getPage } from "./http.js";
 
 const dashboard = document.getElementById("dashboard");
+const CARDS = ["home-running", "home-datasets", "home-runs"];
+const REFRESH_MS = 1000;
 
-function rowFor(kind, id) {
-  return dashboard.querySelector(`tr[data-${kind}-id="${id}"]`);
+function rowsFor(kind, id) {
+  return [...dashboard.querySelectorAll(`tr[data-${kind}-id="${id}"]`)];
+}
+
+function showPercent(row, percent) {
+  const bar = row.querySelector(".js-progress .progress");
+  if (!bar) return;
+  bar.setAttribute("aria-valuenow", Math.round(percent));
+  bar.querySelector(".bar").style.width = `${percent}%`;
 }
 
 function applyUpdate(event) {
-  const row = rowFor(event.kind, event.id);
-  if (!row) return;
-  if (event.status) {
-    const badge = row.querySelector(".js-status .status");
-    badge.textContent = event.status;
-    badge.className = `status status-${event.status}`;
-  }
-  if (typeof event.percent === "number") {
-    const bar = row.querySelector(".js-progress .progress");
-    bar.setAttribute("aria-valuenow", Math.round(event.percent));
-    bar.querySelector(".bar").style.width = `${event.percent}%`;
-  }
+  const rows = rowsFor(event.kind, event.id);
+  const shown = rows.map((row) => row.querySelector(".js-status .status")?.textContent).find(Boolean);
+  if (!rows.length || (event.status && event.status !== shown)) refreshSoon();
+  if (typeof event.percent === "number") rows.forEach((row) => showPercent(row, event.percent));
+}
+
+// At most one read of the page per REFRESH_MS, however many updates arrive.
+let refreshTimer = null;
+function refreshSoon() {
+  if (refreshTimer !== null) return;
+  refreshTimer = window.setTimeout(refresh, REFRESH_MS);
+}
+
+async function refresh() {
+  const html = await getPage(window.location.href).catch(() => null); // the next update asks again
+  refreshTimer = null;
+  if (html === null) return;
+  const fresh = new DOMParser().parseFromString(html, "text/html");
+  CARDS.forEach((id) => {
+    const card = fresh.getElementById(id);
+    if (card) document.getElementById(id).replaceWith(document.adoptNode(card));
+  });
 }
 
 function connect(delayMs) {
@@ -29,7 +51,11 @@ function connect(delayMs) {
     const event = JSON.parse(message.data);
     if (event.type === "update") applyUpdate(event);
   });
-  socket.addEventListener("open", () => { delayMs = 1000; });
+  // Whatever changed while the socket was down (a restart of the server) shows on reconnect.
+  socket.addEventListener("open", () => {
+    if (delayMs > 1000) refreshSoon();
+    delayMs = 1000;
+  });
   // Reconnect with a growing delay: the server may be restarting.
   socket.addEventListener("close", () => setTimeout(() => connect(Math.min(delayMs * 2, 30000)), delayMs));
 }

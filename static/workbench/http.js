@@ -73,6 +73,18 @@ export async function getJSON(url) {
   return (await requestJSON(url)).body;
 }
 
+// A page of the workbench itself, as HTML (the dashboard reads itself again to redraw its cards).
+export async function getPage(url) {
+  let response;
+  try {
+    response = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
+  } catch {
+    throw new HttpError("connection lost", { status: 0 });
+  }
+  if (!response.ok) throw failure(response.status, response.statusText, null);
+  return response.text();
+}
+
 // `body` is sent as JSON; leave it out for a bare POST.
 export async function sendJSON(url, { method = "POST", body } = {}) {
   const json = body === undefined ? {} : { body: JSON.stringify(body), headers: { "Content-Type": "application/json" } };

@@ -16,6 +16,36 @@ def test_it_explains_the_next_step_when_empty(owner_client):
     body = owner_client.get(reverse("home")).content.decode()
     assert "No datasets yet" in body
     assert "No training runs yet" in body
+    assert "No run or benchmark holds a device now" in body
+    # It promises only what Home shows: the curves are on a run's page, not here.
+    assert "stream here live" not in body
+
+
+def test_it_links_datasets_and_runs_and_offers_new_ones(owner_client, alice_data):
+    body = owner_client.get(reverse("home")).content.decode()
+    run = Run.objects.get(name="lenet-1")
+    assert f'href="/datasets/{alice_data.pk}/"' in body and f'href="/runs/{run.pk}/"' in body
+    assert 'id="home-new-dataset" href="/datasets/new/"' in body and 'id="home-new-run" href="/runs/new/"' in body
+
+
+def test_it_shows_what_runs_now_on_which_device(owner_client, owner, monkeypatch):
+    from workbench.runs.devices import DeviceRequest
+    from workbench.runs.scheduler import schedule
+    from workbench.runs.services import run_create
+    from workbench.workers.simulation import simulate_hosts
+
+    monkeypatch.setattr("workbench.runs.scheduler.run_jobs.launch", lambda *args: True)
+    (host,) = simulate_hosts(hosts=1, gpus_per_host=1)
+    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    for name in ("first", "second"):
+        run_create(owner=owner, dataset=dataset, name=name, network="lenet", config={},
+                   device_request=DeviceRequest.gpus(1))  # fmt: skip
+    schedule()
+    body = owner_client.get(reverse("home")).content.decode()
+    running = body.split('id="home-running"')[1].split("</section>")[0]
+    assert ">first</a>" in running and ">second</a>" not in running
+    assert f"{host.hostname}: GPU 0" in running
+    assert "1 waiting for devices" in running
 
 
 def test_it_lists_datasets_and_runs_with_status_and_progress(owner_client, alice_data):
