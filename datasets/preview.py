@@ -222,6 +222,15 @@ def _proposal(shapes: Counter) -> dict:
     return {"width": width, "height": height, "channels": 1 if grey else 3, "sampled": sampled, "same_size": count}
 
 
+def archive_member_names(path: Path) -> list[tuple[str, ...]] | None:
+    """The parts of each file's name in an archive (None: a tar too long to list now); a damaged
+    archive is an ArchiveError naming it."""
+    try:
+        return _archive_member_files(path)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+        raise ArchiveError(f"{path.name}: damaged archive ({os_error_text(exc)})") from None
+
+
 def _archive_member_files(path: Path) -> list[tuple[str, ...]] | None:
     """The parts of each file's name in the archive; None when a tar is too long to list now."""
     if archive_kind(path) == "zip":

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
-from datasets.labels import FORMAT_TASK, detect_format
+from datasets.labels import FORMAT_TASK, detect_format, detect_format_in_names
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
 from datasets.labels.plan import label_check
-from datasets.preview import source_classes
+from datasets.preview import archive_member_names, source_classes
 from datasets.sources import SourceError
 from trainer.protocol import CLASSIFICATION
 
@@ -112,12 +112,18 @@ MAX_MIN_BOX_SIZE = 10_000
 
 def propose_task(*, kind: str, path: Path) -> tuple[str, str]:
     """(task, format) a source holds when none was given: the format detected in a folder
-    (datasets.labels.detect_format), else classification. An archive is classification unless
-    its task is given (its labels are read once it is extracted, at the build)."""
+    (datasets.labels.detect_format) or in an archive's member names, else classification."""
+    fmt = None
     if kind == "folder" and path.is_dir():
         fmt = detect_format(path)
-        if fmt is not None:
-            return FORMAT_TASK[fmt], fmt
+    elif kind == "archive":
+        try:
+            names = archive_member_names(path)
+        except ArchiveError as error:
+            raise ValidationError(str(error)) from None
+        fmt = detect_format_in_names(names) if names else None
+    if fmt is not None:
+        return FORMAT_TASK[fmt], fmt
     return CLASSIFICATION, "auto"
 
 

@@ -31,7 +31,15 @@ FORMAT_TASK = {
 }
 FORMATS = tuple(FORMAT_TASK)
 
-__all__ = ["FORMATS", "FORMAT_TASK", "LabelError", "LabelSource", "detect_format", "read_labels"]
+__all__ = [
+    "FORMATS",
+    "FORMAT_TASK",
+    "LabelError",
+    "LabelSource",
+    "detect_format",
+    "detect_format_in_names",
+    "read_labels",
+]
 
 
 def detect_format(root: Path) -> str | None:
@@ -52,6 +60,32 @@ def detect_format(root: Path) -> str | None:
         return "kitti"
     if mask_folders(root, "index_masks"):
         return "rgb_masks" if _holds_rgb_masks(root / "masks") else "index_masks"
+    return None
+
+
+def detect_format_in_names(names: list[tuple[str, ...]]) -> str | None:
+    """detect_format's rules on the parts of an archive's member names, looking through wrapper
+    folders as the build does; no file is read, so masks/ beside images/ is `index_masks`."""
+    parts = [p for p in names if p and not any(x.startswith(".") or x == "__MACOSX" for x in p)]
+    for _ in range(4):
+        if parts and len({p[0] for p in parts}) == 1 and all(len(p) > 1 for p in parts):
+            parts = [p[1:] for p in parts]
+    folders = {p[0] for p in parts if len(p) > 1}
+    top_files = {p[0] for p in parts if len(p) == 1} | {p[1] for p in parts if len(p) == 2 and p[0] == "labels"}
+    if any(
+        p[-1].startswith("instances") and p[-1].endswith(".json") and p[:-1] in ((), ("annotations",)) for p in parts
+    ):
+        return "coco"
+    if any(len(p) == 2 and p[0] == ANNOTATION_FOLDER and p[1].lower().endswith(".xml") for p in parts):
+        return "voc"
+    if {"SegmentationClass", "JPEGImages"} <= folders:
+        return "voc_masks"
+    if {"images", "labels"} <= folders and top_files & {"classes.txt", "data.yaml", "data.yml"}:
+        return "yolo"
+    if folders & {"images", "image_2"} and folders & {"labels", "label_2"}:
+        return "kitti"
+    if {"masks", "images"} <= folders:
+        return "index_masks"
     return None
 
 

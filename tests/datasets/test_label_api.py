@@ -40,10 +40,8 @@ def test_it_checks_a_folder_and_an_uploaded_zip_before_anything_is_built(owner_c
     ]
     archive = zip_folder(drawn.write_voc(import_root / "voc", SHAPES), import_root / "voc.zip")
     token = owner_client.post("/api/datasets/uploads/", {"archive": archive.open("rb")}).json()["upload"]
-    response = owner_client.post(
-        "/api/datasets/label-check/", {"upload": token, "task": "detection"}, content_type="application/json"
-    )
-    assert response.status_code == 200, response.json()
+    response = owner_client.post("/api/datasets/label-check/", {"upload": token}, content_type="application/json")
+    assert response.status_code == 200, response.json()  # the task proposed from the zip's member names
     assert response.json()["format"] == "voc" and response.json()["labels"] == [
         {"name": "disc", "count": 3},
         {"name": "square", "count": 6},

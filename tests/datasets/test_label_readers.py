@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.labels import common, detect_format, read_labels
+from datasets.labels import common, detect_format, detect_format_in_names, read_labels
 from datasets.labels.classes import class_preview
 from datasets.labels.common import LabelError
 from datasets.labels.plan import plan_annotated
+from datasets.preview import archive_member_names
+from tests.datasets.conftest import make_class_folders, tar_folder, zip_folder
 from tests.support import shapes as drawn
 
 SHAPES = drawn.make_shapes(4)
@@ -191,3 +193,27 @@ def test_it_names_coco_masks_that_are_not_polygons_or_an_rle_covering_the_image(
     ]
     crowd = next(i for i in source.images if any(shape[0] == 255 for shape in i.shapes))
     assert crowd.name == f"images/{SHAPES[2].name}.png"
+
+
+@pytest.mark.parametrize(
+    ("writer", "fmt"),
+    [
+        (drawn.write_kitti, "kitti"),
+        (drawn.write_voc, "voc"),
+        (drawn.write_coco, "coco"),
+        (drawn.write_yolo, "yolo"),
+        (drawn.write_voc_masks, "voc_masks"),
+        (drawn.write_index_masks, "index_masks"),
+    ],
+)
+def test_it_detects_the_format_from_a_folder_and_from_an_archives_member_names(tmp_path, writer, fmt):
+    folder = writer(tmp_path / "shapes", SHAPES[:2])
+    assert detect_format(folder) == fmt
+    for archive in (zip_folder(folder, tmp_path / "shapes.zip"), tar_folder(folder, tmp_path / "shapes.tar.gz")):
+        assert detect_format_in_names(archive_member_names(archive)) == fmt  # through the wrapper folder
+
+
+def test_it_detects_no_label_format_in_class_folders(tmp_path):
+    folder = make_class_folders(tmp_path / "fruit", {"apple": 2, "kiwi": 2})
+    assert detect_format(folder) is None
+    assert detect_format_in_names(archive_member_names(zip_folder(folder, tmp_path / "fruit.zip"))) is None
