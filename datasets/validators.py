@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
-from datasets.labels import FORMAT_TASK, detect_format, detect_format_in_names
+from datasets.labels import FORMAT_TASK, detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
 from datasets.labels.plan import label_check
@@ -115,7 +115,7 @@ def propose_task(*, kind: str, path: Path) -> tuple[str, str]:
     (datasets.labels.detect_format) or in an archive's member names, else classification."""
     fmt = None
     if kind == "folder" and path.is_dir():
-        fmt = detect_format(path)
+        fmt = detect_source_format(path)
     elif kind == "archive":
         try:
             names = archive_member_names(path)

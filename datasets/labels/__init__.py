@@ -38,6 +38,7 @@ __all__ = [
     "LabelSource",
     "detect_format",
     "detect_format_in_names",
+    "detect_source_format",
     "read_labels",
 ]
 
@@ -63,6 +64,11 @@ def detect_format(root: Path) -> str | None:
     return None
 
 
+def detect_source_format(root: Path) -> str | None:
+    """detect_format, or the format of train/ when the source holds its splits as folders."""
+    return detect_format(root) or detect_format(root / "train")
+
+
 def detect_format_in_names(names: list[tuple[str, ...]]) -> str | None:
     """detect_format's rules on the parts of an archive's member names, looking through wrapper
     folders as the build does; no file is read, so masks/ beside images/ is `index_masks`."""
@@ -86,6 +92,8 @@ def detect_format_in_names(names: list[tuple[str, ...]]) -> str | None:
         return "kitti"
     if {"masks", "images"} <= folders:
         return "index_masks"
+    if "train" in folders:  # DIGITS's train/ (val/, test/) folders, each in one format
+        return detect_format_in_names([p[1:] for p in parts if p[0] == "train" and len(p) > 2])
     return None
 
 

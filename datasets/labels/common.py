@@ -104,6 +104,7 @@ class AnnotatedImage:
     present: frozenset[int] = frozenset()  # source class indexes in the mask (segmentation)
     # COCO masks: (source class index or 255, "polygons" | "rle", points or run lengths) per object.
     shapes: tuple = ()
+    split: str | None = None  # the source's own split (train/, val/, test/ folders), else None
 
 
 @dataclass

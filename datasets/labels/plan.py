@@ -14,7 +14,7 @@ import numpy as np
 
 from datasets.labels import FORMAT_TASK, FORMATS, detect_format, read_labels
 from datasets.labels.classes import class_preview, class_table
-from datasets.labels.common import LabelError, LabelSource
+from datasets.labels.common import LabelError, LabelReport, LabelSource
 from datasets.labels.prepare import MaskTarget
 from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
 
@@ -61,6 +61,9 @@ def plan_annotated(
             for image in source.images
         ]
     entries = [(image.path, -1, target) for image, target in zip(source.images, targets, strict=True)]
+    if any(image.split for image in source.images):  # the source's own train/val/test folders
+        given = {s: [e for e, i in zip(entries, source.images, strict=True) if i.split == s] for s in SPLITS}
+        return AnnotatedPlan(source.task, table.labels, {s: v for s, v in given.items() if v}, skipped)
     if shuffle:
         random.Random(seed).shuffle(entries)
     n = len(entries)
@@ -88,8 +91,41 @@ def _boxes(boxes, index: dict[str, int | None]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32).reshape(-1, 6)
 
 
+def split_folders(root: Path) -> dict[str, Path]:
+    """DIGITS's layout of separate splits, `train/` (and `val/`, `test/`) each holding the labels in
+    one format: {split: folder}; {} when the root holds the labels itself."""
+    if detect_format(root) is not None or not (root / "train").is_dir() or detect_format(root / "train") is None:
+        return {}
+    return {split: root / split for split in SPLITS if (root / split).is_dir()}
+
+
 def read_source(root: Path, *, task: str, fmt: str = "auto", min_box_size: float = 0) -> LabelSource:
-    """Read a folder of `task` labels in `fmt` ("auto": detected); LabelError says why it cannot."""
+    """Read a folder of `task` labels in `fmt` ("auto": detected); LabelError says why it cannot.
+    With train/ (val/, test/) folders each in the format, the images keep their folder's split."""
+    folders = split_folders(root)
+    if not folders:
+        return _read_one(root, task=task, fmt=fmt, min_box_size=min_box_size)
+    sources = {
+        split: _read_one(folder, task=task, fmt=fmt, min_box_size=min_box_size) for split, folder in folders.items()
+    }
+    train = sources["train"]
+    classes = list(train.classes)
+    if task == DETECTION:
+        classes = sorted({name for source in sources.values() for name in source.classes})
+    report = LabelReport()
+    images = []
+    for split, source in sources.items():
+        if task != DETECTION and source.classes != train.classes:
+            raise LabelError(f"{split}/ names other classes than train/ ({', '.join(source.classes[:10])})")
+        for problem in source.report.problems:
+            report.add(f"{split}/{problem.file}", problem.line, problem.kind, problem.message)
+        for image in source.images:
+            image.name, image.split = f"{split}/{image.name}", split
+            images.append(image)
+    return LabelSource(task, train.format, classes, images, report, mask_format=train.mask_format)
+
+
+def _read_one(root: Path, *, task: str, fmt: str, min_box_size: float) -> LabelSource:
     if fmt == "auto":
         fmt = detect_format(root)
         if fmt == "coco" and task == SEGMENTATION:

@@ -151,3 +151,19 @@ def test_it_builds_what_is_usable_and_names_what_was_skipped(owner_client, impor
     page = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert "<h2>Objects per class</h2>" in page and 'id="label-check"' in page
     assert "6 columns; a KITTI line has 15 (16 with a score)" in page and "1 malformed: line or entry" in page
+
+
+@pytest.mark.django_db
+def test_it_keeps_digits_train_and_val_folders_as_the_splits(owner, import_root):
+    root = import_root / "digits_kitti"
+    drawn.write_kitti(root / "train", SHAPES[:8])
+    drawn.write_kitti(root / "val", SHAPES[8:])
+    (root / "val" / "labels" / "lost.txt").write_text("square 0 0 0 1 2\n")
+    archive = zip_folder(root, import_root / "digits_kitti.zip")
+    for source in (root, archive):
+        dataset, _, _ = _import(str(source), "--image-size", "24x18", "--val-percent", "50")
+        assert dataset.status == "ready", dataset.error
+        assert (dataset.task, dataset.source["format"]) == ("detection", "kitti")
+        assert {split: info["count"] for split, info in dataset.splits.items()} == {"train": 8, "val": 4}
+        report = json.loads((dataset.path / "label_report.json").read_text())["report"]
+        assert report["problems"][0]["file"] == "val/labels/lost.txt"
