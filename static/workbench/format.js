@@ -18,12 +18,20 @@ export function formatLoss(value) {
   return value.toExponential(2);
 }
 
-// The metrics' names in the pages' words.
-export const METRIC_NAMES = { top1: "top-1", top5: "top-5", val_loss: "val. loss", loss: "loss" };
+// The metrics' names in the pages' words, as the trainer's messages name them.
+export const METRIC_NAMES = {
+  top1: "top-1", top5: "top-5", pixel_accuracy: "pixel accuracy", map: "mAP", map_50: "mAP50", map_75: "mAP75",
+  mar_100: "mAR@100", miou: "mIoU", dice: "Dice", val_loss: "val. loss", loss: "loss",
+};
 export const metricName = (name) => METRIC_NAMES[name] || name;
 
-// Accuracy-like metrics (fractions) as percentages, the others as losses.
-const FRACTIONS = new Set(["top1", "top5", "accuracy", "data_wait_share", "same_top1"]);
+// Accuracies, mAP, IoU and Dice go up as a model learns (trainer/protocol.py METRIC_DIRECTION);
+// losses go down.
+export const higherIsBetter = (name) => !name.endsWith("loss");
+
+// Metrics that go up are fractions, shown as percentages, as are a few shares; the others are losses.
+const FRACTIONS = new Set(["top1", "top5", "pixel_accuracy", "map", "map_50", "map_75", "mar_100", "miou", "dice",
+  "accuracy", "data_wait_share", "same_top1"]);
 export const isFraction = (name) => FRACTIONS.has(name);
 export function formatMetric(name, value) {
   return isFraction(name) ? formatPercent(value) : formatLoss(value);

@@ -39,10 +39,12 @@ def browser_formats() -> dict:
         "percent: values.fractions.map(f.formatPercent), loss: values.losses.map(f.formatLoss),"
         "metric: [f.formatMetric('top1', 0.9775), f.formatMetric('val_loss', 0.9775)],"
         "bytes: values.sizes.map(f.formatBytes), duration: values.durations.map(f.formatDuration),"
-        "date: f.formatDate(values.moment)}));"
+        "date: f.formatDate(values.moment),"
+        "metrics: values.metrics.map((name) => [f.metricName(name), f.isFraction(name), f.higherIsBetter(name)])}));"
     )
     values = {"fractions": FRACTIONS, "losses": LOSSES, "sizes": SIZES, "durations": DURATIONS}
     values["moment"] = MOMENT.isoformat()
+    values["metrics"] = sorted(protocol.METRIC_DIRECTION)
     out = subprocess.run(
         [str(node), "--input-type=module", "-e", script, json.dumps(values)],
         capture_output=True,
@@ -63,8 +65,14 @@ def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
         "bytes": [numbers.bytes_size(v) for v in SIZES],
         "duration": [numbers.duration(v) for v in DURATIONS],
         "date": numbers.datetime_text(MOMENT),
+        # Every metric a task validates: named, shown and ranked alike (the trainer's direction).
+        "metrics": [
+            [numbers.metric_name(name), name in numbers.FRACTIONS, direction == "max"]
+            for name, direction in sorted(protocol.METRIC_DIRECTION.items())
+        ],
     }
     assert server == browser
+    del server["metrics"]
     assert server == {
         "percent": ["97.75%", "99.99%", "100.00%", "0.00%", "12.35%", "–"],
         "loss": ["0.1235", "2.5000", "0.0000", "1.23e-4", "1234.5000", "–"],

@@ -20,14 +20,21 @@ from decimal import ROUND_HALF_UP, Decimal
 from django import template
 from django.utils import timezone
 
+from trainer.early_stop import METRIC_WORDS
+from trainer.protocol import METRIC_DIRECTION
+
 register = template.Library()
 
 DASH = "–"
-# Metrics that are fractions (shown as percentages); the others are losses.
-FRACTIONS = frozenset({"top1", "top5", "accuracy", "data_wait_share", "same_top1"})
+# Metrics that are fractions (shown as percentages): every metric that goes up as a model learns
+# (accuracies, mAP, IoU, Dice), and a few shares; the others are losses.
+FRACTIONS = frozenset(
+    {name for name, direction in METRIC_DIRECTION.items() if direction == "max"}
+    | {"accuracy", "data_wait_share", "same_top1"}
+)
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
-# The metrics' names in the pages' words.
-METRIC_NAMES = {"top1": "top-1", "top5": "top-5", "val_loss": "val. loss", "loss": "loss"}
+# The metrics' names in the pages' words, as the trainer's messages name them.
+METRIC_NAMES = {**METRIC_WORDS, "val_loss": "val. loss", "loss": "loss"}
 
 
 def _fixed(number: float, digits: int) -> str:
