@@ -10,7 +10,7 @@ import { formatClock, formatDate, formatMetric, metricName } from "../workbench/
 import { networkGraph } from "../inference/netgraph.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
-const FINISHED = ["done", "failed", "aborted"];
+const FINISHED = ["done", "failed", "aborted", "pruned"]; // pruned: ended early by its search
 const PENDING = ["queued", "waiting", "interrupted"];
 const LOG_LINES = 500;
 
