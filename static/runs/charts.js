@@ -313,6 +313,8 @@ export class ChartView {
     if (!this.bindings.length) {
       layout.annotations = [{ text: this.spec.empty || "No points yet.", showarrow: false, xref: "paper", yref: "paper",
         x: 0.5, y: 0.5, font: { color: "#5c6675" } }];
+      // No axes without points: Plotly's default ranges (-1 to 6) would read as made-up values.
+      for (const axis of ["xaxis", "yaxis", "yaxis2"]) if (layout[axis]) layout[axis] = { ...layout[axis], visible: false };
     }
     return layout;
   }

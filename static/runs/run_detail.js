@@ -6,7 +6,7 @@ import {
   CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountCharts,
 } from "./charts.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
-import { formatClock, formatDate, formatMetric, metricName } from "../workbench/format.js";
+import { formatClock, formatDate, formatMetric, formatPercent, metricName } from "../workbench/format.js";
 import { networkGraph } from "../inference/netgraph.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
@@ -55,8 +55,47 @@ function setState(state) {
   const stillWaiting = PENDING.includes(state) && PENDING.includes(page.state);
   if (state !== page.state && !stillWaiting) document.querySelector("main > .messages")?.remove();
   if (state !== "running") header.pausing = false;
+  // Where it stands in the queue, and why it waits, only while it waits.
+  $("run-queue-fact").hidden = !PENDING.includes(state);
+  $("run-wait-fact").hidden = !PENDING.includes(state);
+  // A run that ended streams nothing more: the page stops saying "live".
+  $("log-live").textContent = FINISHED.includes(state) ? "(last lines)" : "(latest lines, live)";
+  showStream();
+  placeGpuCard();
   showEpoch();
   showPauseNote();
+}
+
+// The GPU card is for runs that have GPUs: shown once GPU samples arrive or while the run holds a
+// GPU or may still get one; a run on the CPU (asked for, or placed there) has none.
+const gpuCard = $("gpu-card");
+let heldKinds = gpuCard.dataset.held.split(" ").filter(Boolean); // the devices' kinds the page was drawn with
+function placeGpuCard(devices = null) {
+  if (devices !== null) heldKinds = devices.map((device) => device.kind);
+  const sampled = store.names().some((name) => /^gpu\d+_/.test(name));
+  const holdsGpu = heldKinds.includes("gpu");
+  const onCpu = heldKinds.length > 0 && !holdsGpu;
+  const mayGetGpu = !gpuCard.hasAttribute("data-cpu-only") && !onCpu && !FINISHED.includes(header.state);
+  const show = sampled || holdsGpu || mayGetGpu;
+  if (gpuCard.hidden === !show) return;
+  gpuCard.hidden = !show;
+  // Plotly sizes a chart drawn while hidden to its default width: fit it to its column now.
+  const chart = gpuCard.querySelector(".chart");
+  if (show && window.Plotly && chart.data) window.Plotly.Plots.resize(chart);
+}
+
+// Throughput as a number beside its chart: the mean of the latest samples.
+const RECENT_SAMPLES = 10;
+function recentMean(name) {
+  const values = store.get(name)?.value.filter((value) => typeof value === "number").slice(-RECENT_SAMPLES) || [];
+  return values.length ? values.reduce((sum, value) => sum + value, 0) / values.length : null;
+}
+function showThroughput() {
+  const speed = recentMean("images_per_sec");
+  if (speed === null) return;
+  const wait = recentMean("data_wait_share");
+  $("throughput-figure").textContent = `${Math.round(speed).toLocaleString("en-US")} images/s`
+    + (wait === null ? "" : ` · ${formatPercent(wait)} waiting for data`);
 }
 
 // "2.93 of 3" while it trains (the last metric's epoch); a run that is done did all its epochs,
@@ -119,6 +158,7 @@ function renderDetail(detail) {
   setState(FINISHED.includes(header.state) ? header.state : detail.state);
   if (header.progress === null) setProgress(100 * detail.progress);
   $("run-wait").textContent = detail.wait_reason || "–";
+  placeGpuCard(detail.devices);
   $("run-devices").textContent = detail.devices.length
     ? detail.devices.map((d) => `${d.host}: ${d.label}${d.simulated ? " (simulated)" : ""}`).join(", ")
     : "none held";
@@ -210,7 +250,9 @@ function scheduleDraw() {
   if (frame !== null) return;
   frame = window.requestAnimationFrame(() => {
     frame = null;
+    placeGpuCard();
     charts.forEach((chart) => chart.update(store));
+    showThroughput();
   });
 }
 
@@ -377,8 +419,15 @@ class RunStream {
   }
 }
 
+// What the socket is doing; "live" only while the run can still send something.
+let streamText = "connecting…";
 function status(text) {
-  $("stream-state").textContent = text;
+  streamText = text;
+  showStream();
+}
+function showStream() {
+  const ended = FINISHED.includes(header.state);
+  $("stream-state").textContent = ended ? streamText.replace(/^live ?\(?([^)]*)\)?$/, "$1") : streamText;
 }
 
 // ---------------------------------------------------------------- controls

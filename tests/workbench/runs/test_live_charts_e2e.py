@@ -35,8 +35,9 @@ def system(**position) -> dict:
 
 def stored_run(owner, events: list[dict]):
     dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    # A run with a GPU (its samples are a simulated GPU's): a run on the CPU has no GPU chart.
     run = run_create(owner=owner, dataset=dataset, name="short", network="lenet", config={"batch_size": 16},
-                     device_request={"kind": "cpu"})  # fmt: skip
+                     device_request={"kind": "count", "count": 1})  # fmt: skip
     off_the_loop(run_events_append, run_id=run.pk, events=events)
     return run
 
