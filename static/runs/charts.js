@@ -169,11 +169,27 @@ function gpuLabel(match) {
 export const CHARTS = {
   loss: {
     smooth: true, logToggle: true,
-    traces: [{ series: "loss", label: "train loss" }, { series: "val_loss", label: "val loss", markers: true }],
+    traces: [
+      { series: "loss", label: "train loss" },
+      { series: "val_loss", label: "val loss", markers: true },
+      // A detector's losses by part (classifier, box, objectness, RPN box), dotted under the total.
+      { series: /^loss_(.+)$/, label: (match) => `${match[1].replaceAll("_", " ")} loss`, dash: "dot" },
+    ],
     layout: { yaxis: { title: { text: "loss" } } },
   },
+  // Each task's validation metrics (trainer/protocol.py TASK_METRICS): a run draws the ones it reports.
   accuracy: {
-    traces: [{ series: "top1", label: "top-1", markers: true }, { series: "top5", label: "top-5", markers: true }],
+    traces: [
+      { series: "top1", label: "top-1", markers: true },
+      { series: "top5", label: "top-5", markers: true },
+      { series: "map", label: "mAP@[.5:.95]", markers: true },
+      { series: "map_50", label: "mAP50", markers: true },
+      { series: "map_75", label: "mAP75", markers: true },
+      { series: "mar_100", label: "mAR@100", markers: true },
+      { series: "miou", label: "mIoU", markers: true },
+      { series: "pixel_accuracy", label: "pixel accuracy", markers: true },
+      { series: "dice", label: "Dice", markers: true },
+    ],
     layout: { yaxis: { title: { text: "accuracy" }, ...percent, range: [0, 1] } },
   },
   lr: {

@@ -89,6 +89,13 @@ async function loadNetworks() {
   if (!body) return;
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
+    // Another task's networks cannot train on this dataset: only its own task's rows are shown
+    // (the custom network is a classifier's).
+    row.hidden = Boolean(fit && fit.other_task) || (row.dataset.network === "custom" && body.task !== "classification");
+    if (row.hidden) {
+      row.querySelector("input[name=network]").checked = false;
+      continue;
+    }
     if (!fit) continue;
     row.querySelector(".network-params").textContent = formatCount(fit.params);
     const cell = row.querySelector(".network-fit");
@@ -104,6 +111,12 @@ async function loadNetworks() {
       $("errors-network").textContent = `${radio.value} cannot take this dataset's images (${fit.problem}): choose another network.`;
       showNetwork();
     }
+  }
+  if (!form.querySelector("input[name=network]:checked")) {
+    // The first network of the dataset's task that takes its images, when the chosen one went away.
+    const first = [...form.querySelectorAll("#network-table tbody tr:not([hidden]) input[name=network]")].find((r) => !r.disabled);
+    if (first) first.checked = true;
+    showNetwork();
   }
 }
 

@@ -20,7 +20,7 @@ const view = { x: $("x-axis").value, smoothing: Number($("smoothing").value), lo
 // `best`: the best validation of the metric that picks best.pt ({value, epoch}); `earlyStop`: where
 // an early-stopped run stopped and the best it kept, from the trainer's final status.
 const header = { state: page.state, progress: null, progressAt: 0, best: null, epoch: null, earlyStop: page.early_stop };
-const higherIsBetter = page.best_metric === "top1";
+const higherIsBetter = page.best_metric_higher ?? page.best_metric === "top1";
 
 async function fetchRange(names, x, start, end) {
   const url = new URL(page.series_url, window.location.href);

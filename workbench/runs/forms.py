@@ -10,11 +10,11 @@ from django.conf import settings
 
 from datasets.models import Dataset
 from trainer.config import (
+    ALL_NETWORKS,
     BEST_METRICS,
     LR_POLICIES,
     MAX_LIST,
     MEAN_MODES,
-    NETWORKS,
     OPTIMIZERS,
     PRECISIONS,
     default_of,
@@ -60,6 +60,21 @@ NETWORK_INFO = {
         "square sides that are multiples of 16 (224×224)",
     ),
     "custom": ("Your own network: a list of layers built in the editor below.", "whatever the layers allow"),
+    # Detection datasets' networks (torchvision's, trained from random weights here).
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (
+        "Faster R-CNN, MobileNet-V3 FPN, low resolution: the quickest two-stage detector; CPUs can train it.",
+        "any size from 32×32",
+    ),
+    "fasterrcnn_mobilenet_v3_large_fpn": ("Faster R-CNN, MobileNet-V3 FPN: quick and more accurate.", "from 32×32"),
+    "fasterrcnn_resnet50_fpn_v2": ("Faster R-CNN, ResNet-50 FPN v2: the accurate two-stage baseline.", "from 32×32"),
+    "retinanet_resnet50_fpn_v2": ("RetinaNet, ResNet-50 FPN v2: one stage, focal loss.", "from 32×32"),
+    "fcos_resnet50_fpn": ("FCOS, ResNet-50 FPN: one stage, no anchors.", "from 32×32"),
+    "ssdlite320_mobilenet_v3_large": ("SSDlite, MobileNet-V3: one stage at 320×320, for phones.", "resized to 320×320"),
+    # Segmentation datasets' networks.
+    "lraspp_mobilenet_v3_large": ("LR-ASPP, MobileNet-V3: a light segmentation head; quick on CPUs.", "from 32×32"),
+    "deeplabv3_mobilenet_v3_large": ("DeepLabV3, MobileNet-V3: atrous pyramid pooling, light.", "from 32×32"),
+    "deeplabv3_resnet50": ("DeepLabV3, ResNet-50: the accurate segmentation baseline.", "from 32×32"),
+    "fcn_resnet50": ("FCN, ResNet-50: fully convolutional, the classic.", "from 32×32"),
 }
 
 START_CHOICES = [
@@ -160,7 +175,8 @@ class RunForm(forms.Form):
         empty_label=None,
         error_messages={"invalid_choice": "Choose one of your ready datasets."},
     )
-    network = forms.ChoiceField(choices=[(n, n) for n in NETWORKS], initial=default_of("network"))
+    # Every task's networks; the page shows the dataset's task's, and network_fit refuses the others.
+    network = forms.ChoiceField(choices=[(n, n) for n in ALL_NETWORKS], initial=default_of("network"))
     start_from = forms.ChoiceField(choices=START_CHOICES, initial="scratch", widget=forms.RadioSelect)
     previous_run = forms.ChoiceField(choices=(), required=False)
     pretrained_file = forms.FileField(required=False)

@@ -27,6 +27,10 @@ COMPARE_SERIES = [
     ("val_loss", "Validation loss"),
     ("top1", "Validation accuracy (top-1)"),
     ("top5", "Validation accuracy (top-5)"),
+    ("map", "Detection mAP@[.5:.95]"),
+    ("map_50", "Detection mAP50"),
+    ("miou", "Segmentation mIoU"),
+    ("pixel_accuracy", "Segmentation pixel accuracy"),
     ("lr", "Learning rate"),
     ("images_per_sec", "Throughput (images/s)"),
     ("data_wait_share", "Data-wait share"),
@@ -64,10 +68,21 @@ def early_stop_of(run: Run) -> dict | None:
         "epoch": epoch,
         "epochs": epochs,
         "progress": min(1.0, epoch / epochs) if epoch is not None and epochs else run.progress,
-        "metric": data.get("best_metric") or (run.config or {}).get("best_metric") or "top1",
+        "metric": data.get("best_metric") or best_metric_of(run),
         "best": data.get("best"),
         "best_epoch": data.get("best_epoch"),
     }
+
+
+def best_metric_of(run: Run) -> str:
+    """The metric the run's best checkpoint follows: its config's, and on a detection or
+    segmentation dataset the classification default means the task's first (as the trainer's
+    tasks.base.best_metric_for decides)."""
+    metric = (run.config or {}).get("best_metric") or "top1"
+    task = run.dataset.task
+    if metric not in protocol.TASK_METRICS.get(task, ()) and metric == "top1":
+        return protocol.TASK_METRICS[task][0]
+    return metric
 
 
 def run_label(run: Run) -> str:
@@ -90,7 +105,9 @@ def run_detail(request, pk: int):
         "state": run.state,
         "progress": early_stop["progress"] if early_stop else run.progress,
         "early_stop": early_stop,
-        "best_metric": (run.config or {}).get("best_metric") or "top1",
+        "best_metric": best_metric_of(run),
+        "best_metric_higher": protocol.METRIC_DIRECTION[best_metric_of(run)] == "max",
+        "task": run.dataset.task,
         "eta_seconds": run.eta_seconds,
         "epochs": (run.config or {}).get("epochs"),
         "started_at": run.started_at.timestamp() if run.started_at else None,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainer.config import NETWORKS, RANGES, default_of, shown
+from trainer.config import ALL_NETWORKS, NETWORKS, RANGES, default_of, networks_of, shown
+from trainer.protocol import CLASSIFICATION, TASK_MIN_SIDE, TASK_NETWORKS
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.validators import sweep_config
@@ -32,9 +33,12 @@ def parameter_count(network: str, shape: tuple[int, int, int, int], layers: list
     import torch  # torch: loaded only where this runs
 
     from trainer.networks import InputSpec, build_model  # torch: loaded only where this runs
+    from trainer.tasks import task_for  # torch: loaded only where this runs
 
+    task = next((name for name, networks in TASK_NETWORKS.items() if network in networks), None)
     with torch.device("meta"):
-        model = build_model(network, InputSpec(*shape, layers or []))
+        spec = InputSpec(*shape, layers or [])
+        model = task_for(task).build_model(network, spec) if task else build_model(network, spec)
     return sum(parameter.numel() for parameter in model.parameters())
 
 
@@ -45,6 +49,7 @@ def check_network_fits(
     the memory of the devices `request` asks for: one rule for the form, the API and the CLI
     (checked on submit, so a run that would fail at launch is never queued). Only a ready
     dataset's sizes are known; a dataset still building is checked at launch."""
+    check_task_network(network=network, dataset=dataset)
     if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
         return  # an unknown network and a bad config are refused by validate_trainer_config
     # torch (with the trainer) is loaded only where a run is submitted, never by every web process
@@ -69,6 +74,24 @@ def check_network_fits(
         raise RequestError("config.custom_layers", str(error)) from None
     except NetworkError as error:
         raise RequestError("config.custom_layers" if network == "custom" else "network", str(error)) from None
+
+
+def check_task_network(*, network: str, dataset) -> None:
+    """The network is one of the dataset's task (a detector for a detection dataset...), and a
+    detection or segmentation network takes the dataset's images: refused here, never at launch."""
+    task = getattr(dataset, "task", CLASSIFICATION) or CLASSIFICATION
+    if network not in ALL_NETWORKS:
+        return  # an unknown name is refused by validate_trainer_config, listing every network
+    allowed = networks_of(task)
+    if network not in allowed:
+        raise RequestError("network", f"{network} is not a {task} network; choose one of {', '.join(allowed)}")
+    side = min(dataset.image_width or TASK_MIN_SIDE, dataset.image_height or TASK_MIN_SIDE)
+    if task != CLASSIFICATION and side < TASK_MIN_SIDE:
+        raise RequestError(
+            "network",
+            f"{network} needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}, "
+            f"dataset is {dataset.image_width}x{dataset.image_height}",
+        )
 
 
 def sweep_fits(*, network: str, config: Any, grid: Any, dataset, request: DeviceRequest, executor: str) -> None:

@@ -3,7 +3,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
-from trainer.config import NETWORKS, OPTIMIZERS, default_of, plain_number
+from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
@@ -107,7 +107,7 @@ class RunCreateSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     dataset = serializers.IntegerField(min_value=1, max_value=MAX_ID)
-    network = serializers.ChoiceField(choices=NETWORKS)
+    network = serializers.ChoiceField(choices=ALL_NETWORKS)
     # Handed to the trainer's validator as sent: DRF's FloatField read JSON true as 1.0 and let
     # 1e308 through; the trainer's RANGES judge them, as for the same fields inside `config`.
     epochs = TrainerValue(

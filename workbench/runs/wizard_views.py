@@ -15,6 +15,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from datasets.models import Dataset
+from trainer.config import NETWORKS, networks_of
+from trainer.protocol import TASK_MIN_SIDE
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import executor_named
@@ -246,7 +248,10 @@ def _network_fit(name: str, shape: tuple[int, int, int, int]) -> dict:
     from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
     try:
-        check_input_size(name, InputSpec(*shape))
+        if name in NETWORKS:
+            check_input_size(name, InputSpec(*shape))
+        elif min(shape[1], shape[2]) < TASK_MIN_SIDE:
+            raise NetworkError(f"needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}")
         problem = ""
     except NetworkError as error:
         problem = str(error)
@@ -265,8 +270,14 @@ def network_fit(request):
     if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
     shape = network_input(dataset, _crop(request.GET.get("crop_size", "")))
-    result = {name: _network_fit(name, shape) for name in NETWORK_INFO if name != "custom"}
-    return JsonResponse({"networks": result, "input": list(shape[:3])})
+    # Only the dataset's task's networks can train on it; the page hides the others.
+    mine = networks_of(dataset.task)
+    result = {
+        name: _network_fit(name, shape) if name in mine else {"params": None, "problem": "", "other_task": True}
+        for name in NETWORK_INFO
+        if name != "custom"
+    }
+    return JsonResponse({"networks": result, "input": list(shape[:3]), "task": dataset.task})
 
 
 @require_GET

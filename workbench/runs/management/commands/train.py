@@ -9,7 +9,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
-from trainer.config import NETWORKS, OPTIMIZERS, default_of, plain_number, shown
+from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number, shown
 from workbench.core.commands import command_owner, require_running_workbench
 from workbench.core.ids import parse_id
 from workbench.runs.models import Run
@@ -23,7 +23,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--dataset", type=int, required=True, help="dataset id")
-        parser.add_argument("--network", required=True, choices=NETWORKS)
+        parser.add_argument("--network", required=True, choices=ALL_NETWORKS)
         parser.add_argument("--epochs", type=float, help=f"default {plain_number(default_of('epochs'))}")
         parser.add_argument("--batch-size", type=int, help=f"global batch size (default {default_of('batch_size')})")
         parser.add_argument(

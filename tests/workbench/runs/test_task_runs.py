@@ -1,0 +1,53 @@
+"""Runs on detection and segmentation datasets (issue 22): the form, the API and the CLI take the
+dataset's task's networks and refuse another task's by one rule; the new-run page lists only the
+task's networks with their sizes; the run page follows the task's metric."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from datasets.models import Dataset
+from trainer.protocol import TASK_NETWORKS
+from workbench.runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def detection(owner):
+    return Dataset.objects.create(owner=owner, name="shapes", status=Dataset.Status.READY, task="detection",
+                                  image_width=64, image_height=64, channels=3, labels=["square", "disc"])  # fmt: skip
+
+
+def create(client, dataset, network: str):
+    body = {"dataset": dataset.pk, "network": network, "epochs": 1, "batch_size": 4, "gpus": "cpu"}
+    return client.post(reverse("api-runs"), body, content_type="application/json")
+
+
+def test_it_takes_only_the_datasets_task_networks_from_api_and_cli(owner_client, owner, detection):
+    refused = create(owner_client, detection, "resnet18")
+    assert refused.status_code == 400
+    assert refused.json()["network"][0].startswith("resnet18 is not a detection network; choose one of fasterrcnn")
+    with pytest.raises(CommandError, match="lraspp_mobilenet_v3_large is not a detection network"):
+        call_command("train", "--dataset", str(detection.pk), "--network", "lraspp_mobilenet_v3_large",
+                     "--gpus", "cpu", "--owner", owner.username)  # fmt: skip
+    assert not Run.objects.exists()
+    made = create(owner_client, detection, "fasterrcnn_mobilenet_v3_large_320_fpn")
+    assert made.status_code == 201, made.json()
+    tiny = Dataset.objects.create(owner=owner, name="tiny", status=Dataset.Status.READY, task="segmentation",
+                                  image_width=16, image_height=16, channels=3, labels=["bg", "fg"])  # fmt: skip
+    small = create(owner_client, tiny, "lraspp_mobilenet_v3_large")
+    assert small.status_code == 400 and "needs images of at least 32x32, dataset is 16x16" in small.json()["network"][0]
+
+
+def test_it_lists_the_tasks_networks_with_their_parameters_and_follows_the_tasks_metric(owner_client, detection):
+    body = owner_client.get(reverse("run-new-networks"), {"dataset": detection.pk}).json()
+    assert body["task"] == "detection"
+    assert body["networks"]["lenet"] == {"params": None, "problem": "", "other_task": True}
+    for name in TASK_NETWORKS["detection"]:
+        assert body["networks"][name]["problem"] == "" and body["networks"][name]["params"] > 1e6
+    run = Run.objects.get(pk=create(owner_client, detection, "ssdlite320_mobilenet_v3_large").json()["id"])
+    page = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert '"best_metric": "map"' in page and '"best_metric_higher": true' in page
