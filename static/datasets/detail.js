@@ -126,3 +126,43 @@ if (gallery) {
   loadGallery();
 }
 window.addEventListener("load", drawHistogram);
+
+// Detection and segmentation: the build's label statistics (label_stats.json) as small charts:
+// box width, height and aspect, objects per image, the heat map of box centres, mask class areas.
+function binNames(histogram) {
+  const edges = histogram.edges;
+  return histogram.counts.map((_, i) => (edges[i + 1] === null ? `${edges[i]}+` : `${edges[i]}–${edges[i + 1]}`));
+}
+
+function drawLabelStats() {
+  const source = document.getElementById("label-stats-data");
+  if (!source || !window.Plotly) return;
+  const stats = JSON.parse(source.textContent);
+  const layout = (x, y) => ({
+    margin: { t: 30, r: 10, b: 50, l: 50 }, height: 240,
+    xaxis: { type: "category", title: { text: x } }, yaxis: { title: { text: y } },
+  });
+  const bars = (id, title, histogram, x) => {
+    const holder = document.getElementById(id);
+    if (!holder || !histogram) return;
+    window.Plotly.newPlot(holder, [{ type: "bar", x: binNames(histogram), y: histogram.counts }],
+      { ...layout(x, "boxes"), title: { text: title } }, { displaylogo: false, responsive: true });
+  };
+  bars("stats-box-width", "Box width", stats.box_width, "pixels");
+  bars("stats-box-height", "Box height", stats.box_height, "pixels");
+  bars("stats-box-aspect", "Box aspect (width / height)", stats.box_aspect, "aspect");
+  bars("stats-objects", "Objects per image", stats.objects_per_image, "objects");
+  const heat = document.getElementById("stats-centres");
+  if (heat && stats.box_centres) {
+    window.Plotly.newPlot(heat, [{ type: "heatmap", z: stats.box_centres, colorscale: "Blues" }],
+      { margin: { t: 30, r: 10, b: 30, l: 30 }, height: 240, title: { text: "Box centres" },
+        yaxis: { autorange: "reversed" } }, { displaylogo: false, responsive: true });
+  }
+  const areas = document.getElementById("stats-areas");
+  if (areas && stats.class_areas) {
+    window.Plotly.newPlot(areas, [{
+      type: "bar", x: plotlyTexts(stats.class_areas.map((row) => row.name)), y: stats.class_areas.map((row) => row.pixels),
+    }], { ...layout("class", "pixels"), title: { text: "Mask class areas" } }, { displaylogo: false, responsive: true });
+  }
+}
+window.addEventListener("load", drawLabelStats);

@@ -85,6 +85,7 @@ def test_it_creates_a_segmentation_dataset_and_answers_its_label_statistics(owne
     assert sum(areas.values()) == 6 * 24 * 18  # 24x24 by fill: 3 rows above and below are ignore (255)
     page = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert "<h2>Images holding each class</h2>" in page and "No label problems." in page
+    assert 'id="label-stats-data"' in page and 'id="stats-areas"' in page
     gallery = owner_client.get(f"/api/datasets/{dataset.pk}/gallery/", {"label": 1}).json()
     assert gallery["total"] == dataset.splits["train"]["count"]  # every image holds a shape
     assert all(item["classes"] == [0, 1] and item["src"] for item in gallery["items"])

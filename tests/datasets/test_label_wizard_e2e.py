@@ -52,5 +52,8 @@ def test_it_imports_a_kitti_zip_with_a_class_ignored_in_the_class_table(
     assert (dataset.task, dataset.labels) == ("detection", ["square"])
     assert "Detection, kitti labels" in page.inner_text("#dataset-task")
     assert "ignored" in page.inner_text("#class-map-table")
+    # Plotly drew the label statistics: box sizes and aspect, objects per image, centres' heat map.
+    for chart in ("#stats-box-width", "#stats-box-aspect", "#stats-objects", "#stats-centres"):
+        page.wait_for_selector(f"{chart} .main-svg")
     page.wait_for_selector("#gallery img")
     assert "square" in page.inner_text("#gallery")
