@@ -41,8 +41,18 @@ class Search(models.Model):
         NONE = "none"
 
     class Objective(models.TextChoices):
+        # Every task's validation metric (trainer/protocol.py TASK_METRICS); the dataset's task
+        # decides which ones a search may use (validators.validate_strategy).
         VAL_LOSS = "val_loss"
         TOP1 = "top1"
+        TOP5 = "top5"
+        MAP = "map"
+        MAP_50 = "map_50"
+        MAP_75 = "map_75"
+        MAR_100 = "mar_100"
+        MIOU = "miou"
+        PIXEL_ACCURACY = "pixel_accuracy"
+        DICE = "dice"
 
     class Direction(models.TextChoices):
         MINIMIZE = "minimize"

@@ -17,7 +17,13 @@ class SearchCreateSerializer(RunCreateSerializer):
             '{"type": "choice", "values": [32, 64]}'
         )
     )
-    objective = serializers.ChoiceField(choices=Search.Objective.choices, default=Search.Objective.VAL_LOSS)
+    objective = serializers.ChoiceField(
+        choices=Search.Objective.choices,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="one of the dataset's task's metrics; default: val_loss for a classifier, else the task's first",
+    )
     direction = serializers.ChoiceField(
         choices=Search.Direction.choices, required=False, help_text="default: what the objective wants"
     )

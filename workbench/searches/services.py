@@ -104,7 +104,7 @@ def search_create(
     priority: int = 0,
     executor: str | None = None,
     nodes: int | None = 1,
-    objective: str = Search.Objective.VAL_LOSS,
+    objective: str | None = None,
     direction: str | None = None,
     sampler: str = Search.Sampler.TPE,
     pruner: str = Search.Pruner.ASHA,
@@ -118,7 +118,7 @@ def search_create(
     on commit. RequestError names the field."""
     space = validate_space(space)
     objective, direction, sampler, pruner = validate_strategy(
-        objective=objective, direction=direction, sampler=sampler, pruner=pruner, space=space
+        objective=objective, direction=direction, sampler=sampler, pruner=pruner, space=space, task=dataset.task
     )
     trials, parallel, gpu_hours = validate_budget(trials=trials, parallel=parallel, gpu_hours=gpu_hours)
     seed = validate_seed(seed)

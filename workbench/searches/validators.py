@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from trainer.config import shown
+from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION, TASK_METRICS
 from workbench.core.errors import RequestError
 from workbench.searches.models import Search
 
@@ -135,12 +136,18 @@ def validate_seed(seed: Any) -> int | None:
     return seed
 
 
-def validate_strategy(*, objective: Any, direction: Any, sampler: Any, pruner: Any, space: dict) -> tuple[str, ...]:
-    """Objective, direction (default: what the objective wants), sampler and pruner."""
-    if objective not in Search.Objective.values:
-        raise RequestError("objective", f"one of {', '.join(Search.Objective.values)}")
+def validate_strategy(
+    *, objective: Any, direction: Any, sampler: Any, pruner: Any, space: dict, task: str = CLASSIFICATION
+) -> tuple[str, ...]:
+    """Objective (one of the dataset's task's metrics; none given: val loss for a classifier, the
+    task's first metric otherwise), direction (default: what the objective wants), sampler, pruner."""
+    metrics = TASK_METRICS.get(task, TASK_METRICS[CLASSIFICATION])
+    if objective in (None, ""):
+        objective = Search.Objective.VAL_LOSS if task == CLASSIFICATION else metrics[0]
+    if objective not in metrics:
+        raise RequestError("objective", f"one of {', '.join(metrics)} (the {task} dataset's metrics)")
     if direction in (None, ""):
-        direction = Search.Direction.MAXIMIZE if objective == Search.Objective.TOP1 else Search.Direction.MINIMIZE
+        direction = Search.Direction.MAXIMIZE if METRIC_DIRECTION[objective] == "max" else Search.Direction.MINIMIZE
     if direction not in Search.Direction.values:
         raise RequestError("direction", f"one of {', '.join(Search.Direction.values)}")
     if sampler not in Search.Sampler.values:

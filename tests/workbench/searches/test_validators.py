@@ -58,3 +58,19 @@ def test_it_reads_the_command_lines_params():
     assert parse_param("optimizer=choice:sgd,adam") == ("optimizer", {"type": "choice", "values": ["sgd", "adam"]})
     with pytest.raises(RequestError, match="expected NAME=TYPE"):
         parse_param("lr:1e-4")
+
+
+def test_it_searches_a_detection_dataset_by_its_own_metric(transactional_db, owner):
+    # transactional: the study is created through Optuna's own connection to the database
+    from datasets.models import Dataset
+
+    shapes = Dataset.objects.create(owner=owner, name="shapes", status=Dataset.Status.READY, task="detection",
+                                    image_width=64, image_height=64, channels=3, labels=["square", "disc"])  # fmt: skip
+    request = {"owner": owner, "dataset": shapes, "name": "", "network": "fasterrcnn_mobilenet_v3_large_320_fpn",
+               "config": {"epochs": 1, "batch_size": 4}, "space": {"lr": LR}, "gpus": "cpu", "trials": 2,
+               "parallel": 1}  # fmt: skip
+    with pytest.raises(RequestError) as refused:
+        search_create(**request, objective="val_loss")  # a detector reports no validation loss
+    assert refused.value.field == "objective" and "map, map_50" in refused.value.message
+    search = search_create(**request)
+    assert (search.objective, search.direction) == ("map", "maximize")

@@ -40,7 +40,11 @@ class Command(TrainCommand):
         parser.add_argument("--gpu-hours", type=float, help="a cap on the GPU-hours the trials spend")
         parser.add_argument("--sampler", choices=Search.Sampler.values, default="tpe")
         parser.add_argument("--pruner", choices=Search.Pruner.values, default="asha")
-        parser.add_argument("--objective", choices=Search.Objective.values, default="val_loss")
+        parser.add_argument(
+            "--objective",
+            choices=Search.Objective.values,
+            help="default: val_loss for a classifier, else the task's first",
+        )
         parser.add_argument("--direction", choices=Search.Direction.values, help="default: what the objective wants")
         parser.add_argument("--seed", type=int, help="the sampler's seed")
         parser.add_argument("--format", choices=("table", "json"), default="table", help="how --wait prints")
