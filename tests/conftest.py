@@ -46,8 +46,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The trainer's tests first, on a quiet machine. They are CPU-bound (torch's thread pool
     spins on two cores) and need none of the suite's services; run after them, beside an idle
-    worker, server and their children, the export matrix took four times as long as alone."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/trainer/"))
+    worker, server and their children, the export matrix took four times as long as alone.
+
+    The browser's tests last, so that one Chromium serves them all (see `browser`)."""
+    items.sort(key=lambda item: (not item.nodeid.startswith("tests/trainer/"), "browser" in item.fixturenames))
 
 
 @pytest.fixture
@@ -154,26 +156,32 @@ def live_server_url(django_db_setup):
         child_env(),
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while True:
         server.check_alive()
         try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
+            # One probe waits for its answer: daphne imports the app on its first request, which
+            # took 11 s on a busy machine, and a probe that gave up sooner was asked again and
+            # again until the deadline. The login page, not /healthz, whose Redis round trips
+            # add up to 3 s.
+            urllib.request.urlopen(f"{url}/accounts/login/", timeout=max(1.0, deadline - time.monotonic())).close()
             break
         except urllib.error.HTTPError:
-            break  # it answers (503 while no worker is up)
+            break  # it answers
         except OSError:
             if time.monotonic() > deadline:
                 server.stop()
-                pytest.fail(f"daphne did not answer within 60 s:\n{server.tail()}")
+                pytest.fail(f"daphne did not answer within 120 s:\n{server.tail()}")
             time.sleep(0.2)
     yield url
     server.stop()
 
 
-# Module scope, not session: Playwright's sync API keeps an asyncio loop running in the main
-# thread while it is started, which would break later tests that call asyncio.run().
-@pytest.fixture(scope="module")
+# One Chromium for the session: it costs a second or more of CPU to start, and two dozen modules
+# use it. Playwright's sync API keeps an asyncio loop running in the main thread while it is
+# started, which breaks a test that calls asyncio.run(); pytest_collection_modifyitems above runs
+# every test that uses the browser after all the others, so none of those comes after it starts.
+@pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright
 
