@@ -124,7 +124,7 @@ def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, 
     assert page.evaluate("runPage.stream.replays") >= 2
     assert points(page, "accuracy") == STEPS // 40
     assert "step 240" in page.inner_text("#run-log")
-    assert page.inner_text("#run-best") == "95.00% (top-1)"
+    assert page.inner_text("#run-best") == "top-1 95.00% at epoch 6"  # the best checkpoint's: first reached there
     assert page.inner_text("#run-epoch") == "6.00"
 
     # Controls redraw from the held series: x axis, smoothing (raw faint behind), log scale.
