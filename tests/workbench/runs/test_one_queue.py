@@ -12,7 +12,7 @@ from workbench.benchmarks.services import benchmark_submit
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
-from workbench.runs.scheduler import schedule
+from workbench.runs.scheduler import running_rows, schedule
 from workbench.runs.services import run_create
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
@@ -106,3 +106,11 @@ def test_it_shows_what_runs_and_waits_of_both_kinds_to_each_viewer(client, owner
     assert f'href="/benchmarks/{benchmark.pk}/"' in page and f'href="/runs/{running.pk}/"' in page
     detail = client.get(f"/benchmarks/{benchmark.pk}/").content.decode()
     assert "at position 1 of 1, with the runs" in detail and "Time budget: 60 min" in detail
+
+
+def test_it_names_a_host_once_for_the_devices_a_job_holds_there(owner, dataset):
+    (host,) = simulate_hosts(hosts=1, gpus_per_host=2)
+    submit(owner, dataset, 2, "two gpus")
+    schedule()
+    (row,) = running_rows()
+    assert row.where == f"{host.hostname}: GPU 0, GPU 1"

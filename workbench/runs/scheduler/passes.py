@@ -107,20 +107,21 @@ def running_rows() -> list[Holding]:
     """What holds devices now, for the queue page ("why 12 minutes?"): every running job of
     every kind, its devices, and its expected end; longest-held first."""
     inventory = Inventory.load()
-    devices_of: dict[tuple[str, int], list[str]] = {}
+    # job -> host name -> its devices there ("host: GPU 0, GPU 1": the host named once)
+    devices_of: dict[tuple[str, int], dict[str, list[str]]] = {}
     jobs: dict[tuple[str, int], Job] = {}
-    by_host = {host.pk: host.hostname for host in inventory.hosts}
     for host in inventory.hosts:
         for device in inventory.held[host.pk]:
             job = inventory.holder.get(device.pk)
             if job is not None:
                 jobs[job.key] = job
-                devices_of.setdefault(job.key, []).append(f"{by_host[host.pk]}: {device.label}")
+                devices_of.setdefault(job.key, {}).setdefault(host.hostname, []).append(device.label)
     now = timezone.now()
     rows = []
     for key, job in jobs.items():
         left = kind_of(job).seconds_left(job, now=now)
-        rows.append(Holding(job, ", ".join(devices_of[key]), None if left is None else now + timedelta(seconds=left)))
+        where = "; ".join(f"{host}: {', '.join(labels)}" for host, labels in devices_of[key].items())
+        rows.append(Holding(job, where, None if left is None else now + timedelta(seconds=left)))
     return sorted(rows, key=lambda row: (row.job.row.started_at or now, row.job.kind, row.job.pk))
 
 
