@@ -5,7 +5,7 @@
 - `celery_worker`: a real Celery worker process (threads pool) on the suite's Redis, using the
   test database; tests that need it use `transactional_db` so the worker sees committed rows.
 - `live_server_url`: a real daphne (HTTP + websockets) serving the app on the test database.
-- `browser` / `page`: Debian's Chromium driven by Playwright; `log_in(page, base_url, user, pw)`.
+- `browser` / `page`: Debian's Chromium driven by Playwright; `log_in(page, base_url, username)`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from workbench.embedded_redis import free_port
 from workbench.supervisor import celery_worker_argv
@@ -202,9 +204,13 @@ def page(browser):
     context.close()
 
 
-def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
-    page.goto(f"{base_url}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
+def log_in(page, base_url: str, username: str) -> None:
+    """Signs `username` in and opens Home, where the login form leads. By a session cookie: the
+    form itself is tested in tests/workbench/test_e2e_login.py, and filling it in cost each of the
+    browser's tests one more page load and a post."""
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": base_url}])
+    page.goto(f"{base_url}/")
     page.wait_for_load_state()

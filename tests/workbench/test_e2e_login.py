@@ -2,13 +2,21 @@
 
 import pytest
 
-from tests.conftest import log_in
+from tests.conftest import PASSWORD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+def submit_login_form(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+
+
 def test_it_logs_in_shows_the_dashboard_and_logs_out(page, live_server_url, transactional_db, owner):
-    log_in(page, live_server_url, "alice")
+    submit_login_form(page, live_server_url, "alice", PASSWORD)
     assert page.url == f"{live_server_url}/"
     assert page.locator("h1").inner_text() == "Home"
     assert page.get_by_text("No datasets yet").is_visible()
@@ -20,7 +28,7 @@ def test_it_logs_in_shows_the_dashboard_and_logs_out(page, live_server_url, tran
 
 
 def test_it_shows_an_error_for_a_wrong_password(page, live_server_url, transactional_db, owner):
-    log_in(page, live_server_url, "alice", "not the password")
+    submit_login_form(page, live_server_url, "alice", "not the password")
     assert page.url.startswith(f"{live_server_url}/accounts/login/")
     assert "Please enter a correct username and password" in page.locator("[role=alert]").inner_text()
 
