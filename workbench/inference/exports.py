@@ -29,7 +29,7 @@ from celery import current_app
 from django.db import transaction
 
 from trainer.checkpoint import atomic_write
-from workbench.inference.services import InferenceError, checkpoint_path
+from workbench.inference.services import InferenceError, check_classification_run, checkpoint_path
 from workbench.runs.models import Run
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import WorkerHost
@@ -58,6 +58,7 @@ class ExportState:
 def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportState:
     """The export's zip when it is built; otherwise its build is queued on a worker (once, or
     again when the last try was lost) and the state says so. InferenceError names a bad field."""
+    check_classification_run(run=run, what="exports")
     _, target = _export_paths(run=run, fmt=fmt, checkpoint=checkpoint)
     if target.exists():
         return ExportState("ready", target)

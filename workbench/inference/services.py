@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from trainer import protocol
 from trainer.config import shown
+from trainer.protocol import CLASSIFICATION, DETECTION
 from workbench.core.errors import RequestError
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
@@ -123,6 +124,17 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:120] or "file"
 
 
+def check_classification_run(*, run: Run, what: str) -> None:
+    """Classify-many, test jobs and exports are built for classifiers so far: a detection or
+    segmentation run is told so before anything is queued or built."""
+    task = run.dataset.task
+    if task != CLASSIFICATION:
+        action = "detect" if task == DETECTION else "segment"
+        raise InferenceError(
+            "run", f"{what} work for classification runs only so far; run #{run.pk} is a {task} run: use {action}"
+        )
+
+
 def job_create(
     *,
     owner,
@@ -137,6 +149,7 @@ def job_create(
     image files; a test may instead use the dataset's `val` or `test` split."""
     if kind not in InferenceJob.Kind.values:
         raise InferenceError("kind", f"{kind!r} is not one of {', '.join(InferenceJob.Kind.values)}")
+    check_classification_run(run=run, what="classify-many and test jobs")
     checkpoint_path(run=run, which=checkpoint)  # names the problem now, not in the worker
     files = list(files or [])
     if kind == InferenceJob.Kind.CLASSIFY:

@@ -117,6 +117,11 @@ def inside_page(request, pk: int):
 
 def export_page(request, pk: int):
     run = run_for(request.user, pk)
+    try:
+        services.check_classification_run(run=run, what="exports")
+    except services.InferenceError as error:
+        # Said before anything is built: a detector's or segmentation network's exports are to come.
+        return render(request, "inference/export.html", {"run": run, "not_exportable": error.message})
     checkpoints = services.checkpoint_choices(run=run)
     notes = networks.export_notes(run=run) if checkpoints else {}
     formats = [{"value": fmt, "label": FORMAT_LABELS[fmt], **notes.get(fmt, {})} for fmt in EXPORT_FORMATS]

@@ -25,7 +25,7 @@ NETWORKS = {"detection": "fasterrcnn_mobilenet_v3_large_320_fpn", "segmentation"
 
 
 def task_run(owner, task: str, labels: list[str]) -> Run:
-    dataset = Dataset.objects.create(owner=owner, name=task, status=Dataset.Status.READY, labels=labels)
+    dataset = Dataset.objects.create(owner=owner, name=task, status=Dataset.Status.READY, labels=labels, task=task)
     run = Run.objects.create(owner=owner, name=task, dataset=dataset, network=NETWORKS[task], state=Run.State.DONE)
     torch.manual_seed(0)
     model = task_for(task).build_model(NETWORKS[task], InputSpec(3, 64, 64, len(labels)))
@@ -74,3 +74,15 @@ def test_it_segments_an_image_at_its_own_size_with_a_legend(owner_client, owner,
     assert all(c["label"] in ("background", "square", "disc") and c["color"].startswith("#") for c in body["classes"])
     client.force_login(other_user)
     assert client.post(f"/api/runs/{run.pk}/segment/", {"image": png(10, 10)}).status_code == 404
+
+
+def test_it_says_before_building_that_jobs_and_exports_are_classifications_so_far(owner_client, owner):
+    run = task_run(owner, "segmentation", ["background", "square", "disc"])
+    answer = owner_client.get(f"/api/runs/{run.pk}/download/", {"format": "onnx"})
+    assert answer.status_code == 400
+    message = "exports work for classification runs only so far; run #{} is a segmentation run: use segment"
+    assert answer.json() == {"run": [message.format(run.pk)]}
+    page = owner_client.get(f"/runs/{run.pk}/export/").content.decode()
+    assert 'id="not-exportable"' in page and "use segment" in page
+    job = owner_client.post(f"/api/runs/{run.pk}/test/", {"source": "val"}, content_type="application/json")
+    assert job.status_code == 400 and "use segment" in job.json()["run"][0]
