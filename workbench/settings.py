@@ -241,6 +241,14 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "workbench.inference.schema.WorkbenchAutoSchema",
 }
+# Several models have a field named "state" with choices of their own: the schema names each set.
+SPECTACULAR_SETTINGS = {
+    "ENUM_NAME_OVERRIDES": {
+        "RunStateEnum": "workbench.runs.models.Run.State",
+        "SearchStateEnum": "workbench.searches.models.Search.State",
+        "TrialStateEnum": "workbench.searches.models.Trial.State",
+    },
+}
 
 # Celery: JSON only; a task is acknowledged after it finishes so a dead worker's task is
 # redelivered; one task prefetched at a time so a long training task never sits behind another.

@@ -54,7 +54,15 @@ def test_it_provides_the_csrf_token_to_every_page_from_the_base_template():
 
 # Pages whose Plotly traces and axes carry only the workbench's own words (metric names, network
 # names, "lr=0.1 bs=32"); every other page that draws with Plotly shows user text and escapes it.
-PLOTLY_OWN_WORDS = {"runs/charts.js", "runs/run_detail.js", "runs/new_run.js", "benchmarks/detail.js"}
+# A search's figures are Optuna's, over parameter names and values that passed the run validators
+# (trainer field paths, numbers, known choices): no free text reaches them.
+PLOTLY_OWN_WORDS = {
+    "runs/charts.js",
+    "runs/run_detail.js",
+    "runs/new_run.js",
+    "benchmarks/detail.js",
+    "searches/search_detail.js",
+}
 PLOTLY_TEXT = STATIC / "workbench" / "plotly_text.js"
 
 
