@@ -79,7 +79,7 @@ def test_it_hides_other_users_runs_and_needs_a_login(client, other_user, digits_
 def test_it_lists_the_checkpoints_with_their_metrics(owner_client, digits_run):
     choices = owner_client.get(reverse("api-run-checkpoints", args=[digits_run.pk])).json()["checkpoints"]
     assert [c["value"] for c in choices[:2]] == ["best", "last"]
-    assert "top1" in choices[0]["label"] and all(c["value"].isdigit() for c in choices[2:])
+    assert "top-1 " in choices[0]["label"] and all(c["value"].isdigit() for c in choices[2:])
 
 
 def test_it_shows_the_first_filters_and_chosen_activations(owner_client, digits_run):

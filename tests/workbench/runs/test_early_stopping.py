@@ -82,5 +82,5 @@ def test_it_ends_a_run_whose_accuracy_stops_improving_at_the_right_epoch_on_the_
     assert epochs == [1, 2, 3]
     timeline = owner_client.get(reverse("api-run", args=[run.pk])).json()["transitions"]
     assert timeline[-1]["to_state"] == "done"
-    assert timeline[-1]["reason"].startswith("stopped early at epoch 3.00: top1 has not improved by more than 0.01")
+    assert timeline[-1]["reason"].startswith("stopped early at epoch 3 of 10: top1 has not improved by more than 0.01")
     assert "the best checkpoint is kept" in timeline[-1]["reason"]
