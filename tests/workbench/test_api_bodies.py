@@ -22,6 +22,7 @@ from workbench.inference.docs import SCHEMA_SETTINGS
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import PretrainedWeights
 from workbench.runs.services import run_create
+from workbench.searches.models import Search
 
 BODIES = ["[null, null]", "5", "true", "null", '"x"', "[]", "1.5"]
 WITH_BODY = {"post", "put", "patch", "delete"}
@@ -62,8 +63,12 @@ def objects(owner):
     weights = PretrainedWeights.objects.create(owner=owner, name="w", path=f"pretrained/{owner.pk}-w.pt")
     # Already ended: a cancel answers (409) without reaching a worker.
     benchmark = Benchmark.objects.create(owner=owner, name="b", state=Benchmark.State.CANCELLED)
+    # Ended too: its actions answer without reaching Optuna's study.
+    search = Search.objects.create(owner=owner, name="s", dataset=dataset, network="lenet", max_trials=1,
+                                   study_name="api-bodies", state=Search.State.ABORTED)  # fmt: skip
     return {
         "benchmarks": benchmark.pk,
+        "searches": search.pk,
         "pretrained": weights.pk,
         "datasets": dataset.pk,
         "runs": run.pk,
