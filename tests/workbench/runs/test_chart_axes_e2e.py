@@ -10,16 +10,20 @@ from tests.conftest import log_in
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 DRAW = """async () => {
-  const { CHARTS, ChartView } = await import('/static/runs/charts.js');
+  const { CHARTS, ChartView, SeriesStore } = await import('/static/runs/charts.js');
   const el = document.createElement('div');
   el.style.width = '600px'; el.style.height = '320px';
   document.body.append(el);
   const view = new ChartView(el, CHARTS.loss, { x: 'step', smoothing: 0, log: true });
-  const x = [...Array(50).keys()];
-  await Plotly.newPlot(el, [
-    { x, y: x.map((i) => 2 * Math.exp(-i / 18) + 0.1), name: 'train loss' },
-    { x, y: x.map((i) => 2.2 * Math.exp(-i / 20) + 0.12), name: 'val loss' },
-  ], { ...view.layout(), height: 320 });
+  // The series go through a store and the view's bindings, as on the run page: a view bound to
+  // nothing draws 'No points yet.' without axes.
+  const store = new SeriesStore();
+  const step = [...Array(50).keys()];
+  const points = (value) => ({ seq: step, step, epoch: step, time: step, images: step, value });
+  store.merge('loss', points(step.map((i) => 2 * Math.exp(-i / 18) + 0.1)), -1, 'metrics');
+  store.merge('val_loss', points(step.map((i) => 2.2 * Math.exp(-i / 20) + 0.12)), -1, 'metrics');
+  view.bindings = view.bind(store);
+  await Plotly.newPlot(el, view.traces(store), { ...view.layout(), height: 320 });
   const box = (selector) => el.querySelector(selector).getBoundingClientRect();
   return {
     ticks: [...el.querySelectorAll('.ytick text')].map((t) => t.textContent),
