@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import optuna
+import redis
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,6 +39,9 @@ from workbench.searches.validators import (
 )
 
 log = logging.getLogger(__name__)
+
+# How long a pass may hold its search's lock, and wait for it (a pass asks Optuna a few times).
+PASS_LOCK_SECONDS = 60
 
 
 class SearchError(ValueError):
@@ -156,15 +163,49 @@ def search_create(
 def search_advance(*, search_id: int) -> Search | None:
     """Moves a search on: tells Optuna of trials whose runs ended, starts new trials while the
     budget and `parallel` allow, and ends the search once its budget is spent and nothing runs.
-    Safe to run in several processes at once: each step claims its rows by conditional updates."""
-    search = Search.objects.filter(pk=search_id).first()
-    if search is None:
-        return None
-    _settle_ended_trials(search)
-    _start_trials(search)
-    _finish_if_spent(search)
-    search.refresh_from_db()
-    return search
+    Safe to run in several processes at once: each step claims its rows by conditional updates, and
+    a pass waits for the search's pass in flight, so a returned pass leaves no claim half-done."""
+    with _one_pass_at_a_time(search_id):
+        search = Search.objects.filter(pk=search_id).first()
+        if search is None:
+            return None
+        _settle_ended_trials(search)
+        _start_trials(search)
+        _finish_if_spent(search)
+        search.refresh_from_db()
+        return search
+
+
+@contextmanager
+def _one_pass_at_a_time(search_id: int) -> Iterator[None]:
+    """Holds the search's pass lock in Redis. The claims alone keep concurrent passes correct, but
+    a pass could return while another process had claimed a trial slot and not yet written its
+    trial: what the caller then read (the CLI's table, the API) missed a trial. Waiting for the
+    pass in flight makes a returned pass mean a settled search. No Redis: the claims still hold."""
+    lock = client = None
+    if settings.REDIS_URL:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=10, socket_connect_timeout=5)
+        # The timeout frees the lock of a process that died holding it; a pass takes seconds.
+        lock = client.lock(
+            f"workbench:search-pass:{search_id}", timeout=PASS_LOCK_SECONDS, blocking_timeout=PASS_LOCK_SECONDS
+        )
+        try:
+            acquired = lock.acquire()
+        except redis.RedisError:
+            log.warning("search %s: no pass lock (Redis unreachable); the claims alone order this pass", search_id)
+            acquired = False
+        if not acquired:
+            lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            try:
+                lock.release()
+            except redis.RedisError:  # expired or Redis gone: the next pass takes it anew
+                log.warning("search %s: could not release its pass lock", search_id, exc_info=True)
+        if client is not None:
+            client.close()
 
 
 def _trial_end(search: Search, trial: Trial) -> tuple[str, float | None, str]:

@@ -6,7 +6,7 @@ from django.urls import reverse
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.searches import studies
 from workbench.searches.models import Trial
-from workbench.searches.services import search_advance, search_create
+from workbench.searches.services import search_advance, search_create, search_pause
 
 SPACE = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}, "batch_size": {"type": "choice", "values": [4, 8]}}
 
@@ -19,6 +19,9 @@ def test_it_shows_the_trials_and_optunas_plots(transactional_db, owner_client, o
         gpus="cpu", trials=4, parallel=2, sampler="random", seed=1,
     )  # fmt: skip
     search = search_advance(search_id=search.pk)
+    # Paused, so that no pass (the session's worker beats and passes every running search) starts
+    # trials 2 and 3 in the slots the two below free: the page shows what this test built.
+    search = search_pause(search=search)
     # Two trials as if they had trained: one complete, one pruned at epoch 1.
     study = studies.study_for(search)
     for trial, values, state in [(0, [0.9, 0.5], "complete"), (1, [1.1], "pruned")]:
