@@ -23,8 +23,7 @@ from workbench.benchmarks.lifecycle import benchmark_finish, publish_state
 from workbench.benchmarks.models import Benchmark
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.scheduler import Job, queue_rows
-from workbench.runs.scheduler.jobs import Shown
-from workbench.runs.scheduler.placement import Placement
+from workbench.runs.scheduler.jobs import Placement, Shown
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import Device
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import optuna
 import redis
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -48,11 +49,14 @@ class SearchError(ValueError):
     """A request about a search that cannot be carried out; the message says why."""
 
 
-def queue_advance(search_id: int) -> None:
-    from workbench.searches.tasks import advance_search  # lazily: the task module imports this one
+# The worker's task that runs one pass (tasks.advance_search), sent by its name as the runs' and
+# benchmarks' queues send theirs: the tasks module imports this one.
+ADVANCE_TASK = "workbench.searches.tasks.advance_search"
 
+
+def queue_advance(search_id: int) -> None:
     try:
-        advance_search.delay(search_id)
+        current_app.send_task(ADVANCE_TASK, args=[search_id])
     except Exception:
         # No broker right now: every worker heartbeat moves running searches on anyway.
         log.warning("could not queue a pass of search %s", search_id, exc_info=True)

@@ -16,9 +16,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.runs.devices import DeviceRequest
 
-if TYPE_CHECKING:  # types only: placement imports this module
-    from workbench.runs.scheduler.placement import Placement
-    from workbench.workers.models import Device
+if TYPE_CHECKING:  # types only
+    from workbench.workers.models import Device, WorkerHost
+
+
+@dataclass
+class Placement:
+    """Where a job would start: one host and the devices it takes there."""
+
+    host: WorkerHost
+    devices: list[Device]
 
 
 # The name of the runs' kind (run_jobs.py): the kind every wait reason is about.

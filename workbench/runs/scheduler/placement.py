@@ -13,15 +13,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from workbench.runs.scheduler.jobs import RUN, Job, kind_of, kinds
+from workbench.runs.scheduler.jobs import RUN, Job, Placement, kind_of, kinds
 from workbench.workers.inventory import online_hosts
 from workbench.workers.models import Device, WorkerHost
-
-
-@dataclass
-class Placement:
-    host: WorkerHost
-    devices: list[Device]
 
 
 @dataclass

@@ -21,8 +21,7 @@ from datasets.models import Dataset
 from workbench.runs.attempts import gates
 from workbench.runs.lifecycle import interrupt, run_transition
 from workbench.runs.models import HOLDER_WORDS, Run
-from workbench.runs.scheduler.jobs import RUN, Job, Shown
-from workbench.runs.scheduler.placement import Placement
+from workbench.runs.scheduler.jobs import RUN, Job, Placement, Shown
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import Device
 
