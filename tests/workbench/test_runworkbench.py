@@ -89,8 +89,11 @@ def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
 
         # The worker and the follower crash at once; each is restarted on its own.
         services = psutil.Process(process.pid).children()
-        for crashing in ("celery", "follow_slurm"):
-            next(p for p in services if crashing in " ".join(p.cmdline())).kill()
+        # Both found before either is killed: a killed child is a zombie until its supervisor
+        # reaps it, and reading a zombie's command line raises.
+        crashing = [next(p for p in services if name in " ".join(p.cmdline())) for name in ("celery", "follow_slurm")]
+        for child in crashing:
+            child.kill()
         wait_for_lines(log_path, ["restarting worker in 1 s", "restarting slurm-follower in 1 s"])
         assert "worker stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
         assert "slurm-follower stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
