@@ -79,7 +79,9 @@ def test_it_shows_the_graph_on_the_new_run_page_and_the_run_page(live_server_url
     assert card.locator("svg .layer-add").count() == 8
     assert "69 layers, 11.2 M parameters" in card.locator(".netgraph-summary").inner_text()
     # A network too big for the images cannot be chosen once the page knows the fits; its row says why.
-    page.wait_for_function("document.querySelector('#network-alexnet').disabled")
+    # The fits' first answer loads torch in the web process and sizes every network (the new-run
+    # page's own test waits 60 s for it too).
+    page.wait_for_function("document.querySelector('#network-alexnet').disabled", timeout=60_000)
     assert "63x63" in page.locator("tr[data-network=alexnet] .network-fit").inner_text()
     assert page.is_checked("#network-resnet18")
 
