@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,6 +200,57 @@ def read_text(path: Path, root: Path) -> str:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise LabelError(f"{relative_name(path, root)}: not UTF-8 text (byte {exc.start})") from None
+
+
+def labelled_text_files(
+    root: Path,
+    image_folder: Path,
+    images: dict[str, Path],
+    label_folder: Path,
+    report: LabelReport,
+    *,
+    skip: tuple[str, ...] = (),
+) -> Iterator[tuple[str, str, AnnotatedImage, str]]:
+    """(stem, label file's name, its image, its text) for every .txt label file under
+    `label_folder` whose image (`images`: `image_folder`'s, by stem) opens and whose text reads; each that does not
+    is reported by name and left out (KITTI's and YOLO's one-file-per-image layout)."""
+    for label_file in files_under(label_folder, ".txt"):
+        if label_file.name in skip:
+            continue
+        stem = str(label_file.relative_to(label_folder).with_suffix(""))
+        name = relative_name(label_file, root)
+        image_path = images.get(stem)
+        if image_path is None:
+            report.add(name, None, "missing_image", f"no image {stem}.* in {image_folder.name}/")
+            continue
+        size = image_size(image_path)
+        if size is None:
+            report.add(relative_name(image_path, root), None, "bad_file", "not an image that can be opened")
+            continue
+        try:
+            text = read_text(label_file, root)
+        except LabelError as exc:
+            report.add(name, None, "bad_file", str(exc))
+            continue
+        yield stem, name, AnnotatedImage(str(image_path), relative_name(image_path, root), *size), text
+
+
+def with_unlabelled(
+    root: Path, images: dict[str, Path], labelled: dict[str, AnnotatedImage], report: LabelReport
+) -> list[AnnotatedImage]:
+    """Every image in `images`: the labelled ones as read, the others as images without labels
+    (reported when they cannot be opened)."""
+    found = []
+    for stem, path in images.items():
+        if stem in labelled:
+            found.append(labelled[stem])
+            continue
+        size = image_size(path)
+        if size is None:
+            report.add(relative_name(path, root), None, "bad_file", "not an image that can be opened")
+            continue
+        found.append(AnnotatedImage(str(path), relative_name(path, root), *size, labelled=False))
+    return found
 
 
 def checked_box(

@@ -19,11 +19,9 @@ from datasets.labels.common import (
     LabelReport,
     LabelSource,
     checked_box,
-    files_under,
-    image_size,
     images_by_stem,
-    read_text,
-    relative_name,
+    labelled_text_files,
+    with_unlabelled,
 )
 from trainer.protocol import DETECTION
 
@@ -44,26 +42,10 @@ def read_kitti(root: Path, *, min_box_size: float = 0) -> LabelSource:
         raise LabelError("KITTI needs an images/ and a labels/ folder side by side")
     image_folder, label_folder = folders
     report = LabelReport()
-    images = images_by_stem(image_folder)
     labelled: dict[str, AnnotatedImage] = {}
     classes: set[str] = set()
-    for label_file in files_under(label_folder, ".txt"):
-        stem = str(label_file.relative_to(label_folder).with_suffix(""))
-        name = relative_name(label_file, root)
-        image_path = images.get(stem)
-        if image_path is None:
-            report.add(name, None, "missing_image", f"no image {stem}.* in {image_folder.name}/")
-            continue
-        size = image_size(image_path)
-        if size is None:
-            report.add(relative_name(image_path, root), None, "bad_file", "not an image that can be opened")
-            continue
-        image = AnnotatedImage(str(image_path), relative_name(image_path, root), *size)
-        try:
-            text = read_text(label_file, root)
-        except LabelError as exc:
-            report.add(name, None, "bad_file", str(exc))
-            continue
+    images = images_by_stem(image_folder)
+    for stem, name, image, text in labelled_text_files(root, image_folder, images, label_folder, report):
         for number, line in enumerate(text.splitlines(), start=1):
             box = _parse_line(line, (name, number), report)
             if box is None:
@@ -74,16 +56,7 @@ def read_kitti(root: Path, *, min_box_size: float = 0) -> LabelSource:
                 if box.class_name is not None:
                     classes.add(box.class_name)
         labelled[stem] = image
-    found = []
-    for stem, path in images.items():
-        if stem in labelled:
-            found.append(labelled[stem])
-            continue
-        size = image_size(path)
-        if size is None:
-            report.add(relative_name(path, root), None, "bad_file", "not an image that can be opened")
-            continue
-        found.append(AnnotatedImage(str(path), relative_name(path, root), *size, labelled=False))
+    found = with_unlabelled(root, images, labelled, report)
     return LabelSource(DETECTION, "kitti", sorted(classes), found, report)
 
 

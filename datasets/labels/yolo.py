@@ -17,9 +17,9 @@ from datasets.labels.common import (
     LabelReport,
     LabelSource,
     checked_box,
-    files_under,
     image_size,
     images_by_stem,
+    labelled_text_files,
     read_text,
     relative_name,
 )
@@ -65,27 +65,10 @@ def read_yolo(root: Path, *, min_box_size: float = 0) -> LabelSource:
         raise LabelError("YOLO needs images/ and labels/ folders and classes.txt or data.yaml")
     classes = read_yolo_classes(class_file, root)
     report = LabelReport()
-    images = images_by_stem(root / "images")
     labelled: dict[str, AnnotatedImage] = {}
-    for label_file in files_under(root / "labels", ".txt"):
-        if label_file.name == "classes.txt":
-            continue
-        stem = str(label_file.relative_to(root / "labels").with_suffix(""))
-        name = relative_name(label_file, root)
-        image_path = images.get(stem)
-        if image_path is None:
-            report.add(name, None, "missing_image", f"no image {stem}.* in images/")
-            continue
-        size = image_size(image_path)
-        if size is None:
-            report.add(relative_name(image_path, root), None, "bad_file", "not an image that can be opened")
-            continue
-        image = AnnotatedImage(str(image_path), relative_name(image_path, root), *size)
-        try:
-            text = read_text(label_file, root)
-        except LabelError as exc:
-            report.add(name, None, "bad_file", str(exc))
-            continue
+    images = images_by_stem(root / "images")
+    labelled_files = labelled_text_files(root, root / "images", images, root / "labels", report, skip=("classes.txt",))
+    for stem, name, image, text in labelled_files:
         for number, line in enumerate(text.splitlines(), start=1):
             box = _parse_line(line, (name, number), classes, image.width, image.height, report)
             if box is not None:
