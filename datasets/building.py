@@ -201,8 +201,15 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
         plan, root = _folder_plan(dataset, options)
     else:  # textlist
         plan, root = _text_list_plan(dataset, options)
+    result = _build_plan(dataset, plan, out_dir, progress, should_stop)
+    result.skipped = plan.skipped + result.skipped
+    return result, root
+
+
+def _build_plan(dataset: Dataset, plan, out_dir: Path, progress, should_stop) -> BuildResult:
+    """The parallel build of a plan, for every task (images only, or images and their targets)."""
     progress(0, plan.total, 0.0)
-    result = build_lmdbs(
+    return build_lmdbs(
         plan.splits,
         plan.labels,
         out_dir,
@@ -212,9 +219,8 @@ def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, shou
         max_pixels=settings.MAX_IMAGE_PIXELS,
         progress=progress,
         should_stop=should_stop,
+        task=dataset.task,
     )
-    result.skipped = plan.skipped + result.skipped
-    return result, root
 
 
 def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, should_stop) -> tuple[BuildResult, Path]:
@@ -243,19 +249,7 @@ def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, s
     if source.get("format") != report["format"]:  # "auto": say which format was read
         dataset.source = {**source, "format": report["format"]}
         Dataset.objects.filter(pk=dataset.pk).update(source=dataset.source)
-    progress(0, plan.total, 0.0)
-    result = build_lmdbs(
-        plan.splits,
-        plan.labels,
-        out_dir,
-        name=dataset.name,
-        options=_image_options(dataset),
-        workers=_workers_for(plan.total),
-        max_pixels=settings.MAX_IMAGE_PIXELS,
-        progress=progress,
-        should_stop=should_stop,
-        task=dataset.task,
-    )
+    result = _build_plan(dataset, plan, out_dir, progress, should_stop)
     # The report names files relative to the folder read; the skipped list relative to `base`.
     wrapper = root.relative_to(base)
     result.skipped = (
