@@ -117,22 +117,25 @@ def reclaim_lost_builds() -> int:
         if not why:
             continue
         row = this_build(dataset.pk, dataset.build_attempts)
-        if dataset.build_attempts >= BUILD_MAX_ATTEMPTS:
-            error = (
-                f"{Dataset.RETRYABLE_ERRORS[1]} {dataset.build_attempts} times; "
-                f"the last time {why}. Rebuild to try again."
-            )
-            changed = row.update(status=Dataset.Status.FAILED, error=error, finished_at=timezone.now())
-        else:
-            error = f"Interrupted ({why}); building again from the start (try {dataset.build_attempts + 1})."
-            with transaction.atomic():
+        # The partial files go inside the transaction that wins the row, before the queue's
+        # on-commit send: a new try that starts at once must not lose its own temp folder.
+        with transaction.atomic():
+            if dataset.build_attempts >= BUILD_MAX_ATTEMPTS:
+                error = (
+                    f"{Dataset.RETRYABLE_ERRORS[1]} {dataset.build_attempts} times; "
+                    f"the last time {why}. Rebuild to try again."
+                )
+                changed = row.update(status=Dataset.Status.FAILED, error=error, finished_at=timezone.now())
+            else:
+                error = f"Interrupted ({why}); building again from the start (try {dataset.build_attempts + 1})."
                 changed = row.update(status=Dataset.Status.PENDING, error=error, progress_done=0)
                 if changed:
                     dataset_queue(dataset=dataset)
+            if changed:
+                remove_partial_build(dataset.pk)
         if changed:
             reclaimed += 1
             log.warning("dataset %s: %s", dataset.pk, error)
-            remove_partial_build(dataset.pk)
             dataset.refresh_from_db()
             publish(dataset)
     return reclaimed
