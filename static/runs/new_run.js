@@ -81,12 +81,24 @@ for (const row of document.querySelectorAll("#network-table tbody tr")) {
   });
 }
 
+let networksAsked = 0;
+
 async function loadNetworks() {
   const d = dataset();
   if (!d) return;
   const crop = form.elements.crop_size.value;
-  const body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`).catch(() => null);
-  if (!body) return;
+  const asked = ++networksAsked;
+  const unchecked = "Could not check which networks take this dataset's images";
+  let body;
+  try {
+    body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`);
+  } catch (error) {
+    // Said, not swallowed: without the fits the table cannot tell which networks take the images.
+    if (asked === networksAsked) $("errors-network").textContent = `${unchecked}: ${error.message}`;
+    return;
+  }
+  if (asked !== networksAsked) return; // an answer for a dataset or crop size no longer chosen
+  if ($("errors-network").textContent.startsWith(unchecked)) $("errors-network").textContent = "";
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
     // Another task's networks cannot train on this dataset: only its own task's rows are shown

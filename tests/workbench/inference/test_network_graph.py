@@ -69,7 +69,11 @@ def test_it_shows_the_graph_on_the_new_run_page_and_the_run_page(live_server_url
     # Images resnet18 can take: the form disables a network too big for the dataset's images.
     Dataset.objects.filter(pk=digits.pk).update(image_width=32, image_height=32)
     log_in(page, live_server_url, owner.username)
-    page.goto(f"{live_server_url}/runs/new/?dataset={digits.pk}")
+    # The fits' first answer loads torch in the web process and sizes every network.
+    with page.expect_response(lambda r: "/runs/new/networks/" in r.url, timeout=60_000) as fits:
+        page.goto(f"{live_server_url}/runs/new/?dataset={digits.pk}")
+    assert fits.value.status == 200, fits.value.text()
+    assert "63x63" in fits.value.json()["networks"]["alexnet"]["problem"], fits.value.text()
     card = page.locator("#network-graph")
     page.wait_for_function("document.querySelectorAll('#network-graph svg .layer').length > 0")
     assert "lenet" in card.locator(".netgraph-summary").inner_text()
@@ -79,9 +83,7 @@ def test_it_shows_the_graph_on_the_new_run_page_and_the_run_page(live_server_url
     assert card.locator("svg .layer-add").count() == 8
     assert "69 layers, 11.2 M parameters" in card.locator(".netgraph-summary").inner_text()
     # A network too big for the images cannot be chosen once the page knows the fits; its row says why.
-    # The fits' first answer loads torch in the web process and sizes every network (the new-run
-    # page's own test waits 60 s for it too).
-    page.wait_for_function("document.querySelector('#network-alexnet').disabled", timeout=60_000)
+    page.wait_for_function("document.querySelector('#network-alexnet').disabled")
     assert "63x63" in page.locator("tr[data-network=alexnet] .network-fit").inner_text()
     assert page.is_checked("#network-resnet18")
 
