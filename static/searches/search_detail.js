@@ -1,12 +1,14 @@
-// The search page: the trials table, the best, the budget and Optuna's plots. It listens on the
-// websocket of each trial's run (/ws/runs/<id>/, the run page's own): when a trial reports a
-// validation or changes state, the page reads the search again (GET /api/searches/<id>/) and its
-// plots; nothing is polled.
+// The search page: the trials table, the best, the budget and Optuna's plots. Its socket
+// (/ws/searches/<id>/) pings whenever the search or a trial changes (a trial starts, reports at a
+// rung, is pruned or ends); the page then reads the search and its plots again from the API. It
+// also listens on the socket of each active trial's run (the run page's own) for the run's state
+// (queued, running, paused), which is the run's, not the search's. Nothing is polled.
 import { getJSON, sendJSON } from "../workbench/http.js";
 
 const page = JSON.parse(document.getElementById("search-page").textContent);
 const sockets = new Map(); // run id -> WebSocket
 const FINISHED_RUN = ["done", "failed", "aborted", "pruned"];
+const FINISHED_SEARCH = ["done", "aborted"];
 const picked = new Set(); // run ids of the trials ticked for the compare page
 let refreshing = null;
 let again = false;
@@ -138,4 +140,14 @@ for (const button of document.querySelectorAll("[data-action]")) {
   });
 }
 
-refresh();
+function connect() {
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${window.location.host}/ws/searches/${page.id}/`);
+  // The first ping comes on connect: a reconnect reads again whatever it missed meanwhile.
+  socket.addEventListener("message", () => refresh());
+  socket.addEventListener("close", () => {
+    if (!FINISHED_SEARCH.includes(document.getElementById("search-state").textContent)) setTimeout(connect, 2000);
+  });
+}
+
+connect();

@@ -34,6 +34,11 @@ def benchmark_group_name(benchmark_id: int) -> str:
     return f"benchmark-{benchmark_id}"
 
 
+def search_group_name(search_id: int) -> str:
+    """A search page's socket (/ws/searches/<id>/): a ping whenever its trials or state change."""
+    return f"search-{search_id}"
+
+
 def group_publish(group: str, message: dict, *, alias: str = "default") -> None:
     layer = get_channel_layer(alias)
     if layer is None:

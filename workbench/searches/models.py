@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from workbench.core.groups import search_group_name
 from workbench.runs.models import Run
 
 
@@ -102,6 +103,10 @@ class Search(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in self.FINISHED_STATES
+
+    @property
+    def group_name(self) -> str:
+        return search_group_name(self.pk)
 
 
 class Trial(models.Model):

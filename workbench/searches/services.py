@@ -23,6 +23,7 @@ from django.utils import timezone
 from datasets.models import Dataset
 from trainer.config import shown
 from workbench.core.errors import RequestError
+from workbench.core.groups import group_publish, search_group_name
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.validators import validate_trainer_config
@@ -173,11 +174,26 @@ def search_advance(*, search_id: int) -> Search | None:
         search = Search.objects.filter(pk=search_id).first()
         if search is None:
             return None
+        before = _fingerprint(search)
         _settle_ended_trials(search)
         _start_trials(search)
         _finish_if_spent(search)
         search.refresh_from_db()
+        # Every heartbeat passes each running search: its page hears only of real changes.
+        if _fingerprint(search) != before:
+            publish_changed(search.pk)
         return search
+
+
+def _fingerprint(search: Search) -> tuple:
+    trials = tuple(search.trials.order_by("pk").values_list("pk", "state", "value", "rung", "run_id"))
+    return search.state, search.trials_claimed, trials
+
+
+def publish_changed(search_id: int) -> None:
+    """Tells the search's page (its socket, consumers.py) to read the search again, once the
+    change is committed: the page reads the API, so what it shows is what is stored."""
+    transaction.on_commit(lambda: group_publish(search_group_name(search_id), {"type": "search.changed"}))
 
 
 @contextmanager
@@ -338,6 +354,7 @@ def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
         return None
     study = studies.study_for(search)
     reported = optuna.trial.Trial(study, trial.study_trial_id)
+    publish_changed(search.pk)  # its value and rung move on, pruned or not
     for step, value in reports:
         reported.report(value, step)
         Trial.objects.filter(pk=trial.pk).update(value=value, rung=step)
@@ -367,6 +384,7 @@ def search_pause(*, search: Search) -> Search:
             run_services.run_pause(run=run)
         except run_services.RunError:
             pass  # it ended or paused meanwhile
+    publish_changed(search.pk)
     search.refresh_from_db()
     return search
 
@@ -380,6 +398,7 @@ def search_resume(*, search: Search) -> Search:
         except run_services.RunError:
             pass
     transaction.on_commit(lambda: queue_advance(search.pk))
+    publish_changed(search.pk)
     search.refresh_from_db()
     return search
 
@@ -397,6 +416,7 @@ def search_abort(*, search: Search) -> Search:
         except run_services.RunError:
             pass
     transaction.on_commit(lambda: queue_advance(search.pk))
+    publish_changed(search.pk)
     search.refresh_from_db()
     return search
 
