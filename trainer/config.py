@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from trainer.protocol import METRIC_DIRECTION, TASK_NETWORKS
+from trainer.recipes import AUTO_AUGMENTS, PRESETS, under_preset
+from trainer.zoo import TIMM_NETWORKS
 
+# Classification's networks: torchvision's and the workbench's own, then the zoo's (timm's,
+# trainer/zoo.py), then "custom".
 NETWORKS = (
     "lenet",
     "alexnet",
@@ -31,9 +35,10 @@ NETWORKS = (
     "mobilenet_v3_large",
     "efficientnet_b0",
     "vit_b_16",
+    *TIMM_NETWORKS,
     "custom",
 )
-OPTIMIZERS = ("sgd", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
+OPTIMIZERS = ("sgd", "nesterov", "adam", "adamw", "lamb", "rmsprop", "adagrad", "adadelta")
 LR_POLICIES = ("fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid", "cosine", "onecycle")
 PRECISIONS = ("fp32", "bf16", "fp16")
 MEAN_MODES = ("image", "pixel", "none")
@@ -94,6 +99,17 @@ class DataConfig:
     mean_subtraction: str = "image"  # image | pixel | none
     num_workers: int = 2  # DataLoader worker processes per training process
     prefetch_factor: int = 4  # batches each worker keeps ready
+    # Train-time recipe augmentations (trainer/augment.py, on the device; recipes.WHERE says where
+    # each runs). A random resized crop replaces the loader's random crop, at crop_size (or the
+    # images' size), over this share of the image's area and range of aspect ratios.
+    random_resized_crop: bool = False
+    rrc_scale: list[float] = field(default_factory=lambda: [0.08, 1.0])
+    rrc_ratio: list[float] = field(default_factory=lambda: [0.75, 1.3333])
+    auto_augment: str = "none"  # recipes.AUTO_AUGMENTS
+    color_jitter: float = 0.0  # brightness, contrast and saturation strength (0: off); colour images
+    random_erasing: float = 0.0  # probability per image
+    mixup_alpha: float = 0.0  # 0: off; with cutmix too, each batch takes one of the two
+    cutmix_alpha: float = 0.0
 
 
 @dataclass
@@ -114,6 +130,10 @@ class SolverConfig:
     onecycle_final_div_factor: float = 1e4
     warmup_percent: float = 0.0  # linear warmup over this share of the run (percent)
     grad_clip_norm: float | None = None
+    label_smoothing: float = 0.0
+    # An exponential moving average of the weights (0: off), validated beside the raw weights;
+    # the checkpoints' (and so the exports') model is the average when on.
+    ema_decay: float = 0.0
 
 
 @dataclass
@@ -123,6 +143,7 @@ class TrainConfig:
     network: str = "lenet"
     custom_layers: list[dict[str, Any]] | None = None  # network == "custom"
     pretrained: str | None = None  # a state_dict file for fine-tuning
+    preset: str | None = None  # recipes.PRESETS: fills the fields a config leaves out (config_from_dict)
     solver: SolverConfig = field(default_factory=SolverConfig)
     epochs: float = 10.0
     batch_size: int = 64  # global: divided over the processes
@@ -208,6 +229,8 @@ def settings_of(cfg: TrainConfig) -> dict[str, Any]:
         (settings[owner] if owner else settings).pop(leaf, None)
     if settings.get("pretrained") is None:
         settings.pop("pretrained", None)
+    if settings.get("preset") is None:
+        settings.pop("preset", None)
     return settings
 
 
@@ -268,6 +291,12 @@ RANGES: dict[str, Range] = {
     "data.num_workers": Range(0, 64, integer=True),
     "data.prefetch_factor": Range(1, 64, integer=True),
     "data.crop_size": Range(1, 16384, integer=True),
+    "data.color_jitter": Range(0, 1),
+    "data.random_erasing": Range(0, 1),
+    "data.mixup_alpha": Range(0, 10),
+    "data.cutmix_alpha": Range(0, 10),
+    "solver.label_smoothing": Range(0, 0.5),
+    "solver.ema_decay": Range(0, 0.999999),
 }
 # Policies whose gamma multiplies the rate once per step or per stage: above 1 it grows without
 # bound (gamma ** step overflows a float within a few thousand steps).
@@ -388,6 +417,24 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     _one_of("solver.optimizer", cfg.solver.optimizer, OPTIMIZERS)
     _one_of("solver.lr_policy", cfg.solver.lr_policy, LR_POLICIES)
     _one_of("data.mean_subtraction", cfg.data.mean_subtraction, MEAN_MODES)
+    _one_of("data.auto_augment", cfg.data.auto_augment, AUTO_AUGMENTS)
+    if cfg.preset is not None:
+        _one_of("preset", cfg.preset, tuple(PRESETS))
+    for name, low, high in (("rrc_scale", 0.0, 1.0), ("rrc_ratio", 0.01, 100.0)):
+        pair = getattr(cfg.data, name)
+        if (
+            not isinstance(pair, list | tuple)
+            or len(pair) != 2
+            or not all(not isinstance(v, bool) and isinstance(v, int | float) and low < v <= high for v in pair)
+            or pair[0] > pair[1]
+        ):
+            raise ConfigError(
+                f"{shown(pair)} must be two increasing numbers above {plain_number(low)}, at most {plain_number(high)}",
+                field=f"data.{name}",
+            )
+        setattr(cfg.data, name, [float(pair[0]), float(pair[1])])
+    if not isinstance(cfg.data.random_resized_crop, bool):
+        raise ConfigError("must be true or false", field="data.random_resized_crop")
 
     for name in RANGES:
         owner, _, leaf = name.rpartition(".")
@@ -475,7 +522,8 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
 
 
 def config_from_dict(raw: dict[str, Any], *, check_paths: bool = True) -> TrainConfig:
-    cfg = _build(TrainConfig, raw, "")
+    # A preset fills what the config leaves out; what it sends wins (a sweep may vary the preset).
+    cfg = _build(TrainConfig, under_preset(raw) if isinstance(raw, dict) else raw, "")
     return validate(cfg, check_paths=check_paths)
 
 

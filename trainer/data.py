@@ -8,7 +8,7 @@ as uint8 (4x less than float32); mean subtraction and scaling happen on the devi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +155,11 @@ def mean_tensor(info: DatasetInfo, mode: str, crop_size: int | None) -> torch.Te
     return torch.from_numpy(np.ascontiguousarray(mean)).float()
 
 
+def normalized(images: torch.Tensor, targets: Any, *, step: int, normalize: Callable) -> tuple[torch.Tensor, Any]:
+    """A train batch without recipe augmentations (detection, segmentation): normalised only."""
+    return normalize(images), targets
+
+
 @dataclass
 class Data:
     train_loader: DataLoader
@@ -165,6 +170,8 @@ class Data:
     input_shape: tuple[int, int, int]
     train_count: int
     val_count: int
+    # The train batch's way to the network: trainer/augment.py's TrainAugment for classification.
+    augment: Callable[..., tuple[torch.Tensor, Any]] = normalized
 
     def close(self) -> None:
         """Releases this process's LMDB handles. A trainer process exits anyway; one called as a

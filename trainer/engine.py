@@ -17,11 +17,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer.augment import TrainAugment, check_recipe
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
 from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
+from trainer.ema import weights_average
 from trainer.events import Events
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
@@ -69,6 +71,7 @@ class Run:
     early: EarlyStopping | None = None
     task: Task | None = None  # what differs by the dataset's task (trainer/tasks/)
     best_metric: str = "top1"  # the metric the best checkpoint and early stopping watch, for this task
+    ema: Any = None  # the weights' moving average (trainer/ema.py): validated, saved and exported
 
     @property
     def epoch(self) -> float:
@@ -92,6 +95,7 @@ def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     spec = InputSpec(channels, height, width, info.num_classes, cfg.custom_layers or [])
     task = task_for(info.task)
     task.check_network(cfg.network, spec)
+    check_recipe(cfg, channels=info.channels, task=info.task)
     best_metric_for(task, cfg.best_metric)
     if info.task != CLASSIFICATION and cfg.model_parallel > 1:
         raise ConfigError(
@@ -148,6 +152,8 @@ def build_run(
         single_gpu = device.type == "cuda" and len(devices) == 1
         wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if single_gpu else None)
     data.normalize = data.normalize.to(device)
+    if info.task == CLASSIFICATION:
+        data.augment = TrainAugment(cfg, num_classes=info.num_classes, out_size=data.input_shape[1:], rank=rank)
     return Run(
         cfg,
         info,
@@ -167,6 +173,7 @@ def build_run(
         stage_devices=devices,
         task=task,
         best_metric=best_metric_for(task, cfg.best_metric),
+        ema=weights_average(cfg, model),
     )
 
 
@@ -197,7 +204,10 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
     if run.rank != 0:
         return
     state = {
-        "model": run.model_without_ddp.state_dict(),
+        # With a weights' average, "model" is the average (what inference and exports load) and
+        # "model_raw" the trained weights a resume continues from.
+        "model": (run.ema.module if run.ema is not None else run.model_without_ddp).state_dict(),
+        "model_raw": run.model_without_ddp.state_dict() if run.ema is not None else None,
         "optimizer": run.optimizer.state_dict(),
         "scheduler": run.scheduler.state_dict(),
         "scaler": run.scaler.state_dict(),
@@ -224,7 +234,9 @@ def resume_from_latest(run: Run) -> bool:
     if path is None:
         return False
     state = run.store.load(path)
-    run.model_without_ddp.load_state_dict(state["model"])
+    run.model_without_ddp.load_state_dict(state.get("model_raw") or state["model"])
+    if run.ema is not None:
+        run.ema.module.load_state_dict(state["model"])
     run.optimizer.load_state_dict(state["optimizer"])
     run.scheduler.load_state_dict(state["scheduler"])
     run.scaler.load_state_dict(state["scaler"])
@@ -304,8 +316,10 @@ def train_one_epoch(run: Run, epoch: int) -> bool:
     micro, wait_start = 0, time.perf_counter()
     for images, targets in DevicePrefetcher(run.data.train_loader, run.device):
         wait = time.perf_counter() - wait_start
-        x = run.data.normalize(images.to(run.device, non_blocking=True))
         y = run.task.to_device(targets, run.device)
+        x, y = run.data.augment(
+            images.to(run.device, non_blocking=True), y, step=run.step * accum + micro, normalize=run.data.normalize
+        )
         micro += 1
         last_micro = micro % accum == 0
         # DDP: skip the gradient all-reduce on all but the last micro-batch of a step.
@@ -323,6 +337,8 @@ def train_one_epoch(run: Run, epoch: int) -> bool:
             run.scaler.update()
             run.optimizer.zero_grad(set_to_none=True)
             run.scheduler.step()
+            if run.ema is not None:
+                run.ema.update(run.model_without_ddp, step=run.step)
             run.step += 1
             if run.step % cfg.metrics_interval == 0:
                 if run.world > 1:
@@ -347,13 +363,14 @@ def train_one_epoch(run: Run, epoch: int) -> bool:
 
 
 @torch.no_grad()
-def evaluate(run: Run) -> dict[str, float]:
-    """The task's validation metrics over the whole split (shards reduced over ranks).
+def evaluate(run: Run, model: nn.Module | None = None) -> dict[str, float]:
+    """The task's validation metrics over the whole split (shards reduced over ranks), of `model`
+    (the weights' average) or the run's.
 
     Uses the model without DDP: shards may differ by one batch between ranks, and DDP's forward
     would then wait for a buffer broadcast that the other rank never joins.
     """
-    model = run.model_without_ddp
+    model = run.model_without_ddp if model is None else model
     model.eval()
     evaluator = run.task.evaluator(run.info, run.device)
     for images, targets in DevicePrefetcher(run.data.val_loader, run.device):
@@ -373,7 +390,13 @@ def validate_and_maybe_save(run: Run, *, snapshot: bool) -> dict[str, float] | N
             save_checkpoint(run)
         return None
     result = evaluate(run)
-    value = result[run.best_metric]
+    watched = result
+    if run.ema is not None:
+        # The average is what the checkpoints hold and exports ship: it picks the best; both
+        # are reported, the average's as ema_<metric>, for the live page's two curves.
+        watched = evaluate(run, model=run.ema.module)
+        result = {**result, **{f"ema_{name}": number for name, number in watched.items()}}
+    value = watched[run.best_metric]
     better = improves(run.best_metric, value, run.best)
     if better:
         run.best = value

@@ -17,6 +17,7 @@ from torch import nn
 
 from trainer.checkpoint import CheckpointStore
 from trainer.inference import Classifier, load_checkpoint_classifier
+from trainer.zoo import is_timm, timm_name, zoo_entry
 
 FORMATS = ("bundle", "torchscript", "onnx")
 
@@ -64,6 +65,11 @@ _TORCHVISION_LOAD = """    import torchvision
     model = torchvision.models.get_model("{network}", weights=None, num_classes={num_classes}{extra_kwargs})
 {stem}    model.load_state_dict(load_file("model.safetensors"))"""
 
+_TIMM_LOAD = """    import timm
+    from safetensors.torch import load_file
+    model = timm.create_model("{name}", pretrained=False, num_classes={num_classes}, in_chans={channels}{extra_kwargs})
+    model.load_state_dict(load_file("model.safetensors"))"""
+
 _TORCHSCRIPT_LOAD = """    # {network} is the workbench's own definition: load the traced model (TorchScript export)
     model = torch.jit.load("model.torchscript.pt")"""
 
@@ -73,6 +79,14 @@ def _load_code(network: str, num_classes: int, pre: dict[str, Any]) -> tuple[str
     from the TorchScript file."""
     if network in ("lenet", "custom"):
         return _TORCHSCRIPT_LOAD.format(network=network), ""
+    if is_timm(network):
+        # The zoo's transformers are built for the trained size (their position embeddings).
+        size = tuple(pre["input_shape"][1:])
+        extra = f", img_size={size}" if zoo_entry(network).multiple > 1 else ""
+        load = _TIMM_LOAD.format(
+            name=timm_name(network), num_classes=num_classes, channels=pre["channels"], extra_kwargs=extra
+        )
+        return load, ", timm, safetensors"
     extra = {
         "googlenet": ", aux_logits=False, init_weights=False",
         "vit_b_16": f", image_size={pre['input_shape'][1]}",
@@ -315,6 +329,8 @@ def format_notes(network: str, input_shape: tuple[int, int, int], parameters: in
             "from them; loading this zip needs the workbench installed. Choose TorchScript or ONNX for a file "
             "that holds the whole network."
         )
+    elif is_timm(network):
+        bundle = f"The weights, loaded in plain PyTorch with timm's {timm_name(network)} (the README shows how)."
     else:
         bundle = f"The weights, loaded in plain PyTorch with torchvision's {network} builder (the README shows how)."
     onnx = f"The whole network (opset 17) for {size} images and any batch size, checked with onnxruntime."

@@ -16,7 +16,8 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from trainer.networks import InputSpec, build_model
+from trainer.networks import InputSpec, NetworkError, build_model
+from trainer.zoo import is_timm
 
 # One word of detail per layer type, read from the module (kernel, stride, width...).
 _DETAILS = {
@@ -85,12 +86,32 @@ def _kept_inputs(node: fx.Node, kept: dict[fx.Node, int], through: dict[fx.Node,
     return found
 
 
+def _tracer(name: str) -> fx.Tracer:
+    """torch.fx's tracer; for the zoo's networks with timm's own list of what not to trace into
+    (its padding helpers and attention blocks branch on sizes, which a symbolic trace cannot)."""
+    if not is_timm(name):
+        return fx.Tracer()
+    from timm.layers import _fx as timm_fx  # timm: loaded only where this runs
+
+    leaves = tuple(timm_fx.get_notrace_modules())
+
+    class TimmTracer(fx.Tracer):
+        def is_leaf_module(self, module: nn.Module, qualified_name: str) -> bool:
+            return isinstance(module, leaves) or super().is_leaf_module(module, qualified_name)
+
+    return TimmTracer(autowrap_functions=tuple(timm_fx.get_notrace_functions()))
+
+
 def network_graph(name: str, spec: InputSpec) -> dict[str, Any]:
     """{nodes: [{id, name, type, detail, shape, params, inputs}], params, input, output} for one
     image of `spec`'s size. Raises NetworkError / CustomNetError as build_model does."""
     with torch.device("meta"):
         model = build_model(name, spec).eval()
-    traced = fx.symbolic_trace(model)
+    try:
+        traced = fx.GraphModule(model, _tracer(name).trace(model))
+    except (fx.proxy.TraceError, TypeError, RuntimeError, NotImplementedError) as exc:
+        # Said in the graph's place, not a server error: the rest of the form still works.
+        raise NetworkError(f"the graph of {name} cannot be drawn (torch.fx cannot trace it: {exc})") from None
     ShapeProp(traced).propagate(torch.empty(1, spec.channels, spec.height, spec.width, device="meta"))
     nodes: list[dict[str, Any]] = []
     kept: dict[fx.Node, int] = {}

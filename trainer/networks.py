@@ -15,9 +15,11 @@ from pathlib import Path
 import torch
 import torchvision
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from trainer.config import ConfigError
 from trainer.custom_net import build_custom
+from trainer.zoo import TIMM_NETWORKS, build_timm, is_timm, size_problem
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,19 @@ def _vit(spec: InputSpec) -> nn.Module:
     return torchvision.models.vit_b_16(weights=None, num_classes=spec.num_classes, image_size=spec.height)
 
 
+def _timm(name: str) -> Callable[[InputSpec], nn.Module]:
+    def build(spec: InputSpec) -> nn.Module:
+        # timm takes the channels itself (in_chans: an RGB stem's weights summed for gray)
+        problem = size_problem(name, spec.height, spec.width)
+        if problem:
+            raise NetworkError(problem)
+        return build_timm(
+            name, channels=spec.channels, height=spec.height, width=spec.width, num_classes=spec.num_classes
+        )
+
+    return build
+
+
 def _custom(spec: InputSpec) -> nn.Module:
     return build_custom(spec.custom_layers, spec.channels, spec.height, spec.width, spec.num_classes)
 
@@ -103,6 +118,7 @@ BUILDERS: dict[str, Callable[[InputSpec], nn.Module]] = {
     "mobilenet_v3_large": _torchvision("mobilenet_v3_large"),
     "efficientnet_b0": _torchvision("efficientnet_b0"),
     "vit_b_16": _vit,
+    **{name: _timm(name) for name in TIMM_NETWORKS},
     "custom": _custom,
 }
 
@@ -137,7 +153,7 @@ def build_model(name: str, spec: InputSpec) -> nn.Module:
     except KeyError:
         raise NetworkError(f"network: {name!r} is not one of {', '.join(BUILDERS)}") from None
     model = builder(spec)
-    if name not in ("lenet", "custom") and spec.channels != 3:
+    if name not in ("lenet", "custom") and not is_timm(name) and spec.channels != 3:
         _adapt_first_conv(model, spec.channels)
     return model
 
@@ -177,6 +193,18 @@ def check_input_size(name: str, spec: InputSpec) -> None:
         else:
             low = mid + 1
     raise NetworkError(f"{name} needs images of at least {low}x{low}, dataset is {spec.width}x{spec.height}")
+
+
+def network_cost(name: str, spec: InputSpec) -> tuple[int, float]:
+    """(parameters, GFLOPs of one image's forward pass) of `name` for `spec`, counted on the meta
+    device (no memory, no compute): what the new-run form's network table shows. A multiply-add
+    counts as one FLOP, as the model cards do."""
+    with torch.device("meta"):
+        model = build_model(name, spec).eval()
+    params = sum(p.numel() for p in model.parameters())
+    with FlopCounterMode(display=False) as counter:
+        model(torch.empty(1, spec.channels, spec.height, spec.width, device="meta"))
+    return params, counter.get_total_flops() / 2 / 1e9
 
 
 def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
@@ -224,9 +252,10 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
         )
     model.load_state_dict(own)
     unused = sorted(set(state) - set(own))
+    # No file name: these lines reach the run page, where the file is the server's business
+    # (the page names the run or upload the weights came from).
     log.info(
-        "pretrained %s: loaded %d tensors, skipped %d (%s), unused in file %d",
-        path,
+        "pretrained weights: loaded %d tensors, skipped %d (%s), unused in file %d",
         len(loaded),
         len(skipped),
         ", ".join(skipped[:6]) + ("..." if len(skipped) > 6 else ""),

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from trainer.config import LR_POLICIES, SolverConfig, TrainConfig
+from trainer.config import LR_POLICIES, OPTIMIZERS, SolverConfig, TrainConfig
 
 
 def build_optimizer(solver: SolverConfig, params: Iterable[nn.Parameter] | list[dict]) -> torch.optim.Optimizer:
@@ -24,13 +24,19 @@ def build_optimizer(solver: SolverConfig, params: Iterable[nn.Parameter] | list[
         return torch.optim.Adam(params, lr=lr, betas=solver.betas, weight_decay=wd)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, betas=solver.betas, weight_decay=wd)
+    if name == "lamb":
+        # timm's LAMB (layer-wise trust ratios: large-batch training); its own gradient-norm
+        # clipping is off, solver.grad_clip_norm is the one place clipping is set.
+        from timm.optim import Lamb  # timm: loaded only where this runs
+
+        return Lamb(params, lr=lr, betas=solver.betas, weight_decay=wd, max_grad_norm=None)
     if name == "rmsprop":
         return torch.optim.RMSprop(params, lr=lr, momentum=solver.momentum, weight_decay=wd)
     if name == "adagrad":
         return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
     if name == "adadelta":
         return torch.optim.Adadelta(params, lr=lr, weight_decay=wd)
-    raise ValueError(f"solver.optimizer: {name!r} is not one of sgd, nesterov, adam, adamw, rmsprop, adagrad, adadelta")
+    raise ValueError(f"solver.optimizer: {name!r} is not one of {', '.join(OPTIMIZERS)}")
 
 
 def _policy_lr(s: SolverConfig, it: int, total: int) -> float:

@@ -1,4 +1,6 @@
 // Small helpers shared by the inference pages (talking to the server: ../workbench/http.js).
+import { getJSON } from "../workbench/http.js";
+
 // Percentages as every page writes them (two decimals): the bar and the table of one result agree.
 export { formatPercent as percent } from "../workbench/format.js";
 
@@ -23,4 +25,62 @@ export function sortable(table, getRows, render) {
       render(rows);
     });
   });
+}
+
+// A drop zone that also opens the file chooser (click, Enter, Space) and hands over one image.
+export function dropImage(zone, input, onFile) {
+  zone.addEventListener("click", () => input.click());
+  zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") input.click(); });
+  input.addEventListener("change", () => { if (input.files[0]) onFile(input.files[0]); });
+  zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (e) => {
+    e.preventDefault();
+    zone.classList.remove("over");
+    if (e.dataTransfer.files[0]) onFile(e.dataTransfer.files[0]);
+  });
+}
+
+// VOC's colour of class `index` (bit-interleaved, as workbench/inference/renderers.class_palette).
+export function vocColour(index) {
+  let r = 0, g = 0, b = 0, value = index;
+  for (let bit = 0; bit < 8; bit += 1) {
+    r |= ((value >> 0) & 1) << (7 - bit);
+    g |= ((value >> 1) & 1) << (7 - bit);
+    b |= ((value >> 2) & 1) << (7 - bit);
+    value >>= 3;
+  }
+  return `rgb(${r}, ${g}, ${b})`;
+}
+
+// A job's page (job.js, task_job.js): follows its state and progress until it ends, then hands
+// its result to `show`. `card` carries the job's API address in data-api.
+export function followJob(card, show) {
+  const stateBox = document.getElementById("job-state");
+  const progressBar = document.getElementById("job-progress");
+  const progressText = document.getElementById("job-progress-text");
+  async function poll() {
+    let job;
+    try {
+      job = await getJSON(card.dataset.api);
+    } catch {
+      setTimeout(poll, 3000); // the server may be restarting
+      return;
+    }
+    stateBox.innerHTML = `<span class="status status-${job.state}">${job.state}</span>`;
+    progressBar.value = job.progress.percent;
+    progressText.textContent = job.progress.total ? `${job.progress.done} / ${job.progress.total} images` : "";
+    document.getElementById("job-error").textContent = job.error || "";
+    if (job.state === "queued" || job.state === "running") { setTimeout(poll, 1000); return; }
+    if (job.state === "done" && job.result) show(job.result);
+  }
+  poll();
+}
+
+// The files a job could not read, in a line (the first three named).
+export function skippedNote(result) {
+  const skipped = result.skipped || [];
+  if (!skipped.length) return "";
+  const first = skipped.slice(0, 3).map((s) => `${s.path} (${s.reason})`).join("; ");
+  return `${skipped.length} file(s) skipped: ${first}${skipped.length > 3 ? "…" : ""}`;
 }

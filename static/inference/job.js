@@ -1,44 +1,14 @@
 // A classify-many or test job: follows its progress, then shows the results.
 import { getJSON } from "../workbench/http.js";
-import { percent, sortable } from "./common.js";
+import { followJob, percent, skippedNote, sortable } from "./common.js";
 import { plotlyTexts } from "../workbench/plotly_text.js";
 
 const card = document.getElementById("job");
 const kind = card.dataset.kind;
-const stateBox = document.getElementById("job-state");
-const progressBar = document.getElementById("job-progress");
-const progressText = document.getElementById("job-progress-text");
-
-function setState(job) {
-  stateBox.innerHTML = `<span class="status status-${job.state}">${job.state}</span>`;
-  progressBar.value = job.progress.percent;
-  progressText.textContent = job.progress.total ? `${job.progress.done} / ${job.progress.total} images` : "";
-  document.getElementById("job-error").textContent = job.error || "";
-}
-
-async function poll() {
-  let job;
-  try {
-    job = await getJSON(card.dataset.api);
-  } catch {
-    setTimeout(poll, 3000); // the server may be restarting
-    return;
-  }
-  setState(job);
-  if (job.state === "queued" || job.state === "running") { setTimeout(poll, 1000); return; }
-  if (job.state === "done") show(job.result);
-}
 
 function show(result) {
   if (!result) return;
   if (kind === "test") showTest(result); else showClassify(result);
-}
-
-function skippedNote(result) {
-  const skipped = result.skipped || [];
-  if (!skipped.length) return "";
-  const first = skipped.slice(0, 3).map((s) => `${s.path} (${s.reason})`).join("; ");
-  return `${skipped.length} file(s) skipped: ${first}${skipped.length > 3 ? "…" : ""}`;
 }
 
 // ------------------------------------------------------------------ test
@@ -164,4 +134,4 @@ async function showClassify(result) {
   sortable(table, () => current, render);
 }
 
-poll();
+followJob(card, show);

@@ -81,17 +81,35 @@ for (const row of document.querySelectorAll("#network-table tbody tr")) {
   });
 }
 
+// The picker's filter: every word must appear in the row's name, family or description
+// ("timm convnext", "vit"); the chosen network stays in view. Rows of another task stay hidden
+// through their own `hidden`, the filter through a class, so neither undoes the other.
+function filterNetworks() {
+  const words = $("network-filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
+  for (const row of document.querySelectorAll("#network-table tbody tr")) {
+    const info = networkInfo[row.dataset.network] || {};
+    const text = `${row.dataset.network} ${info.family || ""} ${info.description || ""}`.toLowerCase();
+    const out = !words.every((word) => text.includes(word)) && row.dataset.network !== network();
+    row.classList.toggle("filtered-out", out);
+    if (!out && !row.hidden) shown += 1;
+  }
+  $("network-filter-count").textContent = words.length ? `${shown} shown` : "";
+}
+$("network-filter").addEventListener("input", filterNetworks);
+
 let networksAsked = 0;
 
-async function loadNetworks() {
+// The classic networks' fits first, then the zoo's (timm's: some thirty builds on the server,
+// which the first answer does not wait for); `asked` drops answers for an older choice.
+async function loadNetworks(zoo = false, asked = ++networksAsked) {
   const d = dataset();
   if (!d) return;
   const crop = form.elements.crop_size.value;
-  const asked = ++networksAsked;
   const unchecked = "Could not check which networks take this dataset's images";
   let body;
   try {
-    body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}`);
+    body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}${zoo ? "&zoo=1" : ""}`);
   } catch (error) {
     // Said, not swallowed: without the fits the table cannot tell which networks take the images.
     if (asked === networksAsked) $("errors-network").textContent = `${unchecked}: ${error.message}`;
@@ -101,6 +119,7 @@ async function loadNetworks() {
   if ($("errors-network").textContent.startsWith(unchecked)) $("errors-network").textContent = "";
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
+    if (!fit && (zoo || row.dataset.network !== "custom")) continue; // the other answer's row
     // Another task's networks cannot train on this dataset: only its own task's rows are shown
     // (the custom network is a classifier's).
     row.hidden = Boolean(fit && fit.other_task) || (row.dataset.network === "custom" && body.task !== "classification");
@@ -110,6 +129,7 @@ async function loadNetworks() {
     }
     if (!fit) continue;
     row.querySelector(".network-params").textContent = formatCount(fit.params);
+    row.querySelector(".network-gflops").textContent = fit.gflops == null ? "–" : fit.gflops.toFixed(fit.gflops < 1 ? 3 : 1);
     const cell = row.querySelector(".network-fit");
     cell.textContent = fit.problem || networkInfo[row.dataset.network].sizes;
     cell.classList.toggle("bad", Boolean(fit.problem));
@@ -130,6 +150,7 @@ async function loadNetworks() {
     if (first) first.checked = true;
     showNetwork();
   }
+  if (!zoo) loadNetworks(true, asked);
 }
 
 function showNetwork() {

@@ -45,6 +45,7 @@ def make_task_folder(
     size: int = 64,
     train: int = 16,
     val: int = 8,
+    test: int = 0,
     objects: int = 2,
     seed: int = 0,
 ) -> Path:
@@ -54,7 +55,7 @@ def make_task_folder(
     rng = np.random.default_rng(seed)
     labels = list(SHAPES) if task == "detection" else ["background", *SHAPES]
     splits = {}
-    for split, count in (("train", train), ("val", val)):
+    for split, count in (("train", train), ("val", val), ("test", test)):
         if not count:
             continue
         scenes = [draw_scene(rng, size, objects) for _ in range(count)]

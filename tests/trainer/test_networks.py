@@ -15,6 +15,7 @@ from trainer.custom_net import CustomNetError, build_custom, layer_shapes
 from trainer.engine import StopFlag, build_run, evaluate, train_one_epoch
 from trainer.events import Events
 from trainer.networks import InputSpec, build_model, load_pretrained
+from trainer.zoo import is_timm
 
 from .conftest import make_config
 
@@ -69,7 +70,8 @@ def folders(tmp_path_factory):
 
 # Every network with RGB and with gray input (the stem adaptation), except the gray variants of
 # the two heavy ones, whose stems are covered by test_it_adapts_the_stem_to_one_channel.
-CASES = [(n, c) for n in NETWORKS for c in (1, 3) if not (c == 1 and n in HEAVY)]
+# The zoo's (timm's) networks are covered by tests/trainer/test_zoo.py, one of them end to end.
+CASES = [(n, c) for n in NETWORKS if not is_timm(n) for c in (1, 3) if not (c == 1 and n in HEAVY)]
 
 
 @pytest.mark.parametrize(("network", "channels"), CASES)

@@ -69,7 +69,9 @@ class ClassificationTask:
         if not train:
             return LMDBImageDataset(db, crop_size=cfg.data.crop_size)
         flips = {"hflip": cfg.data.random_flip, "vflip": cfg.data.vertical_flip}
-        return LMDBImageDataset(db, crop_size=cfg.data.crop_size, train=True, **flips)
+        # A random resized crop (on the device, trainer/augment.py) takes the whole image.
+        crop = None if cfg.data.random_resized_crop else cfg.data.crop_size
+        return LMDBImageDataset(db, crop_size=crop, train=True, **flips)
 
     def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Normalize:
         mean = mean_tensor(info, cfg.data.mean_subtraction, cfg.data.crop_size)

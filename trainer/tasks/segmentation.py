@@ -86,6 +86,13 @@ def train_transform(cfg: TrainConfig, height: int, width: int) -> v2.Transform:
     return v2.Compose(steps)
 
 
+def pixel_pairs(predicted: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The (true, predicted) confusion counts of these pixels, the ignore index left out."""
+    valid = target != IGNORE_INDEX
+    pairs = target[valid].long() * num_classes + predicted[valid].long()
+    return torch.bincount(pairs, minlength=num_classes**2).reshape(num_classes, -1).double()
+
+
 class ConfusionMatrix:
     """Pixels counted per (true, predicted) class over the split, ignore index left out."""
 
@@ -99,26 +106,34 @@ class ConfusionMatrix:
         logits = model(x)["out"].float()
         target = masks.long()
         loss = nn.functional.cross_entropy(logits, target, ignore_index=IGNORE_INDEX, reduction="sum")
-        valid = target != IGNORE_INDEX
-        self.loss += torch.stack([loss.double(), valid.sum().double()])
-        pairs = target[valid] * self.num_classes + logits.argmax(1)[valid]
-        self.matrix += torch.bincount(pairs, minlength=self.num_classes**2).reshape(self.num_classes, -1).double()
+        self.loss += torch.stack([loss.double(), (target != IGNORE_INDEX).sum().double()])
+        self.matrix += pixel_pairs(logits.argmax(1), target, self.num_classes)
+
+    def per_class(self) -> dict[str, list[float | None]]:
+        """IoU and Dice of each class (None: neither in the split nor predicted)."""
+        hits = self.matrix.diag()
+        truth, predicted = self.matrix.sum(1), self.matrix.sum(0)
+        union = truth + predicted - hits
+        return {
+            "iou": [float(h / u) if u else None for h, u in zip(hits, union, strict=True)],
+            "dice": [
+                float(2 * h / (t + p)) if u else None for h, t, p, u in zip(hits, truth, predicted, union, strict=True)
+            ],
+        }
 
     def compute(self, *, world: int) -> dict[str, float]:
         if world > 1:
             dist.all_reduce(self.matrix)
             dist.all_reduce(self.loss)
-        hits = self.matrix.diag()
-        truth, predicted = self.matrix.sum(1), self.matrix.sum(0)
-        union = truth + predicted - hits
-        present = union > 0  # a class neither in the split nor predicted says nothing either way
-        iou = hits[present] / union[present]
-        dice = 2 * hits[present] / (truth + predicted)[present]
-        pixels = self.matrix.sum()
+        # A class neither in the split nor predicted says nothing either way: it is left out.
+        classes = self.per_class()
+        iou = [value for value in classes["iou"] if value is not None]
+        dice = [value for value in classes["dice"] if value is not None]
+        pixels, predicted = self.matrix.sum(), self.matrix.sum(0)
         result = {
-            "miou": float(iou.mean()) if len(iou) else 0.0,
-            "pixel_accuracy": float(hits.sum() / pixels) if pixels else 0.0,
-            "dice": float(dice.mean()) if len(dice) else 0.0,
+            "miou": sum(iou) / len(iou) if iou else 0.0,
+            "pixel_accuracy": float(self.matrix.diag().sum() / pixels) if pixels else 0.0,
+            "dice": sum(dice) / len(dice) if dice else 0.0,
             "val_loss": float(self.loss[0] / self.loss[1].clamp(min=1)),
         }
         if pixels and int((predicted > 0).sum()) == 1:

@@ -44,7 +44,7 @@ def job_json(job: InferenceJob, request=None) -> dict:
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "page": reverse("inference-job", args=[job.run_id, job.pk]),
     }
-    if job.kind == InferenceJob.Kind.CLASSIFY:
+    if job.kind != InferenceJob.Kind.TEST:
         body["csv"] = reverse("api-inference-job-csv", args=[job.pk])
         body["rows"] = reverse("api-inference-job-rows", args=[job.pk])
     return body
@@ -322,28 +322,42 @@ CLASSIFY_MANY_REQUEST = {"multipart/form-data": JOB_MULTIPART}
 @api_view(["GET", "POST"])
 @parser_classes([MultiPartParser, FormParser, JSONObjectParser])
 def test(request, pk: int):
+    return _jobs_of_kind(request, pk, InferenceJob.Kind.TEST)
+
+
+def _jobs_of_kind(request, pk: int, kind: str) -> Response:
     if request.method == "POST":
-        return _start_job(request, pk, InferenceJob.Kind.TEST)
+        return _start_job(request, pk, kind)
     run = run_for(request.user, pk)
-    jobs = jobs_visible_to(request.user).filter(run=run, kind=InferenceJob.Kind.TEST)
+    jobs = jobs_visible_to(request.user).filter(run=run, kind=kind)
     return Response({"results": [job_json(job) for job in jobs[:100]]})
 
 
-@extend_schema(
-    methods=["POST"],
-    summary="Start a classify-many job (an archive or several images)",
-    request=CLASSIFY_MANY_REQUEST,
-    responses={202: OpenApiTypes.OBJECT},
+def _many_images_endpoint(kind: str, summary: str):
+    """The GET (this run's jobs of `kind`) and POST (start one) endpoint of a many-images job."""
+
+    @extend_schema(
+        methods=["POST"], summary=summary, request=CLASSIFY_MANY_REQUEST, responses={202: OpenApiTypes.OBJECT}
+    )
+    @extend_schema(methods=["GET"], summary=f"This run's {kind}-many jobs", responses=OpenApiTypes.OBJECT)
+    @api_view(["GET", "POST"])
+    @parser_classes([MultiPartParser, FormParser])
+    def endpoint(request, pk: int):
+        return _jobs_of_kind(request, pk, kind)
+
+    endpoint.__name__ = f"{kind}_many"
+    return endpoint
+
+
+classify_many = _many_images_endpoint(
+    InferenceJob.Kind.CLASSIFY, "Start a classify-many job (an archive or several images)"
 )
-@extend_schema(methods=["GET"], summary="This run's classify-many jobs", responses=OpenApiTypes.OBJECT)
-@api_view(["GET", "POST"])
-@parser_classes([MultiPartParser, FormParser])
-def classify_many(request, pk: int):
-    if request.method == "POST":
-        return _start_job(request, pk, InferenceJob.Kind.CLASSIFY)
-    run = run_for(request.user, pk)
-    jobs = jobs_visible_to(request.user).filter(run=run, kind=InferenceJob.Kind.CLASSIFY)
-    return Response({"results": [job_json(job) for job in jobs[:100]]})
+detect_many = _many_images_endpoint(
+    InferenceJob.Kind.DETECT, "Start a detect-many job on a detection run (an archive or several images)"
+)
+segment_many = _many_images_endpoint(
+    InferenceJob.Kind.SEGMENT, "Start a segment-many job on a segmentation run (an archive or several images)"
+)
 
 
 def _get_job_for_user(request, pk: int) -> InferenceJob:
@@ -378,6 +392,9 @@ def job_rows(request, pk: int):
     return Response({"results": services.job_rows(job=job)})
 
 
+CSV_NAMES = {InferenceJob.Kind.DETECT: "detected", InferenceJob.Kind.SEGMENT: "segmented"}
+
+
 def csv_response(job: InferenceJob) -> FileResponse:
     path = job.folder / "out" / "results.csv"
     if job.state != InferenceJob.State.DONE or not path.exists():
@@ -385,7 +402,7 @@ def csv_response(job: InferenceJob) -> FileResponse:
     return FileResponse(
         path.open("rb"),
         as_attachment=True,
-        filename=f"classified-run{job.run_id}-job{job.pk}.csv",
+        filename=f"{CSV_NAMES.get(job.kind, 'classified')}-run{job.run_id}-job{job.pk}.csv",
         content_type="text/csv",
     )
 

@@ -154,22 +154,31 @@ def _decode(paths: list[Path], root: Path) -> tuple[list[tuple[str, Image.Image]
     return good, skipped
 
 
-def classify_folder(
-    classifier, root: Path, out: Path, *, top_k: int = 5, progress: Progress | None = None
+Render = Callable[[list[tuple[str, Image.Image]]], list[dict[str, Any]]]
+
+
+def render_folder(
+    root: Path,
+    out: Path,
+    render: Render,
+    header: list[str],
+    csv_lines: Callable[[dict[str, Any]], list[list[Any]]],
+    *,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Classify every image under `root`; writes `results.csv` and returns the summary + rows."""
+    """The one runner of many-images jobs: every image under `root`, decoded in batches (files
+    that are not images skipped with the reason), `render` turns a batch of (name, image) into
+    rows, `results.csv` gets `header` and each row's `csv_lines`; the summary with the rows."""
     files = image_files(root)
     if not files:
         raise InferenceInputError("no files found in the upload")
-    k = min(top_k, len(classifier.labels))
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     for done, chunk in enumerate(_batches(files, BATCH)):
         images, refused = _decode(chunk, root)
         skipped += refused
         if images:
-            for (name, _), top in zip(images, classifier.classify([im for _, im in images], top_k=k), strict=True):
-                rows.append({"path": name, "top": [{"label": lab, "probability": p} for lab, p in top]})
+            rows += render(images)
         if progress:
             progress(min(len(files), (done + 1) * BATCH), len(files))
     if not rows:
@@ -177,10 +186,30 @@ def classify_folder(
     out.mkdir(parents=True, exist_ok=True)
     with (out / "results.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["path"] + [c for i in range(1, k + 1) for c in (f"label_{i}", f"probability_{i}")])
+        writer.writerow(header)
         for row in rows:
-            writer.writerow([row["path"]] + [v for t in row["top"] for v in (t["label"], f"{t['probability']:.6f}")])
-    return {"count": len(rows), "skipped": skipped, "rows": rows, "top_k": k}
+            writer.writerows(csv_lines(row))
+    return {"count": len(rows), "skipped": skipped, "rows": rows}
+
+
+def classify_folder(
+    classifier, root: Path, out: Path, *, top_k: int = 5, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Classify every image under `root`; writes `results.csv` and returns the summary + rows."""
+    k = min(top_k, len(classifier.labels))
+
+    def render(images: list[tuple[str, Image.Image]]) -> list[dict[str, Any]]:
+        tops = classifier.classify([image for _, image in images], top_k=k)
+        return [
+            {"path": name, "top": [{"label": label, "probability": p} for label, p in top]}
+            for (name, _), top in zip(images, tops, strict=True)
+        ]
+
+    def csv_lines(row: dict[str, Any]) -> list[list[Any]]:
+        return [[row["path"]] + [v for t in row["top"] for v in (t["label"], f"{t['probability']:.6f}")]]
+
+    header = ["path"] + [c for i in range(1, k + 1) for c in (f"label_{i}", f"probability_{i}")]
+    return {**render_folder(root, out, render, header, csv_lines, progress=progress), "top_k": k}
 
 
 # ----------------------------------------------------------------------------- testing
@@ -403,10 +432,23 @@ def save_top_per_class(
 
 
 def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """One background job. spec: {kind: classify|test, checkpoint, out, input (folder) | split_db}."""
-    classifier = load_classifier(spec["checkpoint"])
+    """One background job. spec: {kind: classify|detect|segment|test, checkpoint, out, input
+    (folder) | split_db (+ targets_db for a detector's or segmentation network's split)}."""
     out = Path(spec["out"])
     out.mkdir(parents=True, exist_ok=True)
+    if spec["kind"] in ("detect", "segment") or spec.get("targets_db"):
+        # Their renderers and tests import this module: imported here, when a job needs them.
+        from workbench.inference import evaluation, renderers
+
+        if spec["kind"] == "detect":
+            detector = predictor_of(spec["checkpoint"], "detect")
+            return renderers.detect_folder(detector, Path(spec["input"]), out, progress=progress)
+        if spec["kind"] == "segment":
+            segmenter = predictor_of(spec["checkpoint"], "segment")
+            return renderers.segment_folder(segmenter, Path(spec["input"]), out, progress=progress)
+        predictor = load_predictor(spec["checkpoint"])
+        return evaluation.test_split(predictor, spec["split_db"], spec["targets_db"], out, progress=progress)
+    classifier = load_classifier(spec["checkpoint"])
     if spec["kind"] == "classify":
         return classify_folder(classifier, Path(spec["input"]), out, progress=progress)
     labels = classifier.labels

@@ -29,7 +29,9 @@ from celery import current_app
 from django.db import transaction
 
 from trainer.checkpoint import atomic_write
-from workbench.inference.services import InferenceError, check_classification_run, checkpoint_path
+from trainer.protocol import CLASSIFICATION
+from workbench.inference import networks
+from workbench.inference.services import InferenceError, checkpoint_path
 from workbench.runs.models import Run
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import WorkerHost
@@ -58,8 +60,12 @@ class ExportState:
 def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportState:
     """The export's zip when it is built; otherwise its build is queued on a worker (once, or
     again when the last try was lost) and the state says so. InferenceError names a bad field."""
-    check_classification_run(run=run, what="exports")
     _, target = _export_paths(run=run, fmt=fmt, checkpoint=checkpoint)
+    if run.dataset.task != CLASSIFICATION:
+        # Said before anything is queued: a format the network cannot be exported to (the page says so too).
+        note = networks.export_notes(run=run).get(fmt, {})
+        if note.get("available") is False:
+            raise InferenceError("format", note["note"])
     if target.exists():
         return ExportState("ready", target)
     state_path = _state_path(target)
@@ -202,6 +208,32 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
     return {"split": split, "images": count, "same_top1": same}
 
 
+TASK_CHECK_IMAGES = 8  # a detector takes one image at a time in ONNX: a few are enough
+
+
+def _dataset_images(run: Run):
+    """Up to TASK_CHECK_IMAGES uint8 images of the run's validation (or test, train) split, for a
+    detector's or segmentation network's export check; None when the dataset is gone."""
+    # torch (with the trainer) is loaded only where this runs, never by every web process
+    import numpy as np  # torch: loaded only where this runs
+
+    from trainer.dataset_folder import DatasetFolderError, load_dataset_folder  # torch: loaded only where this runs
+    from trainer.datum import DatumLMDB  # torch: loaded only where this runs
+
+    try:
+        info = load_dataset_folder(run.dataset.path)
+    except (DatasetFolderError, OSError):
+        return None  # the dataset was deleted: the export is checked on random images
+    split = next((name for name in ("val", "test", "train") if name in info.splits), None)
+    if split is None:
+        return None
+    db = DatumLMDB(info.splits[split].db)
+    try:
+        return np.stack([db[i][0] for i in range(min(TASK_CHECK_IMAGES, len(db)))])
+    finally:
+        db.close()
+
+
 def _export_paths(*, run: Run, fmt: str, checkpoint: str) -> tuple[Path, Path]:
     """The checkpoint file and the zip its export is cached in (named after the file and its
     modification time, so a rewritten checkpoint gets a new export)."""
@@ -225,16 +257,22 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
             return target
         # torch (with the trainer) is loaded only where this runs, never by every web process
         from trainer.export import export_run  # torch: loaded only where this runs
+        from trainer.task_export import export_task_run  # torch: loaded only where this runs
 
         target.parent.mkdir(parents=True, exist_ok=True)
         formats = ("bundle",) if fmt == "bundle" else ("bundle", fmt)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             folder = Path(tmp) / f"run{run.pk}-{fmt}"
             try:
-                report = export_run(source, folder, formats)
+                if run.dataset.task == CLASSIFICATION:
+                    report = export_run(source, folder, formats)
+                    check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
+                else:
+                    # A detector or segmentation network: checked on the dataset's images while exported.
+                    report = export_task_run(source, folder, formats, _dataset_images(run))
+                    check = report.get("onnx_check") or report.get("torchscript_check")
             except (RuntimeError, ValueError) as error:
                 raise InferenceError("format", f"the {fmt} export failed: {error}") from None
-            check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
             (folder / "export.json").write_text(
                 json.dumps(
                     {

@@ -31,7 +31,8 @@ class JobForm(forms.Form):
     )
     images = MultipleImageField(required=False, help_text="or pick image files")
 
-    def __init__(self, *args, checkpoints: list[dict], kind: str, splits: dict, **kwargs):
+    def __init__(self, *args, checkpoints: list[dict], kind: str, splits: dict, uploads: bool = True, **kwargs):
+        """`uploads`: a test may be on uploaded images (a classifier's: class folders or a list)."""
         super().__init__(*args, **kwargs)
         self.kind = kind
         self.fields["checkpoint"].choices = [(c["value"], c["label"]) for c in checkpoints]
@@ -41,16 +42,20 @@ class JobForm(forms.Form):
             choices = [
                 (value, label)
                 for value, label in InferenceJob.Source.choices
-                if value == "upload" or (splits.get(value) or {}).get("count")
+                if (value == "upload" and uploads) or (value != "upload" and (splits.get(value) or {}).get("count"))
             ]
             self.fields["source"].choices = choices
-            self.fields["source"].initial = choices[0][0]
+            self.fields["source"].initial = choices[0][0] if choices else None
+            if not uploads:
+                del self.fields["archive"], self.fields["images"]
 
     def clean(self):
         data = super().clean()
         source = data.get("source") or InferenceJob.Source.UPLOAD
         data["source"] = source
-        if source == InferenceJob.Source.UPLOAD:
+        if source == InferenceJob.Source.UPLOAD and "archive" not in self.fields:
+            self.add_error("source", "Choose the validation or test split (this dataset has neither).")
+        elif source == InferenceJob.Source.UPLOAD:
             if not data.get("archive") and not data.get("images"):
                 self.add_error("archive", "Upload an archive (zip, tar) or pick one or more images.")
             elif data.get("archive") and data.get("images"):

@@ -14,7 +14,8 @@ class InferenceJobQuerySet(models.QuerySet):
 
 
 class InferenceJob(models.Model):
-    """A background job on a trained run: classify many images, or test on labelled images.
+    """A background job on a trained run: classify, detect or segment many images, or test on
+    labelled images (the run's task decides what a test measures).
 
     Runs as a Celery task that starts the inference engine in a subprocess (the worker pool is
     threads); the task relays the engine's progress here. `result` holds the summary the pages
@@ -23,6 +24,8 @@ class InferenceJob(models.Model):
 
     class Kind(models.TextChoices):
         CLASSIFY = "classify", "Classify many"
+        DETECT = "detect", "Detect many"
+        SEGMENT = "segment", "Segment many"
         TEST = "test", "Test"
 
     class State(models.TextChoices):

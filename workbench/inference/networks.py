@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 
 from datasets.models import Dataset
+from trainer.protocol import CLASSIFICATION
 from workbench.core.errors import RequestError
 from workbench.runs.models import Run
 
@@ -89,6 +90,10 @@ def export_notes(*, run: Run) -> dict[str, dict]:
     from trainer.export import format_notes  # torch: loaded only where this runs
 
     spec = input_of_run(run)
+    if run.dataset.task != CLASSIFICATION:
+        from trainer.task_export import task_format_notes  # torch: loaded only where this runs
+
+        return task_format_notes(run.dataset.task, spec.network, spec.shape)
     try:
         parameters = _parameters(spec)
     except ValueError:  # a network that cannot be built any more: the export will say why

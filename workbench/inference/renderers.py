@@ -3,12 +3,14 @@ detector, a mask with its legend for a segmentation network. Runs where the engi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from trainer.protocol import IGNORE_INDEX
+from workbench.inference import engine
 from workbench.inference.engine import png_data_url
 
 
@@ -49,3 +51,63 @@ def class_palette() -> np.ndarray:
             value >>= 3
         colours[index] = (r, g, b)
     return colours
+
+
+# ----------------------------------------------------------------------------- many images
+# A detect-many or segment-many job: engine.run_job's runner with these renderers in place of
+# classify_folder; the same upload, batches, skipped files, progress, result.json and CSV.
+
+
+def detect_folder(detector, root: Path, out: Path, *, min_score: float = 0.05, progress=None) -> dict[str, Any]:
+    """Boxes of every image under `root` (in each image's own pixels); `results.csv` holds one
+    line per box (an image without any: one line with an empty label)."""
+
+    def render(images: list[tuple[str, Image.Image]]) -> list[dict[str, Any]]:
+        found = detector.detect([image for _, image in images], min_score=min_score)
+        return [
+            {"path": name, "width": image.size[0], "height": image.size[1],
+             "boxes": sorted(boxes, key=lambda box: -box["score"])}
+            for (name, image), boxes in zip(images, found, strict=True)
+        ]  # fmt: skip
+
+    def csv_lines(row: dict[str, Any]) -> list[list[Any]]:
+        return [
+            [row["path"], box["label"], f"{box['score']:.6f}", *(f"{v:.2f}" for v in box["box"])]
+            for box in row["boxes"]
+        ] or [[row["path"], "", "", "", "", "", ""]]
+
+    header = ["path", "label", "score", "x1", "y1", "x2", "y2"]
+    result = engine.render_folder(root, out, render, header, csv_lines, progress=progress)
+    counts: dict[str, int] = {}
+    for row in result["rows"]:
+        for box in row["boxes"]:
+            counts[box["label"]] = counts.get(box["label"], 0) + 1
+    return {**result, "min_score": min_score, "boxes": sum(counts.values()), "class_counts": counts}
+
+
+def segment_folder(segmenter, root: Path, out: Path, *, progress=None) -> dict[str, Any]:
+    """A class per pixel of every image under `root`: each image's colour mask as a PNG in
+    `masks/`, and the share of each class; `results.csv` holds one line per image."""
+    palette = class_palette()
+    folder = out / "masks"
+    folder.mkdir(parents=True, exist_ok=True)
+    labels = segmenter.labels
+    numbered = iter(range(1 << 62))
+
+    def render(images: list[tuple[str, Image.Image]]) -> list[dict[str, Any]]:
+        rows = []
+        for (name, image), mask in zip(images, segmenter.segment([image for _, image in images]), strict=True):
+            number = next(numbered)
+            Image.fromarray(palette[mask]).save(folder / f"{number}.png")
+            counts = np.bincount(mask.ravel(), minlength=len(labels))
+            shares = {labels[i]: float(counts[i]) / mask.size for i in range(len(labels)) if counts[i]}
+            rows.append({"path": name, "mask": f"{number}.png", "width": image.size[0], "height": image.size[1],
+                         "shares": shares})  # fmt: skip
+        return rows
+
+    def csv_lines(row: dict[str, Any]) -> list[list[Any]]:
+        return [[row["path"], *(f"{row['shares'].get(label, 0.0):.6f}" for label in labels)]]
+
+    result = engine.render_folder(root, out, render, ["path", *labels], csv_lines, progress=progress)
+    legend = [{"label": label, "color": "#" + bytes(palette[i]).hex()} for i, label in enumerate(labels)]
+    return {**result, "legend": legend}

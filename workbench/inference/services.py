@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from trainer import protocol
 from trainer.config import shown
-from trainer.protocol import CLASSIFICATION, DETECTION
+from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION
 from workbench.core.errors import RequestError
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
@@ -124,14 +124,24 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:120] or "file"
 
 
-def check_classification_run(*, run: Run, what: str) -> None:
-    """Classify-many, test jobs and exports are built for classifiers so far: a detection or
-    segmentation run is told so before anything is queued or built."""
+# The many-images job of each task, by the job's kind (a test measures whatever the run's task is).
+TASK_OF_JOB = {InferenceJob.Kind.CLASSIFY: CLASSIFICATION, InferenceJob.Kind.DETECT: DETECTION,
+               InferenceJob.Kind.SEGMENT: SEGMENTATION}  # fmt: skip
+ACTION_OF_TASK = {CLASSIFICATION: "classify", DETECTION: "detect", SEGMENTATION: "segment"}
+
+
+def check_job_kind(*, run: Run, kind: str, source: str) -> None:
+    """A run's many-images job is its task's (a detector's run detects, never classifies); a test
+    of a detector or segmentation network is on a split of its dataset, whose labels are known."""
     task = run.dataset.task
-    if task != CLASSIFICATION:
-        action = "detect" if task == DETECTION else "segment"
+    if kind in TASK_OF_JOB and TASK_OF_JOB[kind] != task:
         raise InferenceError(
-            "run", f"{what} work for classification runs only so far; run #{run.pk} is a {task} run: use {action}"
+            "run", f"run #{run.pk} is a {task} run: it does not {ACTION_OF_TASK[TASK_OF_JOB[kind]]}; "
+            f"use {ACTION_OF_TASK[task]}"
+        )  # fmt: skip
+    if kind == InferenceJob.Kind.TEST and task != CLASSIFICATION and source == InferenceJob.Source.UPLOAD:
+        raise InferenceError(
+            "source", f"a {task} run is tested on its dataset's validation or test split, not on uploaded images"
         )
 
 
@@ -149,11 +159,11 @@ def job_create(
     image files; a test may instead use the dataset's `val` or `test` split."""
     if kind not in InferenceJob.Kind.values:
         raise InferenceError("kind", f"{kind!r} is not one of {', '.join(InferenceJob.Kind.values)}")
-    check_classification_run(run=run, what="classify-many and test jobs")
+    if kind != InferenceJob.Kind.TEST:
+        source = InferenceJob.Source.UPLOAD
+    check_job_kind(run=run, kind=kind, source=source)
     checkpoint_path(run=run, which=checkpoint)  # names the problem now, not in the worker
     files = list(files or [])
-    if kind == InferenceJob.Kind.CLASSIFY:
-        source = InferenceJob.Source.UPLOAD
     if source not in InferenceJob.Source.values:
         raise InferenceError("source", f"{source!r} is not one of {', '.join(InferenceJob.Source.values)}")
     if source == InferenceJob.Source.UPLOAD:
@@ -220,7 +230,10 @@ def _prepare_input(job: InferenceJob) -> dict:
         info = load_dataset_folder(job.run.dataset.path)
         if job.source not in info.splits:
             raise InferenceError("source", f"dataset {job.run.dataset.name!r} has no {job.source} split")
-        spec["split_db"] = str(info.splits[job.source].db)
+        split = info.splits[job.source]
+        spec["split_db"] = str(split.db)
+        if split.targets_db is not None:  # a detection or segmentation split: its boxes or masks
+            spec["targets_db"] = str(split.targets_db)
         return spec
     archive = job.folder / "upload.archive"
     if archive.exists():

@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from trainer.protocol import CLASSIFICATION
 from workbench.inference import networks, services
 from workbench.inference.api import csv_response
 from workbench.inference.exports import EXPORT_FORMATS
@@ -17,13 +19,19 @@ from workbench.runs.models import Run
 from workbench.runs.selectors import run_for
 from workbench.runs.validators import add_form_errors
 
+# The page each kind of job is started from (a deleted job's page sends its user back there).
+JOB_PAGES = {InferenceJob.Kind.CLASSIFY: "inference-classify", InferenceJob.Kind.DETECT: "inference-detect",
+             InferenceJob.Kind.SEGMENT: "inference-segment", InferenceJob.Kind.TEST: "inference-test"}  # fmt: skip
 FORMAT_LABELS = {"bundle": "Bundle (PyTorch weights)", "torchscript": "TorchScript", "onnx": "ONNX"}
 
 
-def _job_page(request, run: Run, kind: str, template: str):
+def _job_page(request, run: Run, kind: str, template: str, **extra):
     checkpoints = services.checkpoint_choices(run=run)
+    # A detector or segmentation network is tested on its dataset's splits, whose boxes or masks are known.
+    uploads = kind != InferenceJob.Kind.TEST or run.dataset.task == CLASSIFICATION
+    splits = run.dataset.splits or {}
     form = JobForm(
-        request.POST or None, request.FILES or None, checkpoints=checkpoints, kind=kind, splits=run.dataset.splits or {}
+        request.POST or None, request.FILES or None, checkpoints=checkpoints, kind=kind, splits=splits, uploads=uploads
     )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -42,13 +50,29 @@ def _job_page(request, run: Run, kind: str, template: str):
         else:
             return redirect("inference-job", run.pk, job.pk)
     jobs = jobs_visible_to(request.user).filter(run=run, kind=kind)[:20]
-    context = {"run": run, "form": form, "checkpoints": checkpoints, "jobs": jobs}
+    context = {"run": run, "form": form, "checkpoints": checkpoints, "jobs": jobs, **extra}
     return render(request, template, context)
 
 
 def classify_page(request, pk: int):
     run = run_for(request.user, pk)
     return _job_page(request, run, InferenceJob.Kind.CLASSIFY, "inference/classify.html")
+
+
+def detect_page(request, pk: int):
+    run = run_for(request.user, pk)
+    api = reverse("api-run-detect", args=[run.pk])
+    return _job_page(
+        request, run, InferenceJob.Kind.DETECT, "inference/detect.html", action="detect", title="Detect", api=api
+    )
+
+
+def segment_page(request, pk: int):
+    run = run_for(request.user, pk)
+    api = reverse("api-run-segment", args=[run.pk])
+    return _job_page(
+        request, run, InferenceJob.Kind.SEGMENT, "inference/segment.html", action="segment", title="Segment", api=api
+    )
 
 
 def test_page(request, pk: int):
@@ -63,28 +87,40 @@ def _get_job(request, pk: int, job_pk: int) -> InferenceJob:
 
 def job_page(request, pk: int, job_pk: int):
     job = _get_job(request, pk, job_pk)
-    return render(request, "inference/job.html", {"run": job.run, "job": job})
+    # A detector's or segmentation network's jobs and tests have their own page (and its module).
+    template = "inference/job.html" if job.run.dataset.task == CLASSIFICATION else "inference/task_job.html"
+    return render(request, template, {"run": job.run, "job": job})
 
 
 def job_csv(request, pk: int, job_pk: int):
     return csv_response(_get_job(request, pk, job_pk))
 
 
-def job_mistake(request, pk: int, job_pk: int, index: int):
+def _job_image(request, pk: int, job_pk: int, folder: str, name: str) -> FileResponse:
     job = _get_job(request, pk, job_pk)
-    path = job.folder / "out" / "mistakes" / f"{index}.png"
+    path = job.folder / "out" / folder / name
     if not path.is_file():
         raise Http404("no such image")
     return FileResponse(path.open("rb"), content_type="image/png")
+
+
+def job_mistake(request, pk: int, job_pk: int, index: int):
+    return _job_image(request, pk, job_pk, "mistakes", f"{index}.png")
 
 
 def job_top(request, pk: int, job_pk: int, label: int, rank: int):
     """One image of the test's "Top N per category" gallery."""
-    job = _get_job(request, pk, job_pk)
-    path = job.folder / "out" / "top" / f"{label}_{rank}.png"
-    if not path.is_file():
-        raise Http404("no such image")
-    return FileResponse(path.open("rb"), content_type="image/png")
+    return _job_image(request, pk, job_pk, "top", f"{label}_{rank}.png")
+
+
+def job_worst(request, pk: int, job_pk: int, rank: int):
+    """One of a detection or segmentation test's worst images: ground truth beside prediction."""
+    return _job_image(request, pk, job_pk, "worst", f"{rank}.png")
+
+
+def job_mask(request, pk: int, job_pk: int, index: int):
+    """The colour mask of one image of a segment-many job."""
+    return _job_image(request, pk, job_pk, "masks", f"{index}.png")
 
 
 @require_POST
@@ -96,7 +132,7 @@ def job_delete(request, pk: int, job_pk: int):
     kind = job.kind
     services.job_delete(job=job)
     messages.success(request, f"Job {job_pk} deleted.")
-    return redirect("inference-test" if kind == InferenceJob.Kind.TEST else "inference-classify", pk)
+    return redirect(JOB_PAGES[kind], pk)
 
 
 def inside_page(request, pk: int):
@@ -117,11 +153,6 @@ def inside_page(request, pk: int):
 
 def export_page(request, pk: int):
     run = run_for(request.user, pk)
-    try:
-        services.check_classification_run(run=run, what="exports")
-    except services.InferenceError as error:
-        # Said before anything is built: a detector's or segmentation network's exports are to come.
-        return render(request, "inference/export.html", {"run": run, "not_exportable": error.message})
     checkpoints = services.checkpoint_choices(run=run)
     notes = networks.export_notes(run=run) if checkpoints else {}
     formats = [{"value": fmt, "label": FORMAT_LABELS[fmt], **notes.get(fmt, {})} for fmt in EXPORT_FORMATS]

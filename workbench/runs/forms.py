@@ -20,6 +20,7 @@ from trainer.config import (
     default_of,
     plain_number,
 )
+from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
@@ -59,6 +60,8 @@ NETWORK_INFO = {
         "ViT-B/16: a vision transformer on 16×16 patches; wants lots of data.",
         "square sides that are multiples of 16 (224×224)",
     ),
+    # The model zoo (timm's, trainer/zoo.py): its own words and size rules.
+    **{TIMM_PREFIX + name: (entry.description, entry.sizes) for name, entry in ZOO.items()},
     "custom": ("Your own network: a list of layers built in the editor below.", "whatever the layers allow"),
     # Detection datasets' networks (torchvision's, trained from random weights here).
     "fasterrcnn_mobilenet_v3_large_320_fpn": (

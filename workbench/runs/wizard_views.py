@@ -4,6 +4,7 @@ dataset, and whether the run would start now or wait in the queue."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from datasets.models import Dataset
 from trainer.config import NETWORKS, networks_of
 from trainer.protocol import TASK_MIN_SIDE
+from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import executor_named
@@ -80,7 +82,10 @@ def run_new(request):
         "form": form,
         "cloned_from": clone,
         "datasets": {str(d.pk): dataset_facts(d) for d in datasets},
-        "network_info": {name: {"description": text, "sizes": sizes} for name, (text, sizes) in NETWORK_INFO.items()},
+        "network_info": {
+            name: {"description": text, "sizes": sizes, "family": network_family(name)}
+            for name, (text, sizes) in NETWORK_INFO.items()
+        },
         "has_datasets": datasets.exists(),
     }
     return render(request, "runs/new_run.html", context)
@@ -245,8 +250,19 @@ def layer_shapes(request):
 @functools.lru_cache(maxsize=256)
 def _network_fit(name: str, shape: tuple[int, int, int, int]) -> dict:
     # torch (through the trainer) is loaded on the first such request, not by every web process.
-    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
+    from trainer.networks import (  # torch: loaded only where this runs
+        InputSpec,
+        NetworkError,
+        check_input_size,
+        network_cost,
+    )
 
+    if name in NETWORKS and name != "custom":
+        # One meta-device forward gives the parameters and the GFLOPs at the dataset's size; the
+        # size rules below are asked only when it fails (their bisection costs a dozen builds).
+        with contextlib.suppress(NetworkError, RuntimeError, ValueError, AssertionError):
+            params, gflops = network_cost(name, InputSpec(*shape))
+            return {"params": params, "gflops": round(gflops, 3), "problem": ""}
     try:
         if name in NETWORKS:
             check_input_size(name, InputSpec(*shape))
@@ -256,26 +272,31 @@ def _network_fit(name: str, shape: tuple[int, int, int, int]) -> dict:
     except NetworkError as error:
         problem = str(error)
     try:
-        # ViT's size does not change its parameters: counted at its own 224x224 when the images do not fit.
-        params = parameter_count(name, shape if not problem or name != "vit_b_16" else (shape[0], 224, 224, shape[3]))
+        # A transformer's size hardly changes its parameters: counted at its own 224x224 when the
+        # images do not fit its patches.
+        patches = name == "vit_b_16" or (is_timm(name) and zoo_entry(name).multiple > 1)
+        params = parameter_count(name, shape if not problem or not patches else (shape[0], 224, 224, shape[3]))
     except NetworkError:
         params = None
-    return {"params": params, "problem": problem}
+    return {"params": params, "gflops": None, "problem": problem}
 
 
 @require_GET
 def network_fit(request):
-    """Parameter count of every standard network for the dataset, and whether its images fit."""
+    """Parameter count of every standard network for the dataset, and whether its images fit;
+    with zoo=1 the zoo's (timm's) networks instead, asked for second by the page: some thirty
+    builds on the meta device, which the classic networks' answer does not wait for."""
     dataset = usable_datasets(request.user).filter(pk=parse_id(request.GET.get("dataset", ""))).first()
     if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
     shape = network_input(dataset, _crop(request.GET.get("crop_size", "")))
+    zoo = request.GET.get("zoo") == "1"
     # Only the dataset's task's networks can train on it; the page hides the others.
     mine = networks_of(dataset.task)
     result = {
         name: _network_fit(name, shape) if name in mine else {"params": None, "problem": "", "other_task": True}
         for name in NETWORK_INFO
-        if name != "custom"
+        if name != "custom" and is_timm(name) == zoo
     }
     return JsonResponse({"networks": result, "input": list(shape[:3]), "task": dataset.task})
 

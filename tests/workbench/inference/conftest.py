@@ -51,6 +51,42 @@ def digits_run(trained, owner) -> Run:
     return run
 
 
+TASK_NETWORKS = {"detection": "fasterrcnn_mobilenet_v3_large_320_fpn", "segmentation": "lraspp_mobilenet_v3_large"}
+
+
+def task_run(owner, task: str, labels: list[str], *, network: str | None = None, test_images: int = 0) -> Run:
+    """A done run of `task` whose best checkpoint is the network's untrained weights (seeded),
+    written as the trainer writes them (the trainer's own tests train them: tests/trainer/
+    test_tasks.py); with `test_images`, its dataset folder holds a 32x32 test split of shapes."""
+    import torch
+
+    from tests.support.task_data import make_task_folder
+    from trainer.checkpoint import CheckpointStore
+    from trainer.networks import InputSpec
+    from trainer.tasks import task_for
+
+    network = network or TASK_NETWORKS[task]
+    size = 32 if test_images else 64
+    dataset = Dataset.objects.create(owner=owner, name=task, status=Dataset.Status.READY, labels=labels, task=task,
+                                     image_width=size, image_height=size, channels=3)  # fmt: skip
+    if test_images:
+        shutil.rmtree(dataset.path, ignore_errors=True)
+        make_task_folder(dataset.path, task=task, size=size, train=1, val=0, test=test_images)
+        meta = json.loads((dataset.path / "dataset.json").read_text())
+        Dataset.objects.filter(pk=dataset.pk).update(splits=meta["splits"], labels=meta["labels"])
+        dataset.refresh_from_db()
+    run = Run.objects.create(owner=owner, name=task, dataset=dataset, network=network, state=Run.State.DONE)
+    torch.manual_seed(0)
+    model = task_for(task).build_model(network, InputSpec(3, size, size, len(dataset.labels)))
+    preprocessing = {"width": size, "height": size, "channels": 3, "resize_mode": "squash", "crop": None,
+                     "input_shape": [3, size, size]}  # fmt: skip
+    state = {"model": model.state_dict(), "config": {"network": network}, "labels": dataset.labels, "task": task,
+             "preprocessing": preprocessing, "step": 1}  # fmt: skip
+    shutil.rmtree(run.run_dir, ignore_errors=True)
+    CheckpointStore(run.run_dir).save(state, step=1, is_best=True)
+    return run
+
+
 def val_images(run: Run, count: int = 10):
     """(uint8 H x W gray images, labels) from the run's dataset validation split."""
     from trainer.datum import DatumLMDB

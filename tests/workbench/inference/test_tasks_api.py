@@ -10,31 +10,11 @@ import base64
 import io
 
 import pytest
-import torch
 from PIL import Image
 
-from datasets.models import Dataset
-from trainer.checkpoint import CheckpointStore
-from trainer.networks import InputSpec
-from trainer.tasks import task_for
-from workbench.runs.models import Run
+from tests.workbench.inference.conftest import task_run
 
 pytestmark = pytest.mark.django_db
-
-NETWORKS = {"detection": "fasterrcnn_mobilenet_v3_large_320_fpn", "segmentation": "lraspp_mobilenet_v3_large"}
-
-
-def task_run(owner, task: str, labels: list[str]) -> Run:
-    dataset = Dataset.objects.create(owner=owner, name=task, status=Dataset.Status.READY, labels=labels, task=task)
-    run = Run.objects.create(owner=owner, name=task, dataset=dataset, network=NETWORKS[task], state=Run.State.DONE)
-    torch.manual_seed(0)
-    model = task_for(task).build_model(NETWORKS[task], InputSpec(3, 64, 64, len(labels)))
-    preprocessing = {"width": 64, "height": 64, "channels": 3, "resize_mode": "squash", "crop": None,
-                     "input_shape": [3, 64, 64]}  # fmt: skip
-    state = {"model": model.state_dict(), "config": {"network": NETWORKS[task]}, "labels": labels, "task": task,
-             "preprocessing": preprocessing, "step": 1}  # fmt: skip
-    CheckpointStore(run.run_dir).save(state, step=1, is_best=True)
-    return run
 
 
 def png(width: int, height: int) -> io.BytesIO:
@@ -76,13 +56,17 @@ def test_it_segments_an_image_at_its_own_size_with_a_legend(owner_client, owner,
     assert client.post(f"/api/runs/{run.pk}/segment/", {"image": png(10, 10)}).status_code == 404
 
 
-def test_it_says_before_building_that_jobs_and_exports_are_classifications_so_far(owner_client, owner):
-    run = task_run(owner, "segmentation", ["background", "square", "disc"])
-    answer = owner_client.get(f"/api/runs/{run.pk}/download/", {"format": "onnx"})
-    assert answer.status_code == 400
-    message = "exports work for classification runs only so far; run #{} is a segmentation run: use segment"
-    assert answer.json() == {"run": [message.format(run.pk)]}
+def test_it_says_before_building_what_a_detector_cannot_export_or_be_asked(owner_client, owner):
+    run = task_run(owner, "detection", ["square", "disc"], network="ssdlite320_mobilenet_v3_large")
     page = owner_client.get(f"/runs/{run.pk}/export/").content.decode()
-    assert 'id="not-exportable"' in page and "use segment" in page
-    job = owner_client.post(f"/api/runs/{run.pk}/test/", {"source": "val"}, content_type="application/json")
-    assert job.status_code == 400 and "use segment" in job.json()["run"][0]
+    assert '<option value="onnx" disabled>' in page and "Not available for ssdlite320_mobilenet_v3_large" in page
+    assert '<option value="torchscript">' in page
+    answer = owner_client.get(f"/api/runs/{run.pk}/download/", {"format": "onnx"})
+    assert answer.status_code == 400 and "cannot export it" in answer.json()["format"][0]
+    assert not (run.run_dir / "exports").exists()  # refused before anything was queued or built
+    upload = owner_client.post(f"/api/runs/{run.pk}/test/", {"source": "upload", "images": png(40, 40)})
+    assert upload.json() == {
+        "source": ["a detection run is tested on its dataset's validation or test split, not on uploaded images"]
+    }
+    many = owner_client.post(f"/api/runs/{run.pk}/classify-many/", {"images": png(40, 40)})
+    assert many.json() == {"run": [f"run #{run.pk} is a detection run: it does not classify; use detect"]}

@@ -1,0 +1,110 @@
+// Detect one image: drop or pick it, see its boxes with class and score drawn on it; the score
+// slider and the class boxes filter the boxes the server returned, without asking it again.
+import { postForm } from "../workbench/http.js";
+import { dropImage, percent, vocColour } from "./common.js";
+
+const card = document.getElementById("detect-one");
+if (card) {
+  const fileInput = document.getElementById("detect-file");
+  const zone = document.getElementById("dropzone");
+  const error = document.getElementById("detect-error");
+  const threshold = document.getElementById("detect-threshold");
+  const classes = document.getElementById("detect-classes");
+  const svg = document.getElementById("detect-boxes");
+  let lastFile = null, answer = null;
+
+  async function detect(file) {
+    lastFile = file;
+    error.textContent = "";
+    document.getElementById("detect-result").hidden = true;
+    const data = new FormData();
+    data.append("image", file);
+    data.append("checkpoint", document.getElementById("detect-checkpoint").value);
+    data.append("min_score", "0.05"); // the slider filters from here, in the page
+    zone.textContent = `Detecting in ${file.name}…`;
+    try {
+      answer = await postForm(card.dataset.api, data);
+      await showImage(file);
+      showClasses(answer.labels);
+      draw();
+      zone.textContent = `${file.name}: drop another image, or click to choose one`;
+    } catch (exc) {
+      error.textContent = exc.message; // it names the file
+      zone.textContent = "Drop an image here, or click to choose one";
+    }
+    zone.appendChild(fileInput);
+  }
+
+  function showImage(file) {
+    const image = document.getElementById("detect-image");
+    const loaded = new Promise((resolve) => { image.onload = resolve; image.onerror = resolve; });
+    if (image.src) URL.revokeObjectURL(image.src);
+    image.src = URL.createObjectURL(file);
+    // Boxes are in the image's own pixels: the SVG's view box is the image, whatever size it is shown at.
+    svg.setAttribute("viewBox", `0 0 ${answer.width} ${answer.height}`);
+    document.getElementById("detect-result").hidden = false;
+    return loaded;
+  }
+
+  function showClasses(labels) {
+    const wanted = new Set([...classes.querySelectorAll("input:not(:checked)")].map((box) => box.value));
+    classes.replaceChildren(classes.querySelector("legend") || document.createElement("legend"));
+    labels.forEach((label, index) => {
+      const item = document.createElement("label");
+      item.style.fontWeight = "normal";
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.value = label;
+      box.checked = !wanted.has(label); // a class turned off stays off for the next image
+      box.addEventListener("change", draw);
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = vocColour(index + 1);
+      item.append(box, swatch, document.createTextNode(label));
+      classes.appendChild(item);
+    });
+  }
+
+  function draw() {
+    if (!answer) return;
+    const min = Number(threshold.value);
+    document.getElementById("detect-threshold-value").textContent = min.toFixed(2);
+    const on = new Set([...classes.querySelectorAll("input:checked")].map((box) => box.value));
+    const shown = answer.boxes.filter((b) => b.score >= min && on.has(b.label));
+    const ns = "http://www.w3.org/2000/svg";
+    svg.replaceChildren(...shown.map((b) => {
+      const [x1, y1, x2, y2] = b.box;
+      const colour = vocColour(answer.labels.indexOf(b.label) + 1);
+      const group = document.createElementNS(ns, "g");
+      group.setAttribute("class", "box");
+      const rect = document.createElementNS(ns, "rect");
+      Object.entries({ x: x1, y: y1, width: x2 - x1, height: y2 - y1, fill: "none", stroke: colour,
+        "stroke-width": 2, "vector-effect": "non-scaling-stroke" }).forEach(([k, v]) => rect.setAttribute(k, v));
+      const text = document.createElementNS(ns, "text");
+      text.setAttribute("x", x1 + 2);
+      text.setAttribute("y", y1);
+      text.setAttribute("dominant-baseline", "hanging");
+      text.setAttribute("fill", colour);
+      text.textContent = `${b.label} ${percent(b.score)}`;
+      const title = document.createElementNS(ns, "title");
+      title.textContent = text.textContent;
+      group.append(rect, text, title);
+      return group;
+    }));
+    document.getElementById("detect-summary").textContent =
+      `${shown.length} of ${answer.boxes.length} boxes shown (score ≥ ${min.toFixed(2)}) · ${answer.checkpoint}`;
+    document.querySelector("#detect-table tbody").replaceChildren(...shown.map((b) => {
+      const tr = document.createElement("tr");
+      for (const value of [b.label, percent(b.score), b.box.map((v) => v.toFixed(1)).join(", ")]) {
+        const td = document.createElement("td");
+        td.textContent = value;
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+  }
+
+  dropImage(zone, fileInput, detect);
+  threshold.addEventListener("input", draw);
+  document.getElementById("detect-checkpoint").addEventListener("change", () => { if (lastFile) detect(lastFile); });
+}

@@ -1,0 +1,128 @@
+// A detector's or segmentation network's job: detect-many and segment-many results, or a test
+// (per-class AP or IoU table, precision-recall curves, the worst images first).
+import { getJSON } from "../workbench/http.js";
+import { followJob, percent, skippedNote, sortable } from "./common.js";
+import { plotlyText } from "../workbench/plotly_text.js";
+
+const card = document.getElementById("job");
+
+function cells(tr, values) {
+  for (const value of values) {
+    const td = document.createElement("td");
+    if (value instanceof Node) td.appendChild(value); else td.textContent = value;
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+function header(table, columns) {
+  table.tHead.rows[0].replaceChildren(...columns.map(([key, name, type]) => {
+    const th = document.createElement("th");
+    th.textContent = name;
+    if (key) th.dataset.key = key;
+    if (type) th.dataset.type = type;
+    return th;
+  }));
+}
+
+function legend(list, entries) {
+  list.replaceChildren(...(entries || []).map((c) => {
+    const item = document.createElement("li");
+    const swatch = document.createElement("span");
+    swatch.className = "swatch";
+    swatch.style.background = c.color;
+    item.append(swatch, document.createTextNode(c.label));
+    return item;
+  }));
+}
+
+const orNone = (value) => (value === null || value === undefined ? "–" : percent(value));
+
+// ------------------------------------------------------------------ test
+function showTest(r) {
+  document.getElementById("test-result").hidden = false;
+  const detection = r.task === "detection";
+  document.getElementById("test-title").textContent = detection ? "Mean average precision (COCO)" : "Segmentation";
+  const metrics = detection
+    ? [["mAP@[.5:.95]", r.map], ["mAP50", r.map_50], ["mAP75", r.map_75], ["mAR@100", r.mar_100]]
+    : [["mIoU", r.miou], ["Dice", r.dice], ["Pixel accuracy", r.pixel_accuracy]];
+  document.getElementById("test-metrics").replaceChildren(...[...metrics.map(([n, v]) => [n, percent(v)]),
+    ["Images", r.count]].map(([name, value]) => {
+    const box = document.createElement("div");
+    box.className = "metric";
+    const b = document.createElement("b");
+    b.textContent = value;
+    box.append(document.createTextNode(name), b);
+    return box;
+  }));
+  document.getElementById("test-notes").textContent = (r.notes || []).join(" ");
+  const table = document.getElementById("per-class");
+  const columns = detection
+    ? [["label", "Class"], ["instances", "Boxes", "number"], ["ap", "AP@[.5:.95]", "number"], ["ap50", "AP50", "number"], ["ar100", "AR@100", "number"]]
+    : [["label", "Class"], ["pixels", "Pixels", "number"], ["iou", "IoU", "number"], ["dice", "Dice", "number"], ["accuracy", "Pixel accuracy", "number"]];
+  header(table, columns);
+  const render = (rows) => table.tBodies[0].replaceChildren(...rows.map((c) => cells(document.createElement("tr"),
+    columns.map(([key], i) => (i === 0 || key === "instances" || key === "pixels" ? c[key] : orNone(c[key]))))));
+  render(r.per_class);
+  sortable(table, () => r.per_class, render);
+  legend(document.getElementById("test-legend"), r.legend);
+  if (detection) drawCurves(r.pr_curves || []);
+  document.getElementById("worst-title").textContent = detection ? "Lowest AP50 first" : "Lowest mean IoU first";
+  const base = card.dataset.worst.replace(/0\.png$/, "");
+  const gallery = document.getElementById("worst");
+  if (!r.worst.length) gallery.innerHTML = '<p class="empty">No image to judge by.</p>';
+  else gallery.replaceChildren(...r.worst.map((w) => {
+    const figure = document.createElement("figure");
+    const img = document.createElement("img");
+    img.className = "pair";
+    img.src = base + w.file;
+    const score = detection ? `AP50 ${percent(w.ap50)}` : `mIoU ${percent(w.miou)}`;
+    img.alt = `${w.name}: ground truth and prediction, ${score}`;
+    const caption = document.createElement("figcaption");
+    caption.textContent = `${w.name}: ${score}`;
+    figure.append(img, caption);
+    return figure;
+  }));
+}
+
+function drawCurves(curves) {
+  if (!curves.length) return;
+  document.getElementById("pr-card").hidden = false;
+  Plotly.react("pr-curves", curves.map((c) => ({
+    type: "scatter", mode: "lines", name: plotlyText(c.label), x: c.recall, y: c.precision, line: { shape: "hv" },
+  })), {
+    margin: { l: 60, r: 20, t: 20, b: 50 }, height: 380,
+    xaxis: { title: { text: "recall" }, range: [0, 1] }, yaxis: { title: { text: "precision" }, range: [0, 1.02] },
+  }, { responsive: true, displaylogo: false });
+}
+
+// ------------------------------------------------------------------ many images
+async function showMany(result) {
+  document.getElementById("many-result").hidden = false;
+  document.getElementById("skipped-note").textContent = skippedNote(result);
+  const rows = (await getJSON(card.dataset.rows)).results;
+  const table = document.getElementById("rows");
+  if (card.dataset.kind === "detect") {
+    document.getElementById("many-summary").textContent =
+      `${result.boxes} boxes scored ${result.min_score} or more in ${result.count} images`;
+    header(table, [["", "Image"], ["", "Boxes"], ["", "Best boxes"]]);
+    table.tBodies[0].replaceChildren(...rows.slice(0, 5000).map((row) => cells(document.createElement("tr"), [
+      row.path, row.boxes.length,
+      row.boxes.slice(0, 5).map((b) => `${b.label} ${percent(b.score)}`).join(", "),
+    ])));
+    return;
+  }
+  legend(document.getElementById("many-legend"), result.legend);
+  header(table, [["", "Image"], ["", "Mask"], ["", "Classes"]]);
+  const base = card.dataset.masks.replace(/0\.png$/, "");
+  table.tBodies[0].replaceChildren(...rows.slice(0, 2000).map((row) => {
+    const img = document.createElement("img");
+    img.className = "mask";
+    img.src = base + row.mask;
+    img.alt = `the classes of ${row.path}`;
+    const shares = Object.entries(row.shares).sort((a, b) => b[1] - a[1]).map(([l, s]) => `${l} ${percent(s)}`);
+    return cells(document.createElement("tr"), [row.path, img, shares.join(", ")]);
+  }));
+}
+
+followJob(card, (result) => (card.dataset.kind === "test" ? showTest(result) : showMany(result)));

@@ -1,0 +1,136 @@
+"""Train-time recipe augmentations on the device, on the whole uint8 batch (torchvision.transforms.v2).
+
+The loader's workers only decode, cut the plain random crop and flip (numpy views, no copies);
+everything a modern recipe adds runs here, after the batch reached its device, so a GPU host
+with few CPU cores is not bound by its loader (bench/bench_recipes.py measures the difference):
+
+    uint8 batch -> random resized crop (every image its own box, one roi_align for the batch)
+                -> TrivialAugment / RandAugment / AutoAugment, colour jitter (uint8)
+                -> normalise -> random erasing -> mixup / cutmix, label smoothing (soft targets)
+
+The policies and the jitter draw their operation once per group of GROUP images (v2 transforms
+draw once per call): per-image draws would cost a call per image, and a group of 8 keeps a
+batch's variety. Each step's draws come from a generator seeded by (seed, step, rank), so a
+resumed run sees the augmentations of an uninterrupted one, and the global RNG (dropout) is
+left as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torchvision.ops import roi_align
+from torchvision.transforms import v2
+
+from trainer.config import ConfigError, TrainConfig
+from trainer.recipes import recipe_augments, recipe_refusal
+
+GROUP = 8  # images that share one draw of a policy's operation and magnitude
+
+_POLICIES: dict[str, Callable[[], v2.Transform]] = {
+    "trivialaugment": v2.TrivialAugmentWide,
+    "randaugment": v2.RandAugment,
+    "autoaugment": v2.AutoAugment,
+}
+
+
+def setting_of(cfg: TrainConfig) -> Callable[[str], Any]:
+    """`path -> value` of a config ("data.color_jitter"), for the rules of trainer/recipes.py."""
+
+    def setting(path: str) -> Any:
+        owner, _, leaf = path.rpartition(".")
+        return getattr({"": cfg, "data": cfg.data, "solver": cfg.solver}[owner], leaf)
+
+    return setting
+
+
+def check_recipe(cfg: TrainConfig, *, channels: int, task: str) -> None:
+    """ConfigError naming the field when the recipe cannot apply to the dataset's images."""
+    refusal = recipe_refusal(setting_of(cfg), channels=channels, task=task)
+    if refusal:
+        raise ConfigError(refusal[1], field=refusal[0])
+
+
+class TrainAugment:
+    """The train batch's way to the network: `(uint8 images, labels) -> (input, targets)`; with no
+    recipe augmentation on, only the normalisation. Targets become class probabilities when
+    mixup, cutmix or label smoothing is on (cross-entropy takes them as they are)."""
+
+    def __init__(self, cfg: TrainConfig, *, num_classes: int, out_size: tuple[int, int], rank: int = 0) -> None:
+        d = cfg.data
+        self.seed, self.rank, self.num_classes = cfg.seed, rank, num_classes
+        self.out_size = out_size
+        self.crop = (
+            v2.RandomResizedCrop(out_size, scale=tuple(d.rrc_scale), ratio=tuple(d.rrc_ratio))
+            if d.random_resized_crop
+            else None
+        )
+        self.device_flip = False  # the loader flips; bench_recipes flips here, on the batch
+        policy = _POLICIES.get(d.auto_augment)
+        steps = [policy()] if policy else []
+        if d.color_jitter:
+            steps.append(v2.ColorJitter(brightness=d.color_jitter, contrast=d.color_jitter, saturation=d.color_jitter))
+        self.per_group = v2.Compose(steps) if steps else None
+        self.erase_p = d.random_erasing
+        self.erasing = v2.RandomErasing(p=1.0)
+        mixes = [v2.MixUp(alpha=d.mixup_alpha, num_classes=num_classes)] if d.mixup_alpha else []
+        mixes += [v2.CutMix(alpha=d.cutmix_alpha, num_classes=num_classes)] if d.cutmix_alpha else []
+        self.mix = v2.RandomChoice(mixes) if mixes else None
+        self.smoothing = cfg.solver.label_smoothing
+        self.active = bool(recipe_augments(setting_of(cfg)))
+
+    def __call__(
+        self,
+        images: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        step: int,
+        normalize: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, Any]:
+        if not self.active:
+            return normalize(images), targets
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed((self.seed * 1_000_003 + step) * 1009 + self.rank)
+            x = normalize(self.images(images))
+            return self.labels(x, targets)
+
+    def images(self, batch: torch.Tensor) -> torch.Tensor:
+        """The uint8 stage: crops, flips, the policy and the jitter; N x C x h x w -> uint8."""
+        if self.crop is not None:
+            batch = self._resized_crops(batch)
+        if self.device_flip:
+            flip = torch.rand(batch.shape[0]) < 0.5
+            batch = torch.where(flip.to(batch.device)[:, None, None, None], batch.flip(-1), batch)
+        if self.per_group is not None:
+            batch = torch.cat([self.per_group(group) for group in batch.split(GROUP)])
+        return batch
+
+    def _resized_crops(self, batch: torch.Tensor) -> torch.Tensor:
+        # v2.RandomResizedCrop draws each image's box (its scale and ratio rules); the boxes are
+        # resampled together by roi_align (bilinear, adaptive sampling: averaged when shrinking).
+        boxes = []
+        for index in range(batch.shape[0]):
+            box = self.crop.make_params([batch[index]])
+            top, left, height, width = box["top"], box["left"], box["height"], box["width"]
+            boxes.append([index, left, top, left + width, top + height])
+        rois = torch.tensor(boxes, dtype=torch.float32, device=batch.device)
+        out = roi_align(batch.float(), rois, self.out_size, spatial_scale=1.0, sampling_ratio=-1, aligned=True)
+        return out.round_().clamp_(0, 255).to(torch.uint8)
+
+    def labels(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The float stage: random erasing per image, then mixup or cutmix and label smoothing."""
+        if self.erase_p:
+            chosen = (torch.rand(x.shape[0]) < self.erase_p).nonzero().flatten().tolist()
+            for index in chosen:
+                x[index] = self.erasing(x[index])
+        if self.mix is None and not self.smoothing:
+            return x, targets
+        if self.mix is not None:
+            x, targets = self.mix(x, targets)
+        else:
+            targets = torch.nn.functional.one_hot(targets, self.num_classes).to(x.dtype)
+        if self.smoothing:
+            targets = targets * (1 - self.smoothing) + self.smoothing / self.num_classes
+        return x, targets
