@@ -10,7 +10,7 @@ import json
 import re
 
 from django.contrib import messages
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -77,21 +77,28 @@ def run_new(request):
                 return redirect(run_page_url(runs[0]))
             messages.success(request, f"Sweep {runs[0].sweep}: {len(runs)} runs queued.")
             return redirect(reverse("run-list") + f"?sweep={runs[0].sweep}")
+    return render_new_run(request, form, cloned_from=clone)
+
+
+def render_new_run(request, form: RunForm, *, cloned_from: int | None = None, **more) -> HttpResponse:
+    """The new-run page with `form` (bound with its errors, or not); `more` adds to its context
+    (the searches app's view renders it again with its search form)."""
     datasets = usable_datasets(request.user)
     context = {
         "form": form,
-        "cloned_from": clone,
+        "cloned_from": cloned_from,
         "datasets": {str(d.pk): dataset_facts(d) for d in datasets},
         "network_info": {
             name: {"description": text, "sizes": sizes, "family": network_family(name)}
             for name, (text, sizes) in NETWORK_INFO.items()
         },
         "has_datasets": datasets.exists(),
+        **more,
     }
     return render(request, "runs/new_run.html", context)
 
 
-def _weights(request, form: RunForm) -> str | None:
+def submitted_weights(request, form: RunForm) -> str | None:
     """The reference of the weights to start from; an upload becomes one of the user's uploads
     first (checked to hold a state_dict). run_submit resolves the reference to a file."""
     data = form.cleaned_data
@@ -108,7 +115,7 @@ def _weights(request, form: RunForm) -> str | None:
 
 def _submit(request, form: RunForm) -> list[Run]:
     """One run (services.run_submit) or a sweep of runs (services.sweep_create, as POST /api/sweeps/)."""
-    pretrained = _weights(request, form)
+    pretrained = submitted_weights(request, form)
     if form.errors:
         return []
     fields, grid = form.run_request(pretrained=pretrained)

@@ -4,6 +4,7 @@ from rest_framework import serializers
 from workbench.runs.serializers import RunCreateSerializer
 from workbench.searches.models import Search, Trial
 from workbench.searches.selectors import best_trial, budget_words, gpu_hours_used, trials_of
+from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS
 
 
 class SearchCreateSerializer(RunCreateSerializer):
@@ -29,8 +30,8 @@ class SearchCreateSerializer(RunCreateSerializer):
     )
     sampler = serializers.ChoiceField(choices=Search.Sampler.choices, default=Search.Sampler.TPE)
     pruner = serializers.ChoiceField(choices=Search.Pruner.choices, default=Search.Pruner.ASHA)
-    trials = serializers.IntegerField(default=20, help_text="trials in all")
-    parallel = serializers.IntegerField(default=2, help_text="trials at once, at most")
+    trials = serializers.IntegerField(default=DEFAULT_TRIALS, help_text="trials in all")
+    parallel = serializers.IntegerField(default=DEFAULT_PARALLEL, help_text="trials at once, at most")
     gpu_hours = serializers.FloatField(required=False, allow_null=True, default=None, help_text="a cap, or null")
     seed = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="for the sampler")
 

@@ -31,6 +31,8 @@ from workbench.searches import studies
 from workbench.searches.models import Search, Trial
 from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used
 from workbench.searches.validators import (
+    DEFAULT_PARALLEL,
+    DEFAULT_TRIALS,
     candidate_values,
     config_path,
     trial_request,
@@ -120,8 +122,8 @@ def search_create(
     direction: str | None = None,
     sampler: str = Search.Sampler.TPE,
     pruner: str = Search.Pruner.ASHA,
-    trials: int = 20,
-    parallel: int = 2,
+    trials: int = DEFAULT_TRIALS,
+    parallel: int = DEFAULT_PARALLEL,
     gpu_hours: float | None = None,
     seed: int | None = None,
 ) -> Search:

@@ -28,6 +28,9 @@ NETWORK = "network"
 RANGE_TYPES = ("loguniform", "uniform", "int")
 TYPES = (*RANGE_TYPES, "choice")
 MAX_TRIALS = 500
+# The budget a search gets when it names none: the form, the API and the CLI all start from these.
+DEFAULT_TRIALS = 20
+DEFAULT_PARALLEL = 2
 MAX_CHOICES = 64
 MAX_PARAMS = 16
 

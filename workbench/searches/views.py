@@ -1,14 +1,24 @@
-"""The search page: the trials table, the best, the budget, Optuna's plots (served as JSON)."""
+"""The search page (the trials table, the best, the budget, Optuna's plots served as JSON), and
+the new-run page's "Create search"."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
+from workbench.core.errors import RequestError
+from workbench.runs.forms import FIELD_OF, RunForm
+from workbench.runs.validators import add_form_errors, sweep_config
+from workbench.runs.wizard_views import render_new_run, submitted_weights
+from workbench.searches.forms import SearchForm
+from workbench.searches.models import Search
 from workbench.searches.plots import search_figures
 from workbench.searches.selectors import best_trial, budget_words, search_for, searches_visible_to, trials_of
+from workbench.searches.services import search_create
 
 
 @login_required
@@ -44,3 +54,42 @@ def search_detail(request, pk: int):
 @login_required
 def search_plots(request, pk: int):
     return JsonResponse({"figures": search_figures(search_for(request.user, pk))})
+
+
+@login_required
+@require_POST
+def search_new(request):
+    """The new-run page's "Create search": its run fields are the base of every trial (RunForm,
+    as for a run), its search fields the space, strategy and budget (SearchForm); both shown
+    again with their errors when refused."""
+    form = RunForm(request.POST, request.FILES, user=request.user)
+    search_form = SearchForm(request.POST)
+    if form.is_valid() and search_form.is_valid():
+        search = _create(request, form, search_form)
+        if search is not None:
+            messages.success(request, f"Search {search.pk} {search.name} started: its first trials are queued.")
+            return redirect("search-detail", search.pk)
+    return render_new_run(request, form, search_form=search_form, search_open=True)
+
+
+def _create(request, form: RunForm, search_form: SearchForm) -> Search | None:
+    if len(form.combinations) > 1:
+        form.add_error("base_lr", "A search takes one value of each field; say what varies in its parameters.")
+        return None
+    pretrained = submitted_weights(request, form)
+    if form.errors:
+        return None
+    fields, _ = form.run_request(pretrained=pretrained)
+    ((combination, _),) = form.combinations
+    try:
+        return search_create(
+            owner=request.user,
+            dataset=form.cleaned_data["dataset"],
+            config=sweep_config(fields.pop("config"), combination),
+            **fields,
+            **search_form.search_request(),
+        )
+    except RequestError as error:
+        if not search_form.add_request_error(error):
+            add_form_errors(form, error, field_of=FIELD_OF)
+        return None

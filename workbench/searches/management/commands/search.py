@@ -18,7 +18,7 @@ from workbench.searches.models import Search
 from workbench.searches.selectors import best_trial, budget_words, trials_of
 from workbench.searches.serializers import SearchDetailSerializer
 from workbench.searches.services import search_create
-from workbench.searches.validators import parse_param
+from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS, parse_param
 
 
 class Command(TrainCommand):
@@ -35,8 +35,15 @@ class Command(TrainCommand):
             "epochs=int:1:4, batch_size=choice:32,64 (names: lr, momentum, weight_decay, optimizer, lr_policy, "
             "batch_size, network, or a trainer field's dotted path)",
         )  # fmt: skip
-        parser.add_argument("--trials", type=int, default=20, help="trials in all (default 20)")
-        parser.add_argument("--parallel", type=int, default=2, help="trials at once, at most (default 2)")
+        parser.add_argument(
+            "--trials", type=int, default=DEFAULT_TRIALS, help=f"trials in all (default {DEFAULT_TRIALS})"
+        )
+        parser.add_argument(
+            "--parallel",
+            type=int,
+            default=DEFAULT_PARALLEL,
+            help=f"trials at once, at most (default {DEFAULT_PARALLEL})",
+        )
         parser.add_argument("--gpu-hours", type=float, help="a cap on the GPU-hours the trials spend")
         parser.add_argument("--sampler", choices=Search.Sampler.values, default="tpe")
         parser.add_argument("--pruner", choices=Search.Pruner.values, default="asha")
