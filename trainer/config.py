@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import decimal
 import json
 import math
 import os
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.finetune_config import check_finetune
+from trainer.messages import ConfigError, plain_number, shown
 from trainer.protocol import METRIC_DIRECTION, TASK_NETWORKS
 from trainer.recipes import AUTO_AUGMENTS, PRESETS, under_preset
 from trainer.zoo import TIMM_NETWORKS
@@ -57,39 +58,6 @@ def networks_of(task: str) -> tuple[str, ...]:
     return TASK_NETWORKS.get(task, NETWORKS)
 
 
-def plain_number(value: float) -> str:
-    """A number as a message shows it: 1048576, 0.05, 0.0001, never 1.04858e+06 or 1e-04.
-
-    Every refusal that names a limit or a value formats it here (the trainer's, the form's, the API's).
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
-        return str(int(value))
-    text = f"{value:.6g}"
-    if "e" in text:  # small or huge: written out, without the exponent
-        text = format(decimal.Decimal(text), "f")
-    return text
-
-
-class ConfigError(ValueError):
-    """A config value is invalid. `field` names it (dotted: "solver.base_lr") so that callers
-    across the process boundary (the workbench's validators) need not parse the text; str() reads
-    "field: message" as before, for the trainer's own command line and logs."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-        self.message = message
-
-    def __reduce__(self):  # keeps `field` when pickled (DDP spawn, multiprocessing)
-        return (_config_error, (self.message, self.field))
-
-
-def _config_error(message: str, field: str | None) -> ConfigError:
-    return ConfigError(message, field=field)
-
-
 @dataclass
 class DataConfig:
     dataset: str = ""  # a dataset folder (see docs/formats.md)
@@ -99,6 +67,9 @@ class DataConfig:
     mean_subtraction: str = "image"  # image | pixel | none
     num_workers: int = 2  # DataLoader worker processes per training process
     prefetch_factor: int = 4  # batches each worker keeps ready
+    # Pretrained weights' own mean and std (per channel, 0..1 pixels): replace mean_subtraction.
+    norm_mean: list[float] | None = None
+    norm_std: list[float] | None = None
     # Train-time recipe augmentations (trainer/augment.py, on the device; recipes.WHERE says where
     # each runs). A random resized crop replaces the loader's random crop, at crop_size (or the
     # images' size), over this share of the image's area and range of aspect ratios.
@@ -144,6 +115,11 @@ class TrainConfig:
     custom_layers: list[dict[str, Any]] | None = None  # network == "custom"
     pretrained: str | None = None  # a state_dict file for fine-tuning
     preset: str | None = None  # recipes.PRESETS: fills the fields a config leaves out (config_from_dict)
+    # Fine-tuning (trainer/finetune.py): the backbone (what `pretrained` gave) frozen for some
+    # epochs, then at base_lr x backbone_lr_mult; BatchNorm in eval mode when freeze_bn.
+    freeze_backbone_epochs: float = 0.0
+    backbone_lr_mult: float = 1.0
+    freeze_bn: bool = False
     solver: SolverConfig = field(default_factory=SolverConfig)
     epochs: float = 10.0
     batch_size: int = 64  # global: divided over the processes
@@ -275,6 +251,8 @@ RANGES: dict[str, Range] = {
     "stop_check_interval": Range(1, 1_000_000, integer=True),
     "dist_timeout_s": Range(0, 7 * 24 * 3600, above_low=True),  # a week: datetime.timedelta holds it
     "model_parallel": Range(1, 64, integer=True),
+    "freeze_backbone_epochs": Range(0, MAX_EPOCHS),
+    "backbone_lr_mult": Range(0, 1),
     "nodes": Range(1, 64, integer=True),
     "solver.base_lr": Range(0, 10, above_low=True),
     "solver.momentum": Range(0, 1),
@@ -303,21 +281,6 @@ RANGES: dict[str, Range] = {
 DECAY_POLICIES = ("step", "multistep", "exp")
 MAX_DEVICES = 64  # per node: the most a host reports
 MAX_LIST = 100  # step_values, betas: short lists; longer ones are refused before they are read
-
-
-def shown(value: Any) -> str:
-    """A value as a refusal quotes it: numbers plainly, a 400-digit integer by its length and
-    long text cut, so a message never repeats a megabyte that was sent."""
-    if isinstance(value, bool):
-        return "true" if value else "false"  # as JSON writes it: what an API client sent
-    if isinstance(value, int) and abs(value) >= 10**15:
-        return f"a {len(str(abs(value)))}-digit number"
-    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e15:
-        return f"{value:.3g}"
-    if isinstance(value, int | float):
-        return plain_number(value)
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_number(name: str, value: Any, *, optional: bool = False) -> None:
@@ -502,6 +465,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         raise ConfigError(f"only used with network 'custom', not {cfg.network!r}", field="custom_layers")
     if not isinstance(cfg.compile, bool) or not isinstance(cfg.channels_last, bool):
         raise ConfigError("must be true or false", field="compile/channels_last")
+    check_finetune(cfg)
     if not cfg.run_dir:
         raise ConfigError("required (the folder for checkpoints and events)", field="run_dir")
     if check_paths:

@@ -120,15 +120,21 @@ class ShardedSampler(Sampler):
 
 
 class Normalize:
-    """uint8 N x C x H x W on the device -> float (x - mean) / 255, optionally channels_last."""
+    """uint8 N x C x H x W on the device -> float (x - mean) / 255 [/ std], optionally channels_last.
 
-    def __init__(self, mean: torch.Tensor | None, *, channels_last: bool = False) -> None:
+    `std` (per channel, of 0..1 pixels) comes with pretrained weights' own normalisation, whose
+    mean is then theirs too (`weights_mean`)."""
+
+    def __init__(
+        self, mean: torch.Tensor | None, *, std: torch.Tensor | None = None, channels_last: bool = False
+    ) -> None:
         self.mean = mean
+        self.std = std
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
 
     def to(self, device: torch.device) -> Normalize:
         mean = None if self.mean is None else self.mean.to(device)
-        out = Normalize(mean)
+        out = Normalize(mean, std=None if self.std is None else self.std.to(device))
         out.memory_format = self.memory_format
         return out
 
@@ -136,7 +142,19 @@ class Normalize:
         x = batch.float()
         if self.mean is not None:
             x = x - self.mean
-        return x.mul_(1.0 / 255).contiguous(memory_format=self.memory_format)
+        x = x.mul_(1.0 / 255)
+        if self.std is not None:
+            x = x.div_(self.std)
+        return x.contiguous(memory_format=self.memory_format)
+
+
+def weights_normalize(values: list[float], channels: int) -> torch.Tensor:
+    """Pretrained weights' per-channel mean or std as a C x 1 x 1 tensor for `channels` channels
+    (an RGB triple averaged for gray images: the stem's weights are summed over RGB for them)."""
+    tensor = torch.tensor(values, dtype=torch.float32)
+    if channels == 1 and tensor.numel() == 3:
+        tensor = tensor.mean(dim=0, keepdim=True)
+    return tensor.view(-1, 1, 1)
 
 
 def mean_tensor(info: DatasetInfo, mode: str, crop_size: int | None) -> torch.Tensor | None:

@@ -17,6 +17,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer import finetune
 from trainer.augment import TrainAugment, check_recipe
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
@@ -132,16 +133,22 @@ def build_run(
     data = build_data(cfg, info, task=task, rank=rank, world=world, pin_memory=device.type == "cuda")
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     model = task.build_model(cfg.network, spec)
-    if cfg.pretrained:
-        load_pretrained(model, cfg.pretrained)
+    loaded, replaced = load_pretrained(model, cfg.pretrained) if cfg.pretrained else ([], [])
+    if rank == 0 and cfg.pretrained:
+        finetune.describe_load(loaded, replaced, info.num_classes)
+    batchnorm_layers = finetune.keep_batchnorm_eval(model) if cfg.freeze_bn else 0
     stages = place_model(model, cfg, spec, devices)
     if rank == 0 and len(stages) > 1:
         for number, stage in enumerate(stages, 1):
             log.info("model parallel: stage %d of %d on %s", number, len(stages), stage.describe())
     torch.manual_seed(cfg.seed + rank)  # but independent dropout streams
     total_steps = solver_total_steps(cfg.epochs, data.train_count, cfg.batch_size)
-    optimizer = build_optimizer(cfg.solver, model.parameters())
-    scheduler = build_scheduler(cfg.solver, optimizer, total_steps)
+    groups = finetune.parameter_groups(model, loaded, cfg)
+    if rank == 0:
+        finetune.report_plan(groups, cfg, batchnorm_layers)
+    optimizer = build_optimizer(cfg.solver, groups)
+    frozen = finetune.frozen_steps(groups, cfg, data.steps_per_epoch)
+    scheduler = build_scheduler(cfg.solver, optimizer, total_steps, frozen=frozen)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     wrapped: nn.Module = model
     if cfg.compile:
@@ -189,8 +196,10 @@ def preprocessing_of(run: Run) -> dict[str, Any]:
         "channels": info.channels,
         "resize_mode": info.resize_mode,
         "crop": cfg.data.crop_size,
-        "mean": cfg.data.mean_subtraction,
+        "mean": cfg.data.mean_subtraction if run.data.normalize.std is None else "weights",
         "scale": 1 / 255,
+        # Pretrained weights' own std (after the mean and the 1/255): inference divides by it too.
+        "std": None if run.data.normalize.std is None else run.data.normalize.std.flatten().tolist(),
         "input_shape": list(run.data.input_shape),
     }
 

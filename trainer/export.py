@@ -24,7 +24,8 @@ FORMATS = ("bundle", "torchscript", "onnx")
 README = """This folder is a model trained by the workbench ({network}, {num_classes} classes).
 
 Files: model.safetensors (weights), labels.txt (class i on line i+1), preprocessing.json,
-config.json (the training config), mean.npy (the mean subtracted from inputs, if any),
+config.json (the training config), mean.npy (the mean subtracted from inputs, if any; with
+pretrained weights' normalisation, preprocessing.json's "std" divides the result after the 1/255),
 model.torchscript.pt / model.onnx when exported.
 
 Preprocessing ({channels} channel(s)): resize the image to {width}x{height} ("{resize_mode}"),
@@ -54,8 +55,11 @@ With plain PyTorch (torch, numpy, Pillow{extra_packages}), from this folder:
         x = x[:, top:top + pre["crop"], left:left + pre["crop"]]
     if pre["mean"] != "none":
         x = x - torch.from_numpy(np.load("mean.npy"))
+    x = x / 255
+    if pre.get("std"):
+        x = x / torch.tensor(pre["std"]).view(-1, 1, 1)
     with torch.no_grad():
-        probs = torch.softmax(model((x / 255).unsqueeze(0)), dim=1)[0]
+        probs = torch.softmax(model(x.unsqueeze(0)), dim=1)[0]
     print([(labels[i], float(probs[i])) for i in probs.topk(min(5, len(labels))).indices])
 
 {resize_note}"""

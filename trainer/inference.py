@@ -74,7 +74,9 @@ class Classifier:
         self.model = model.to(self.device).eval()
         self.labels = labels
         self.preprocessing = preprocessing
-        self.normalize = Normalize(mean).to(self.device)
+        std = preprocessing.get("std")  # pretrained weights' own normalisation, when trained with it
+        self.normalize = Normalize(mean, std=None if std is None else torch.tensor(std).view(-1, 1, 1))
+        self.normalize = self.normalize.to(self.device)
 
     def preprocess(self, images: list[Image.Image]) -> torch.Tensor:
         batch = np.stack([image_to_uint8(im, self.preprocessing) for im in images])

@@ -90,10 +90,20 @@ def lr_at(solver: SolverConfig, step: int, total_steps: int) -> float:
 
 
 def build_scheduler(
-    solver: SolverConfig, optimizer: torch.optim.Optimizer, total_steps: int
+    solver: SolverConfig, optimizer: torch.optim.Optimizer, total_steps: int, *, frozen: list[int] | None = None
 ) -> torch.optim.lr_scheduler.LambdaLR:
+    """The policy on every parameter group (each scaled from its own initial rate); `frozen[i]`:
+    group i's rate is 0 for its first steps (fine-tuning's frozen backbone, trainer/finetune.py)."""
     base = solver.base_lr
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(solver, step, total_steps) / base)
+
+    def scale(step: int) -> float:
+        return lr_at(solver, step, total_steps) / base
+
+    if not frozen or not any(frozen):
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, scale)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, [lambda step, until=until: 0.0 if step < until else scale(step) for until in frozen]
+    )
 
 
 def total_steps(epochs: float, train_count: int, batch_size: int) -> int:

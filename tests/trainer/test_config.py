@@ -169,6 +169,8 @@ def test_it_launches_with_every_bound_it_accepts(name):
             continue  # need as many devices: the device checks cover them (test_parallel, test_cluster)
         if name == "early_stopping_patience" and value:
             raw["val_interval"] = 1.0
+        if name in ("freeze_backbone_epochs", "backbone_lr_mult"):
+            raw["pretrained"] = "weights.pt"  # fine-tuning fields need weights to fine-tune
         for policy in ("step", "multistep", "exp", "inv", "poly", "sigmoid", "cosine", "onecycle"):
             try:
                 cfg = config_from_dict(

@@ -10,7 +10,7 @@ from torch import nn
 
 from trainer.config import NETWORKS, ConfigError, TrainConfig
 from trainer.custom_net import CustomNetError
-from trainer.data import LMDBImageDataset, Normalize, mean_tensor
+from trainer.data import LMDBImageDataset, Normalize, mean_tensor, weights_normalize
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec, NetworkError, build_model, check_input_size
@@ -74,6 +74,11 @@ class ClassificationTask:
         return LMDBImageDataset(db, crop_size=crop, train=True, **flips)
 
     def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Normalize:
+        if cfg.data.norm_mean is not None and cfg.data.norm_std is not None:
+            # Pretrained weights learnt on inputs normalised their way: fine-tuning keeps it.
+            mean = weights_normalize(cfg.data.norm_mean, info.channels) * 255
+            std = weights_normalize(cfg.data.norm_std, info.channels)
+            return Normalize(mean, std=std, channels_last=cfg.channels_last)
         mean = mean_tensor(info, cfg.data.mean_subtraction, cfg.data.crop_size)
         return Normalize(mean, channels_last=cfg.channels_last)
 
