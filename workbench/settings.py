@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "workbench",
     "workbench.workers",
     "workbench.runs",
+    "workbench.weights",
     "datasets",
     "workbench.inference",
     "workbench.benchmarks",
@@ -200,6 +201,13 @@ FILE_UPLOAD_TEMP_DIR = DATA_DIR / "uploads" / "tmp"
 FILE_UPLOAD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 MAX_UPLOAD_BYTES = env_int("WORKBENCH_MAX_UPLOAD_BYTES", 20 * 1024**3, minimum=1)
+
+# Weights a run may start from (`manage.py weights`, the Weights page): the workbench's own store
+# and torchvision's cache, which an online machine fills, read where torchvision puts it.
+# Nothing is downloaded on a worker; `manage.py weights fetch` does it on a machine that is online.
+WEIGHTS_DIR = env_path("WORKBENCH_WEIGHTS_DIR", DATA_DIR / "weights")
+_CACHE_HOME = env_path("XDG_CACHE_HOME", Path.home() / ".cache")
+TORCH_HUB_CHECKPOINTS = env_path("TORCH_HOME", _CACHE_HOME / "torch") / "hub" / "checkpoints"
 
 # Folders on this server that users may import datasets from.
 IMPORT_ROOTS = env_path_list("WORKBENCH_IMPORT_ROOTS")

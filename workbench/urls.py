@@ -34,6 +34,7 @@ urlpatterns = [
     path("admin/password_change/", RedirectView.as_view(url=reverse_lazy("password_change"))),
     path("admin/", admin.site.urls),
     path("runs/", include("workbench.runs.urls")),
+    path("weights/", include("workbench.weights.urls")),
     path("benchmarks/", include("workbench.benchmarks.urls")),
     path("searches/", include("workbench.searches.urls")),
     path("datasets/", include("datasets.urls")),

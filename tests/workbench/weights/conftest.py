@@ -1,0 +1,21 @@
+import pytest
+import torch
+import torchvision
+
+
+@pytest.fixture
+def store(settings, tmp_path):
+    """The store's folder and torchvision's cache, private to the test."""
+    settings.WEIGHTS_DIR = tmp_path / "weights"
+    settings.TORCH_HUB_CHECKPOINTS = tmp_path / "torch" / "hub" / "checkpoints"
+    return settings
+
+
+@pytest.fixture(scope="session")
+def mobilenet_file(tmp_path_factory):
+    """A lab's own mobilenet_v3_small weights (ImageNet's 1000 classes): a state_dict of a
+    weights=None build, the smallest network of the store's."""
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("lab") / "lab-mobilenet.pth"
+    torch.save(torchvision.models.mobilenet_v3_small(weights=None).state_dict(), path)
+    return path

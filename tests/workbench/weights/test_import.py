@@ -1,0 +1,114 @@
+"""`manage.py weights import|list|fetch`: a file checked (tensors only, complete, the network's
+shapes, the published hash) and filed, or refused in one line with nothing filed."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from workbench.weights import catalog, services
+from workbench.weights.catalog import Published
+from workbench.weights.checks import file_sha256
+from workbench.weights.models import StoredWeights
+
+pytestmark = pytest.mark.django_db
+
+
+def weights(*args: str) -> str:
+    out = StringIO()
+    call_command("weights", *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def published_as(monkeypatch, path, network: str = "mobilenet_v3_small") -> Published:
+    """`path` as if torchvision published it: the one stand-in here, for the download.pytorch.org
+    file this machine cannot fetch (the hash rule, the metadata and the names stay real)."""
+    real = catalog.torchvision_published(network)[0]
+    prefix = file_sha256(path)[:8]
+    fake = Published(**{**real.__dict__, "hash_prefix": prefix, "file_name": f"{network}-{prefix}.pth"})
+    monkeypatch.setattr(services, "published_for", lambda name: [fake] if name == network else [])
+    return fake
+
+
+def test_it_files_a_lab_file_as_local_unverified_and_lists_it_as_json(store, mobilenet_file):
+    line = weights("import", str(mobilenet_file), "--network", "mobilenet_v3_small", "--tag", "lab v3")
+
+    row = StoredWeights.objects.get()
+    assert line.strip() == (
+        f"filed as weights:{row.pk}: local weights of mobilenet_v3_small, unverified "
+        "(not a file mobilenet_v3_small's library publishes)"
+    )
+    assert (row.source, row.verified, row.tag, row.tensor_count) == ("local", False, "lab-v3", 244)
+    assert row.file.parent == store.WEIGHTS_DIR and row.file.read_bytes() == mobilenet_file.read_bytes()
+    listed = json.loads(weights("list", "--format", "json"))
+    assert [{k: e[k] for k in ("id", "network", "source", "verified")} for e in listed] == [
+        {"id": row.pk, "network": "mobilenet_v3_small", "source": "local", "verified": False}
+    ]
+
+
+def test_it_files_a_published_file_as_verified_with_its_metadata(store, mobilenet_file, monkeypatch):
+    fake = published_as(monkeypatch, mobilenet_file)
+
+    line = weights("import", str(mobilenet_file), "--network", "mobilenet_v3_small")
+
+    row = StoredWeights.objects.get()
+    assert "verified against the published sha256" in line
+    assert (row.source, row.tag, row.verified, row.file_name) == ("torchvision", "IMAGENET1K_V1", True, fake.file_name)
+    assert row.label == "ImageNet-1k (torchvision IMAGENET1K_V1)"
+    assert row.preprocessing() == {"norm_mean": [0.485, 0.456, 0.406], "norm_std": [0.229, 0.224, 0.225]}
+    assert row.top1 == 67.668 and row.resize == 256 and row.crop == 224
+
+
+def test_it_finds_a_published_file_dropped_into_torchvisions_cache(store, mobilenet_file, monkeypatch):
+    fake = published_as(monkeypatch, mobilenet_file)
+    store.TORCH_HUB_CHECKPOINTS.mkdir(parents=True)
+    (store.TORCH_HUB_CHECKPOINTS / fake.file_name).write_bytes(mobilenet_file.read_bytes())
+
+    listed = json.loads(weights("list", "--format", "json"))
+
+    assert [(e["network"], e["source"], e["verified"], e["file"]) for e in listed] == [
+        ("mobilenet_v3_small", "torchvision", True, fake.file_name)
+    ]
+
+
+def test_it_refuses_what_is_not_the_networks_weights_in_one_line_filing_nothing(store, mobilenet_file, tmp_path):
+    truncated = tmp_path / "truncated.pth"
+    truncated.write_bytes(mobilenet_file.read_bytes()[:200_000])
+    pickled = tmp_path / "evil.pth"
+    pickled.write_bytes(pickle.dumps(os.system))  # code: weights_only never runs it
+    cases = {
+        (str(mobilenet_file), "mobilenet_v3_large"): "lab-mobilenet.pth is not mobilenet_v3_large's weights: "
+        "features.2.block.0.0.weight is (72, 16, 1, 1) in the file, (64, 16, 1, 1) in mobilenet_v3_large",
+        (str(mobilenet_file), "resnet18"): "lab-mobilenet.pth is not resnet18's weights: it lacks",
+        (str(truncated), "mobilenet_v3_small"): "truncated.pth is not a complete PyTorch file (truncated or damaged)",
+        (str(pickled), "mobilenet_v3_small"): "evil.pth holds pickled code, not only tensors; refused",
+        (str(mobilenet_file), "nosuchnet"): "unknown network 'nosuchnet'; the store holds weights of: alexnet",
+    }
+    for (path, network), expected in cases.items():
+        with pytest.raises(CommandError) as refused:
+            weights("import", path, "--network", network)
+        message = str(refused.value)
+        assert message.startswith(expected) and "\n" not in message and str(tmp_path) not in message, message
+    assert not StoredWeights.objects.exists()
+    assert not store.WEIGHTS_DIR.exists() or not any(store.WEIGHTS_DIR.iterdir())
+
+
+def test_it_says_fetch_has_no_network_access_here(store, monkeypatch):
+    # A proxy nobody listens on: the download fails at once, as on a machine that is offline.
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+
+    with pytest.raises(CommandError) as refused:
+        weights("fetch", "mobilenet_v3_small")
+
+    assert str(refused.value).startswith(
+        "no network access: cannot download mobilenet_v3_small-047dcff4.pth from "
+        "https://download.pytorch.org/models/mobilenet_v3_small-047dcff4.pth"
+    )
+    assert "manage.py weights import" in str(refused.value)
+    assert not StoredWeights.objects.exists()

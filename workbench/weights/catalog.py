@@ -1,0 +1,128 @@
+"""What the libraries publish for each network: torchvision's `Weights` enums (file name, url, the
+hash prefix in that name, accuracy, preprocessing) and, when timm is installed, its
+`pretrained_cfg`s. Read from the installed libraries, never from the network."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# torch.hub's rule: the file name's last "-<hex>." part is the start of the file's sha256.
+_HASH_IN_NAME = re.compile(r"-([a-f0-9]{8,64})\.")
+# torchvision publishes no licence for most weights: its code is BSD-3-Clause and the weights
+# carry the terms of the data they were trained on (its README says so); we say that, no more.
+TORCHVISION_LICENCE = "torchvision BSD-3-Clause; the training data's terms apply"
+# Networks the store never holds published weights for: ours, and the user-defined one.
+NOT_PUBLISHED = ("lenet", "custom")
+
+
+@dataclass(frozen=True)
+class Published:
+    network: str
+    source: str  # torchvision | timm
+    tag: str  # IMAGENET1K_V1, or timm's "<arch>.<tag>"
+    file_name: str  # what to drop into the cache folder when offline
+    url: str
+    hash_prefix: str  # "" when the library publishes none (timm)
+    dataset: str
+    licence: str
+    accuracy: dict = field(default_factory=dict)
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    resize: int | None = None
+    crop: int | None = None
+    default: bool = False  # the library's DEFAULT (torchvision) or first tag (timm)
+
+    @property
+    def top1(self) -> float | None:
+        return self.accuracy.get("acc@1")
+
+    def matches(self, sha256: str) -> bool:
+        return bool(self.hash_prefix) and sha256.startswith(self.hash_prefix)
+
+
+def _first(value) -> int | None:
+    if isinstance(value, list | tuple):
+        return int(value[0]) if value else None
+    return int(value) if value else None
+
+
+def torchvision_published(network: str) -> list[Published]:
+    # torchvision only here: the pages that import this module list networks without it.
+    from torchvision.models import get_model_weights  # torchvision: loaded only where this runs
+
+    try:
+        enum = get_model_weights(network)
+    except (ValueError, KeyError):
+        return []
+    found = []
+    for weights in enum:
+        meta = weights.meta
+        metrics = next(iter((meta.get("_metrics") or {}).items()), ("", {}))
+        dataset = {"ImageNet-1K": "ImageNet-1k", "COCO-val2017": "COCO"}.get(metrics[0], metrics[0])
+        transforms = weights.transforms()
+        file_name = weights.url.rsplit("/", 1)[-1]
+        match = _HASH_IN_NAME.search(file_name)
+        found.append(
+            Published(
+                network=network,
+                source="torchvision",
+                tag=weights.name,
+                file_name=file_name,
+                url=weights.url,
+                hash_prefix=match.group(1) if match else "",
+                dataset=dataset,
+                licence=meta.get("license") or TORCHVISION_LICENCE,
+                accuracy={k: v for k, v in metrics[1].items() if isinstance(v, int | float)},
+                mean=tuple(getattr(transforms, "mean", ()) or ()) or None,
+                std=tuple(getattr(transforms, "std", ()) or ()) or None,
+                resize=_first(getattr(transforms, "resize_size", None)),
+                crop=_first(getattr(transforms, "crop_size", None)),
+                default=weights == enum.DEFAULT,
+            )
+        )
+    return found
+
+
+def timm_published(network: str) -> list[Published]:
+    """timm's pretrained tags of `network` (an architecture name), when timm is installed."""
+    try:
+        import timm  # optional: the store works with torchvision alone
+    except ImportError:
+        return []
+    found = []
+    for name in timm.list_pretrained(f"{network}.*"):
+        cfg = timm.models.get_pretrained_cfg(name)
+        if cfg is None or not cfg.hf_hub_id:
+            continue
+        size = cfg.input_size[-1] if cfg.input_size else None
+        found.append(
+            Published(
+                network=network,
+                source="timm",
+                tag=name,
+                file_name="models--" + cfg.hf_hub_id.replace("/", "--"),
+                url=f"https://huggingface.co/{cfg.hf_hub_id}",
+                hash_prefix="",
+                dataset="ImageNet-22k → 1k" if "in22k_ft" in name else "ImageNet",
+                licence=cfg.license or "",
+                mean=tuple(cfg.mean) if cfg.mean else None,
+                std=tuple(cfg.std) if cfg.std else None,
+                resize=round(size / cfg.crop_pct) if size and cfg.crop_pct else None,
+                crop=size,
+                default=not found,
+            )
+        )
+    return found
+
+
+def published_for(network: str) -> list[Published]:
+    if network in NOT_PUBLISHED:
+        return []
+    return torchvision_published(network) or timm_published(network)
+
+
+def published_named(network: str, tag: str) -> Published | None:
+    """`network`'s published weights by tag (IMAGENET1K_V1); "DEFAULT" or "" is the library's default."""
+    wanted = (lambda item: item.default) if tag in ("", "DEFAULT") else (lambda item: item.tag == tag)
+    return next((item for item in published_for(network) if wanted(item)), None)

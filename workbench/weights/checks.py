@@ -1,0 +1,81 @@
+"""What a weights file must be before it is filed: tensors only (`torch.load(weights_only=True)`:
+a pickle with code in it is refused, never run), complete (a truncated zip fails to load), and the
+network's own (every tensor of the network built with weights=None, but its classifier, is in the
+file with the same shape). Each refusal is one line that names the file by its name."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from trainer.networks import BUILDERS, InputSpec
+
+# The size the published ImageNet weights were built for; our builders take the classes and size.
+IMAGENET = InputSpec(channels=3, height=224, width=224, num_classes=1000)
+
+
+class WeightsError(ValueError):
+    """A file or a name the store refuses; the message is the one line to show."""
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The file's state_dict (a checkpoint of ours counts by its model), names without DDP's and
+    torch.compile's prefixes."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise WeightsError(
+            f"{path.name} holds pickled code, not only tensors; refused (torch.load with weights_only=True)"
+        ) from None
+    except Exception:  # the details could quote the file; its name and what is wrong is enough
+        raise WeightsError(f"{path.name} is not a complete PyTorch file (truncated or damaged)") from None
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        state = state["model"]
+    if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"{path.name} does not hold a state_dict (names to tensors)")
+    return {str(k).removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+
+
+def head_names(model: nn.Module) -> set[str]:
+    """The classifier's tensors (the last Linear): replaced when fine-tuning, so any shape is fine."""
+    last = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    return {f"{last[-1]}.weight", f"{last[-1]}.bias"} if last else set()
+
+
+def check_network(path: Path, network: str) -> int:
+    """Raises WeightsError unless `path` holds `network`'s weights; returns its tensor count."""
+    builder = BUILDERS.get(network)
+    if builder is None:
+        raise WeightsError(f"unknown network {network!r}")
+    state = load_state_dict(path)
+    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+        model = builder(IMAGENET)
+    own, head = model.state_dict(), head_names(model)
+    for name, tensor in own.items():
+        theirs = state.get(name)
+        if name in head or theirs is None or theirs.shape == tensor.shape:
+            continue
+        raise WeightsError(
+            f"{path.name} is not {network}'s weights: {name} is {tuple(theirs.shape)} in the file, "
+            f"{tuple(tensor.shape)} in {network}"
+        )
+    # BatchNorm's step counters are absent from older published files; torch adds them on load.
+    missing = [n for n in own if n not in state and n not in head and not n.endswith("num_batches_tracked")]
+    if missing:
+        raise WeightsError(
+            f"{path.name} is not {network}'s weights: it lacks {len(missing)} of {network}'s {len(own)} tensors "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
+        )
+    return len(state)

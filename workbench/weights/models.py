@@ -1,0 +1,79 @@
+"""Weights filed in the store: published ones (torchvision, timm) and a lab's own (local).
+
+The store is shared by every user, as a library is: any user may start a run from `weights:<id>`;
+staff file and remove them (`manage.py weights`, the Weights page).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class StoredWeights(models.Model):
+    class Source(models.TextChoices):
+        TORCHVISION = "torchvision"
+        TIMM = "timm"
+        LOCAL = "local"
+
+    network = models.CharField(max_length=100)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    tag = models.CharField(max_length=100, blank=True)  # IMAGENET1K_V2, timm's tag, an import's --tag
+    file_name = models.CharField(max_length=255)  # what users see: the published name, or the imported one's
+    # Absolute: a file in a library's cache lives outside the data dir. Never shown to users.
+    path = models.CharField(max_length=1000, unique=True)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    tensor_count = models.PositiveIntegerField(default=0)
+    verified = models.BooleanField(default=False)  # the hash matched the library's published one
+    licence = models.CharField(max_length=300, blank=True)
+    dataset = models.CharField(max_length=100, blank=True)  # what they were trained on: "ImageNet-1k"
+    accuracy = models.JSONField(default=dict, blank=True)  # published: {"acc@1": 69.758, "acc@5": 89.078}
+    # The weights' own preprocessing, from the library's metadata: mean and std on 0..1 pixels.
+    mean = models.JSONField(null=True, blank=True)
+    std = models.JSONField(null=True, blank=True)
+    resize = models.PositiveIntegerField(null=True, blank=True)
+    crop = models.PositiveIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["network", "-verified", "tag", "pk"]
+        verbose_name_plural = "stored weights"
+
+    def __str__(self) -> str:
+        return f"{self.reference} {self.network} {self.label}"
+
+    @property
+    def file(self) -> Path:
+        return Path(self.path)
+
+    @property
+    def present(self) -> bool:
+        return self.file.is_file()
+
+    @property
+    def reference(self) -> str:
+        """How a run config names them (docs/formats.md)."""
+        return f"weights:{self.pk}"
+
+    @property
+    def label(self) -> str:
+        """As the new-run form offers them: "ImageNet-1k (torchvision IMAGENET1K_V1)"."""
+        if self.source == self.Source.LOCAL:
+            return f"local weights {self.tag or self.file_name} (unverified)"
+        return f"{self.dataset or 'published'} ({self.source} {self.tag})"
+
+    @property
+    def top1(self) -> float | None:
+        value = (self.accuracy or {}).get("acc@1")
+        return float(value) if isinstance(value, int | float) else None
+
+    def preprocessing(self) -> dict:
+        """The normalisation a run fine-tuning from them uses (the trainer config's data fields)."""
+        if not self.mean or not self.std:
+            return {}
+        return {"norm_mean": list(self.mean), "norm_std": list(self.std)}

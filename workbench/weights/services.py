@@ -1,0 +1,177 @@
+"""Filing weights: an import of a file copied in by hand, the discovery of published files the
+libraries' caches (or the store's folder) already hold, and a fetch through the library's own API
+on a machine that is online. Nothing here runs on a worker's training path: a run reads the file
+its `weights:<id>` reference was resolved to."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+
+from trainer.networks import BUILDERS
+from workbench.weights.catalog import NOT_PUBLISHED, Published, published_for, published_named
+from workbench.weights.checks import WeightsError, check_network, file_sha256
+from workbench.weights.models import StoredWeights
+
+
+def store_networks() -> list[str]:
+    """The networks the store files weights for: every network the trainer builds but its own
+    LeNet and the user-defined one (their shapes depend on the dataset)."""
+    return [name for name in BUILDERS if name not in NOT_PUBLISHED]
+
+
+def _check_known(network: str) -> None:
+    if network not in store_networks():
+        raise WeightsError(f"unknown network {network!r}; the store holds weights of: {', '.join(store_networks())}")
+
+
+def _copy_into_store(source: Path, name: str) -> Path:
+    """`source` copied to WEIGHTS_DIR/name through a temp file in the same folder: never half there."""
+    folder = Path(settings.WEIGHTS_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _file(
+    *, path: Path, network: str, sha256: str, published: Published | None, tag: str, tensor_count: int, created_by
+) -> StoredWeights:
+    fields = {
+        "network": network,
+        "file_name": path.name,
+        "sha256": sha256,
+        "size_bytes": path.stat().st_size,
+        "tensor_count": tensor_count,
+        "created_by": created_by,
+        "source": StoredWeights.Source.LOCAL,
+        "tag": tag,
+        "verified": False,
+    }
+    if published is not None:
+        fields |= {
+            "source": published.source,
+            "tag": published.tag,
+            "verified": bool(published.hash_prefix),
+            "licence": published.licence,
+            "dataset": published.dataset,
+            "accuracy": published.accuracy,
+            "mean": list(published.mean) if published.mean else None,
+            "std": list(published.std) if published.std else None,
+            "resize": published.resize,
+            "crop": published.crop,
+        }
+    return StoredWeights.objects.update_or_create(path=str(path), defaults=fields)[0]
+
+
+def weights_import(*, source: Path, network: str, tag: str = "", created_by=None) -> tuple[StoredWeights, str]:
+    """Checks `source` and files a copy of it for `network`; returns the row and one line saying
+    what it was filed as. A file the library does not publish is filed as local, unverified."""
+    _check_known(network)
+    if not source.is_file():
+        raise WeightsError(f"{source.name}: no such file")
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "-", tag).strip("-")[:100]
+    tensor_count = check_network(source, network)
+    sha256 = file_sha256(source)
+    published = next((item for item in published_for(network) if item.matches(sha256)), None)
+    existing = StoredWeights.objects.filter(network=network, sha256=sha256).first()
+    if existing is not None and existing.present:
+        return existing, f"already filed as {existing.reference} ({existing.label})"
+    name = published.file_name if published else f"{network}-{tag or 'local'}-{sha256[:8]}.pth"
+    row = _file(
+        path=_copy_into_store(source, name),
+        network=network,
+        sha256=sha256,
+        published=published,
+        tag=tag,
+        tensor_count=tensor_count,
+        created_by=created_by,
+    )
+    if published:
+        return row, f"filed as {row.reference}: {row.label}, verified against the published sha256"
+    return (
+        row,
+        f"filed as {row.reference}: local weights of {network}, unverified (not a file {network}'s library publishes)",
+    )
+
+
+def cache_folders() -> list[Path]:
+    """Where published files are looked for: the store's folder, then torchvision's cache."""
+    return [Path(settings.WEIGHTS_DIR), Path(settings.TORCH_HUB_CHECKPOINTS)]
+
+
+def weights_discover() -> list[str]:
+    """Files every published file found in the folders (by its published name, the hash checked);
+    returns a line for each one skipped (a name whose content is not the published file)."""
+    filed = set(StoredWeights.objects.values_list("path", flat=True))
+    skipped = []
+    for network in store_networks():
+        for published in published_for(network):
+            if not published.hash_prefix:
+                continue  # timm's live in the Hugging Face cache's own layout: imported, not found
+            for folder in cache_folders():
+                path = folder / published.file_name
+                if str(path) in filed or not path.is_file():
+                    continue
+                sha256 = file_sha256(path)
+                if not published.matches(sha256):
+                    skipped.append(f"{published.file_name}: not the published file (its sha256 differs); not filed")
+                    continue
+                _file(
+                    path=path,
+                    network=network,
+                    sha256=sha256,
+                    published=published,
+                    tag="",
+                    tensor_count=0,
+                    created_by=None,
+                )
+                filed.add(str(path))
+    return skipped
+
+
+def weights_fetch(*, network: str, tag: str = "", progress: bool = True) -> StoredWeights:
+    """Downloads `network`'s published weights through the library's own API into its cache, then
+    files them. For a machine that is online; never called on a worker."""
+    _check_known(network)
+    published = published_named(network, tag)
+    if published is None:
+        known = ", ".join(item.tag for item in published_for(network)) or "none"
+        raise WeightsError(f"{network} has no published weights {tag or 'DEFAULT'!r} (published: {known})")
+    try:
+        _download(published, progress=progress)
+    except OSError as error:  # URLError, a refused connection, a name that does not resolve
+        reason = getattr(error, "reason", None) or error.strerror or type(error).__name__
+        raise WeightsError(
+            f"no network access: cannot download {published.file_name} from {published.url} ({reason}); "
+            f"on a machine that is online run `manage.py weights fetch {network}`; or copy {published.file_name} "
+            f"into WORKBENCH_WEIGHTS_DIR or $TORCH_HOME/hub/checkpoints (found by the next `manage.py weights list`), "
+            f"or file a copy anywhere with `manage.py weights import FILE --network {network}`"
+        ) from None
+    weights_discover()
+    row = StoredWeights.objects.filter(network=network, tag=published.tag).first()
+    if row is None:
+        raise WeightsError(f"{published.file_name} was downloaded but is not the published file; not filed")
+    return row
+
+
+def _download(published: Published, *, progress: bool) -> None:
+    if published.source == "torchvision":
+        # torchvision only here: the store's pages and lists never load it otherwise.
+        from torchvision.models import get_model_weights  # torchvision: loaded only where this runs
+
+        weights = get_model_weights(published.network)[published.tag]
+        # Into the cache folder the store reads, the hash checked by torch.hub against the name.
+        weights.get_state_dict(progress=progress, model_dir=str(settings.TORCH_HUB_CHECKPOINTS), check_hash=True)
+        return
+    raise WeightsError(f"fetching {published.source} weights is not supported yet; download {published.url} by hand")
