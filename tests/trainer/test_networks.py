@@ -3,6 +3,7 @@ network is validated layer by layer; fine-tuning loads matching tensors and repl
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -146,13 +147,16 @@ def test_it_names_the_bad_custom_layer(layers, message):
     assert message in str(info.value)
 
 
-def test_it_fine_tunes_from_a_state_dict_and_replaces_the_head(tmp_path):
+def test_it_fine_tunes_from_a_state_dict_and_replaces_the_head(tmp_path, caplog):
     torch.manual_seed(0)
     source = torchvision.models.resnet18(weights=None, num_classes=1000)
     torch.save(source.state_dict(), tmp_path / "imagenet.pt")
     model = build_model("resnet18", InputSpec(1, 16, 16, 3))
-    loaded, skipped = load_pretrained(model, str(tmp_path / "imagenet.pt"))
+    with caplog.at_level(logging.INFO, logger="trainer"):
+        loaded, skipped = load_pretrained(model, str(tmp_path / "imagenet.pt"))
     assert sorted(skipped) == ["fc.bias", "fc.weight"]
+    # The line reaches the run page: the weights' server file is not in it, by path or by name.
+    assert "loaded 120 tensors, skipped 2" in caplog.text and "imagenet" not in caplog.text
     assert "conv1.weight" in loaded and "layer4.1.bn2.running_var" in loaded
     torch.testing.assert_close(model.conv1.weight, source.conv1.weight.sum(dim=1, keepdim=True))
     torch.testing.assert_close(model.layer2[0].conv1.weight, source.layer2[0].conv1.weight)

@@ -23,7 +23,7 @@ from trainer.config import (
 from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
-from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_of
+from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_epoch, checkpoint_of
 from workbench.runs.services import resolve_devices
 from workbench.runs.validators import (
     RequestError,
@@ -49,13 +49,19 @@ NETWORK_INFO = {
         "designed for 224×224 (DIGITS: 256 cropped to 227)",
     ),
     "googlenet": ("GoogLeNet / Inception v1: inception blocks, no large FC layer.", "designed for 224×224"),
-    "resnet18": ("ResNet-18: residual blocks; a strong, quick default for photos.", "224×224; fine from 32×32"),
-    "resnet34": ("ResNet-34: deeper ResNet, basic blocks.", "224×224; fine from 32×32"),
-    "resnet50": ("ResNet-50: bottleneck blocks; the standard ImageNet baseline.", "224×224; fine from 32×32"),
-    "vgg16": ("VGG-16: 13 convolutions of 3×3 and three big FC layers; heavy.", "224×224; needs at least 32×32"),
-    "mobilenet_v3_small": ("MobileNet-V3 small: depthwise convolutions, for phones and CPUs.", "224×224"),
-    "mobilenet_v3_large": ("MobileNet-V3 large: depthwise convolutions, more accurate than small.", "224×224"),
-    "efficientnet_b0": ("EfficientNet-B0: compound-scaled MBConv blocks.", "224×224"),
+    "resnet18": ("ResNet-18: residual blocks; a strong, quick default for photos.", "designed for 224×224"),
+    "resnet34": ("ResNet-34: deeper ResNet, basic blocks.", "designed for 224×224"),
+    "resnet50": ("ResNet-50: bottleneck blocks; the standard ImageNet baseline.", "designed for 224×224"),
+    "vgg16": (
+        "VGG-16: 13 convolutions of 3×3 and three big FC layers; heavy.",
+        "designed for 224×224; needs at least 32×32",
+    ),
+    "mobilenet_v3_small": ("MobileNet-V3 small: depthwise convolutions, for phones and CPUs.", "designed for 224×224"),
+    "mobilenet_v3_large": (
+        "MobileNet-V3 large: depthwise convolutions, more accurate than small.",
+        "designed for 224×224",
+    ),
+    "efficientnet_b0": ("EfficientNet-B0: compound-scaled MBConv blocks.", "designed for 224×224"),
     "vit_b_16": (
         "ViT-B/16: a vision transformer on 16×16 patches; wants lots of data.",
         "square sides that are multiples of 16 (224×224)",
@@ -79,6 +85,16 @@ NETWORK_INFO = {
     "deeplabv3_resnet50": ("DeepLabV3, ResNet-50: the accurate segmentation baseline.", "from 32×32"),
     "fcn_resnet50": ("FCN, ResNet-50: fully convolutional, the classic.", "from 32×32"),
 }
+
+
+def network_size_note(name: str, shape: tuple[int, int, int, int], problem: str) -> str:
+    """The network table's "Image sizes" cell for this dataset: why the network cannot take its
+    images, or that it takes them, with the size the network was designed for (a note that
+    held for every dataset, "fine from 32×32", read as a warning on an 8×8 one)."""
+    if problem:
+        return problem
+    return f"takes these {shape[2]}×{shape[1]} images; {NETWORK_INFO[name][1]}"
+
 
 START_CHOICES = [
     ("scratch", "From scratch (random weights)"),
@@ -157,9 +173,27 @@ def usable_datasets(user):
     return Dataset.objects.visible_to(user).filter(status=Dataset.Status.READY)
 
 
-def runs_with_weights(user):
+def runs_with_weights(user) -> list[Run]:
+    """The runs one may start from: finished ones first (newest first), then those still going,
+    whose weights are a snapshot of a model still training."""
     runs = Run.objects.visible_to(user).select_related("dataset").order_by("-created_at")
-    return [run for run in runs[:300] if checkpoint_of(run, "best") is not None]
+    found = [run for run in runs[:300] if checkpoint_of(run, "best") is not None]
+    return sorted(found, key=lambda run: not run.is_finished)
+
+
+def weights_reference(run: Run) -> str:
+    """A finished run gives its best checkpoint; one still going its latest snapshot (its best so
+    far may be an early one, and the choice says which it is)."""
+    return f"run:{run.pk}" if run.is_finished else f"run:{run.pk}:last"
+
+
+def previous_run_label(run: Run) -> str:
+    which = "best" if run.is_finished else "last"
+    epoch = checkpoint_epoch(run, which)
+    at = f", epoch {plain_number(round(epoch, 2))}" if epoch is not None else ""
+    if run.is_finished:
+        return f"#{run.pk} {run.name} ({run.network}, {run.state}: best checkpoint{at})"
+    return f"#{run.pk} {run.name} ({run.network}, {run.state} — its latest snapshot{at})"
 
 
 class DatasetChoiceField(forms.ModelChoiceField):
@@ -272,7 +306,7 @@ class RunForm(forms.Form):
         # The live previews clean a few fields on every keystroke: they skip the checkpoint scan.
         self.previous_runs = {} if preview else {str(run.pk): run for run in runs_with_weights(user)}
         self.fields["previous_run"].choices = [("", "—")] + [
-            (pk, f"#{pk} {run.name} ({run.network}, {run.state})") for pk, run in self.previous_runs.items()
+            (pk, previous_run_label(run)) for pk, run in self.previous_runs.items()
         ]
         devices = Device.objects.filter(kind=Device.Kind.GPU).select_related("host")
         self.fields["gpus"].choices = [
@@ -432,7 +466,7 @@ class RunForm(forms.Form):
             if run is None:
                 self.add_error("previous_run", "Choose the run whose weights to start from.")
                 return
-            self._check_reference(f"run:{run.pk}", data, field="previous_run")
+            self._check_reference(weights_reference(run), data, field="previous_run")
         elif start == "upload" and not data.get("pretrained_file"):
             self.add_error("pretrained_file", "Choose a .pt file holding a state_dict.")
         elif start == "path":

@@ -189,6 +189,7 @@ class PretrainedWeights(models.Model):
     size_bytes = models.PositiveBigIntegerField(default=0)
     source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     source_checkpoint = models.CharField(max_length=8, blank=True)  # "best" | "last" for a run's weights
+    source_epoch = models.FloatField(null=True, blank=True)  # the copied checkpoint's epoch
     created = models.DateTimeField(default=timezone.now)
 
     objects = PretrainedWeightsQuerySet.as_manager()

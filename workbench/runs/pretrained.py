@@ -17,6 +17,7 @@ from django.db import IntegrityError
 
 from trainer import protocol
 from workbench.runs.models import PretrainedWeights, Run
+from workbench.runs.selectors import runs_visible_to
 
 MAX_PRETRAINED_BYTES = 2 * 1024**3
 CHUNK = 1 << 20
@@ -129,6 +130,19 @@ def checkpoint_of(run: Run, which: str) -> Path | None:
     return protocol.best_checkpoint(run.run_dir) or protocol.latest_checkpoint(run.run_dir)
 
 
+def checkpoint_epoch(run: Run, which: str) -> float | None:
+    """The epoch of the checkpoint `checkpoint_of(run, which)` names, from the checkpoint index
+    (no torch, no checkpoint read: the new-run form labels every run with it); None when the
+    index does not say (a snapshot saved between validations)."""
+    path = checkpoint_of(run, which)
+    if path is None:
+        return None
+    index = protocol.read_index(run.run_dir)
+    meta = index["best"] if path.name == protocol.BEST else index["snapshots"].get(path.name)
+    epoch = (meta or {}).get("epoch")
+    return float(epoch) if isinstance(epoch, int | float) else None
+
+
 def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
     """The weights of `run`'s checkpoint copied out for `owner` (a checkpoint is rotated and the
     run may be deleted; the copy stays). The same checkpoint file gives the same copy."""
@@ -165,21 +179,28 @@ def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
                 "size_bytes": target.stat().st_size,
                 "source_run": run,
                 "source_checkpoint": which,
+                # The run page names the epoch fine-tuned from after the run's checkpoints rotate.
+                "source_epoch": state.get("epoch"),
             },
         )[0]
     except IntegrityError:  # two submissions copied the same checkpoint at once
         return PretrainedWeights.objects.get(path=_relative(target))
 
 
-def reference_for_path(path: str | None) -> str | None:
-    """A stored config's `pretrained` file as the reference it was resolved from (what users see)."""
+def weights_for_path(path: str | None) -> PretrainedWeights | None:
+    """The weights row a stored config's `pretrained` file was resolved from."""
     if not path:
         return None
     try:
         relative = _relative(Path(path))
     except ValueError:
         return None
-    weights = PretrainedWeights.objects.filter(path=relative).first()
+    return PretrainedWeights.objects.select_related("source_run").filter(path=relative).first()
+
+
+def reference_for_path(path: str | None) -> str | None:
+    """A stored config's `pretrained` file as the reference it was resolved from (what users see)."""
+    weights = weights_for_path(path)
     return weights.reference if weights else None
 
 
@@ -188,3 +209,21 @@ def config_for_display(config: dict) -> dict:
     if not config.get("pretrained"):
         return config
     return {**config, "pretrained": reference_for_path(config["pretrained"])}
+
+
+def weights_source_for(user, run: Run) -> dict | None:
+    """What `run` was fine-tuned from, as `user` may see it: a run's checkpoint (the run only when
+    they may see it, and still there), or uploaded weights by the name they were uploaded as;
+    None for a run trained from scratch. Never the file's path."""
+    weights = weights_for_path((run.config or {}).get("pretrained"))
+    if weights is None:
+        return None
+    if not weights.source_checkpoint:
+        return {"kind": "upload", "name": weights.name}
+    source = runs_visible_to(user).filter(pk=weights.source_run_id).first() if weights.source_run_id else None
+    return {
+        "kind": "run",
+        "run": source,
+        "epoch": weights.source_epoch,
+        "checkpoint": "best" if weights.source_checkpoint == "best" else "latest snapshot",
+    }

@@ -191,6 +191,60 @@ def test_it_lets_staff_start_from_a_run_they_can_see(client, staff_user, alice_r
     assert response.status_code == 201, response.json()
 
 
+# ----------------------------------------------------------------------------- fine-tuning, told
+
+
+def epochs_run(user, name: str, state: str, epochs: tuple[float, float]) -> Run:
+    """A run of `user` in `state`, its best checkpoint at epochs[0] and its latest at epochs[1]."""
+    run = run_create(owner=user, dataset=building_dataset(user, f"{name}-data"), name=name, network="lenet",
+                     config={}, device_request={"kind": "cpu"})  # fmt: skip
+    store = CheckpointStore(run.run_dir)
+    for step, epoch in enumerate(epochs, start=1):
+        state_dict = {"model": build_model("lenet", SPEC).state_dict(), "epoch": epoch, "config": {}}
+        store.save(state_dict, step=step, is_best=step == 1, metrics={"epoch": epoch})
+    Run.objects.filter(pk=run.pk).update(state=state)
+    run.refresh_from_db()
+    return run
+
+
+def test_it_lists_finished_runs_first_and_a_running_one_as_its_latest_snapshot(owner_client, owner):
+    from tests.workbench.runs.test_wizard import valid
+
+    done = epochs_run(owner, "finished-one", Run.State.DONE, (8, 10))
+    running = epochs_run(owner, "still-going", Run.State.RUNNING, (2, 3))  # newer: listed first before
+    form = owner_client.get(reverse("run-new")).context["form"]
+    choices = [label for value, label in form.fields["previous_run"].choices if value]
+    assert choices == [
+        f"#{done.pk} finished-one (lenet, done: best checkpoint, epoch 8)",
+        f"#{running.pk} still-going (lenet, running — its latest snapshot, epoch 3)",
+    ]
+    dataset = Dataset.objects.create(owner=owner, name="mine", status=Dataset.Status.READY, image_width=8,
+                                     image_height=8, channels=1, labels=["a", "b", "c"],
+                                     splits={"train": {"count": 24}})  # fmt: skip
+    response = owner_client.post(reverse("run-new"), valid(dataset, start_from="run", previous_run=str(running.pk)))
+    assert response.status_code == 302, response.context["form"].errors
+    tuned = Run.objects.exclude(pk__in=(done.pk, running.pk)).get(dataset=dataset)
+    page = owner_client.get(reverse("run-detail", args=[tuned.pk])).content.decode()
+    url = reverse("run-detail", args=[running.pk])
+    link = f"<a href=\"{url}\">run #{running.pk} 'still-going'</a>"
+    assert f"Fine-tuned from {link}, epoch 3 (latest snapshot)" in page
+    assert settings.DATA_DIR.name not in page and "pretrained/" not in page
+
+
+def test_it_names_the_source_on_the_run_page_never_its_path(owner_client, owner, alice_upload):
+    done = epochs_run(owner, "finished-one", Run.State.DONE, (8, 10))
+    pages = {}
+    for reference in (f"run:{done.pk}", f"upload:{alice_upload.pk}"):
+        response = submit(owner_client, building_dataset(owner, f"mine-{len(pages)}"), reference)
+        assert response.status_code == 201, response.json()
+        pages[reference] = owner_client.get(reverse("run-detail", args=[response.json()["id"]])).content.decode()
+    url = reverse("run-detail", args=[done.pk])
+    link = f"<a href=\"{url}\">run #{done.pk} 'finished-one'</a>"
+    assert f"Fine-tuned from {link}, epoch 8 (best)" in pages[f"run:{done.pk}"]
+    assert "Fine-tuned from uploaded weights 'alice.pt'" in pages[f"upload:{alice_upload.pk}"]
+    assert all(settings.DATA_DIR.name not in page for page in pages.values())
+
+
 # ----------------------------------------------------------------------------- the upload endpoint
 
 
