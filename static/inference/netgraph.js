@@ -3,16 +3,12 @@
 // skip connections as arcs (ResNet). The server sends {nodes: [{id, name, type, detail, shape,
 // params, inputs}], params, input, output}; this module lays it out in rows and draws SVG.
 import { getJSON } from "../workbench/http.js";
+import { formatCount } from "../workbench/format.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const BOX_W = 210, BOX_H = 50, GAP_X = 30, GAP_Y = 26;
+const MIN_BAND_ROWS = 4; // fewer rows than this per band reads as a scatter, not a flow
 
-export function formatCount(n) {
-  if (n === null || n === undefined) return "–";
-  if (n >= 1e6) return `${(n / 1e6).toFixed(n >= 1e7 ? 1 : 2)} M`;
-  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} k`;
-  return String(n);
-}
 
 function shapeText(shape) { return shape.length ? shape.join("×") : "scalar"; }
 
@@ -47,12 +43,30 @@ function shortName(name) {
   return parts.length > 2 ? `…${parts.slice(-2).join(".")}` : name;
 }
 
+// A network is a tall, narrow column of boxes: folded into side-by-side bands that use the
+// card's width (a chain of layers filled a fifth of it), each band as tall as the rows need.
+function bandsFor(container, rows, columns) {
+  const bandWidth = columns * (BOX_W + GAP_X) + GAP_X + 60;
+  // The card's inner width: the canvas itself has none while empty (display: none).
+  const card = container.parentElement;
+  const style = getComputedStyle(card);
+  const inner = card.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 4;
+  const available = inner > 0 ? inner : bandWidth;
+  const bands = Math.max(1, Math.min(Math.floor(available / bandWidth), Math.ceil(rows / MIN_BAND_ROWS)));
+  return { bands, rowsPerBand: Math.ceil(rows / bands), bandWidth: Math.max(bandWidth, available / bands) };
+}
+
 function draw(container, graph) {
   const { place, rows, columns } = layout(graph.nodes);
-  const width = columns * (BOX_W + GAP_X) + GAP_X + 60, height = rows * (BOX_H + GAP_Y) + GAP_Y;
+  const { bands, rowsPerBand, bandWidth } = bandsFor(container, rows, columns);
+  const width = Math.floor(bands * bandWidth), height = rowsPerBand * (BOX_H + GAP_Y) + GAP_Y;
   const svg = el("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "netgraph", role: "img",
     "aria-label": `${graph.network}: ${graph.nodes.length} layers, ${formatCount(graph.params)} parameters` });
-  const at = (id) => ({ x: GAP_X + place[id].column * (BOX_W + GAP_X), y: GAP_Y + place[id].row * (BOX_H + GAP_Y) });
+  const band = (id) => Math.floor(place[id].row / rowsPerBand);
+  const at = (id) => ({
+    x: band(id) * bandWidth + GAP_X + place[id].column * (BOX_W + GAP_X),
+    y: GAP_Y + (place[id].row % rowsPerBand) * (BOX_H + GAP_Y),
+  });
   const edges = el("g", { class: "edges" });
   for (const node of graph.nodes) {
     const to = at(node.id);
@@ -61,9 +75,10 @@ function draw(container, graph) {
       const x1 = from.x + BOX_W / 2, y1 = from.y + BOX_H, x2 = to.x + BOX_W / 2, y2 = to.y;
       const span = place[node.id].row - place[input].row;
       // A skip over several rows in the same column would cross the boxes between: arc beside them.
-      const d = span > 1 && place[node.id].column === place[input].column
+      const sameColumn = place[node.id].column === place[input].column && band(node.id) === band(input);
+      const d = span > 1 && sameColumn
         ? `M${from.x + BOX_W},${from.y + BOX_H / 2} C${from.x + BOX_W + 40},${from.y + BOX_H / 2} ${to.x + BOX_W + 40},${to.y + BOX_H / 2} ${to.x + BOX_W},${to.y + BOX_H / 2}`
-        : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
+        : `M${x1},${y1} C${x1},${y1 + GAP_Y} ${x2},${y2 - GAP_Y} ${x2},${y2}`;
       edges.append(el("path", { d, "data-from": input, "data-to": node.id }));
     }
   }

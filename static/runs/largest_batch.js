@@ -1,6 +1,6 @@
 // The new-run page's "Find the largest batch": queues a one-cell benchmark with the batch-size
 // finder for the chosen network, image size, precision and GPUs (it waits for those GPUs like
-// any benchmark), follows it, and fills the batch-size field with the run's global batch.
+// any benchmark), follows it, and offers the run's global batch for the batch-size field ("Use 412").
 import { getJSON, sendJSON } from "../workbench/http.js";
 
 const FINAL = ["done", "failed", "cancelled"];
@@ -40,10 +40,23 @@ export function largestBatchFinder({ form, button, status, network, dataset }) {
     button.disabled = false;
     status.textContent = answerText(answer, dataset()?.train);
     status.dataset.state = answer.batch_size ? "found" : "failed";
-    if (answer.batch_size) {
-      form.elements.batch_size.value = String(answer.batch_size);
+    if (answer.batch_size) offerValue(answer.batch_size);
+  }
+
+  // The answer is offered, not written over what the user typed: they may want a smaller batch.
+  function offerValue(batchSize) {
+    const use = document.createElement("button");
+    use.type = "button";
+    use.className = "secondary";
+    use.id = "use-batch";
+    use.textContent = `Use ${batchSize}`;
+    use.title = "Put this batch size in the batch-size field";
+    use.addEventListener("click", () => {
+      form.elements.batch_size.value = String(batchSize);
       form.elements.batch_size.dispatchEvent(new Event("input", { bubbles: true }));
-    }
+      use.remove();
+    });
+    status.append(" ", use);
   }
 
   function fail(error) {

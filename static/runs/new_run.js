@@ -4,6 +4,7 @@
 import { getJSON, postForm, sendJSON } from "../workbench/http.js";
 import { networkGraph } from "../inference/netgraph.js";
 import { largestBatchFinder } from "./largest_batch.js";
+import { formatBytes, formatCount, formatPercent } from "../workbench/format.js";
 
 const form = document.getElementById("run-form");
 const datasets = JSON.parse(document.getElementById("dataset-facts-data").textContent);
@@ -63,12 +64,6 @@ function showDataset() {
 // ------------------------------------------------------------------ networks
 function network() { const c = form.querySelector("input[name=network]:checked"); return c ? c.value : "lenet"; }
 
-function formatCount(n) {
-  if (n === null || n === undefined) return "–";
-  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} M`;
-  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} k`;
-  return String(n);
-}
 
 for (const row of document.querySelectorAll("#network-table tbody tr")) {
   const info = networkInfo[row.dataset.network];
@@ -131,7 +126,7 @@ async function loadNetworks(zoo = false, asked = ++networksAsked) {
     row.querySelector(".network-params").textContent = formatCount(fit.params);
     row.querySelector(".network-gflops").textContent = fit.gflops == null ? "–" : fit.gflops.toFixed(fit.gflops < 1 ? 3 : 1);
     const cell = row.querySelector(".network-fit");
-    cell.textContent = fit.problem || networkInfo[row.dataset.network].sizes;
+    cell.textContent = fit.note || fit.problem || networkInfo[row.dataset.network].sizes;
     cell.classList.toggle("bad", Boolean(fit.problem));
     row.classList.toggle("unfit", Boolean(fit.problem));
     // A network that cannot take these images cannot be chosen; the reason stands in its row.
@@ -346,7 +341,7 @@ function showDeviceFields() {
   refreshPlacement();
 }
 
-function mb(value) { return value >= 1024 ? `${(value / 1024).toFixed(1)} GiB` : `${value} MiB`; }
+const mb = (value) => formatBytes(value * 2 ** 20); // the inventory counts MiB
 
 async function refreshDevices() {
   try {
@@ -372,7 +367,7 @@ async function refreshDevices() {
           });
           pick.appendChild(box);
         }
-        const util = device.utilization_percent === null ? "–" : `${Math.round(device.utilization_percent)}%`;
+        const util = device.utilization_percent === null ? "–" : formatPercent(device.utilization_percent / 100);
         const holder = device.in_use ? (device.run ? `#${device.run.id} ${device.run.name} (${device.run.owner})` : "another user's run") : "free";
         const memory = device.memory_total_mb ? `${mb(device.memory_used_mb)} / ${mb(device.memory_total_mb)}` : "–";
         const cells = [host.hostname + (host.online ? "" : " (offline)"),

@@ -5,6 +5,7 @@
 //   sizes:       binary units, as the GPUs report memory: B, KiB, MiB, GiB, TiB (one decimal)
 //   durations:   12 s, 3 min 5 s, 1 h 2 min
 //   dates:       2026-12-02 14:03:09 in the reader's time zone
+//   whole:       12,345 (images/s); counts: 11.2 M, 61.5 k (parameters)
 const DASH = "–";
 const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
 
@@ -55,6 +56,22 @@ export function formatDuration(seconds) {
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+// Whole numbers (images/s) with thousands separators, 12,345, without Intl (see formatDate).
+export function formatWhole(value) {
+  if (!isNumber(value)) return DASH;
+  const rounded = Math.round(value);
+  return String(rounded).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+// Large counts (parameters) short: 11.2 M, 1.23 M, 61.5 k.
+export function formatCount(value) {
+  if (!isNumber(value)) return DASH;
+  const size = Math.abs(value);
+  if (size >= 1e6) return `${(value / 1e6).toFixed(size >= 1e7 ? 1 : 2)} M`;
+  if (size >= 1e3) return `${(value / 1e3).toFixed(1)} k`;
+  return String(Math.round(value));
 }
 
 // Without Intl: the first toLocaleString() of a page loads the locale data (~40 ms).

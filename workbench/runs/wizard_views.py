@@ -22,7 +22,7 @@ from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import executor_named
-from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, usable_datasets
+from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.models import Run
 from workbench.runs.network_fit import network_input, parameter_count
@@ -288,6 +288,11 @@ def _network_fit(name: str, shape: tuple[int, int, int, int]) -> dict:
     return {"params": params, "gflops": None, "problem": problem}
 
 
+def _with_note(name: str, shape: tuple[int, int, int, int]) -> dict:
+    fit = _network_fit(name, shape)
+    return {**fit, "note": network_size_note(name, shape, fit["problem"])}
+
+
 @require_GET
 def network_fit(request):
     """Parameter count of every standard network for the dataset, and whether its images fit;
@@ -301,7 +306,7 @@ def network_fit(request):
     # Only the dataset's task's networks can train on it; the page hides the others.
     mine = networks_of(dataset.task)
     result = {
-        name: _network_fit(name, shape) if name in mine else {"params": None, "problem": "", "other_task": True}
+        name: _with_note(name, shape) if name in mine else {"params": None, "problem": "", "other_task": True}
         for name in NETWORK_INFO
         if name != "custom" and is_timm(name) == zoo
     }

@@ -1,6 +1,6 @@
 """The new-run page in Chromium: "Find the largest batch" queues the finder on the chosen GPU of
 a real worker (one simulated GPU of 64 MiB, whose capacity the trainer enforces), says what it
-waits for, and fills the batch-size field with the answer."""
+waits for, and offers the answer for the batch-size field ("Use 412")."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def small_gpu_worker():
     worker.stop()
 
 
-def test_it_fills_the_batch_size_with_the_largest_batch_found_on_the_runs_gpu(
+def test_it_offers_the_largest_batch_found_on_the_runs_gpu_for_the_batch_size(
     live_server_url, page, owner, small_gpu_worker
 ):
     dataset = Dataset.objects.create(
@@ -53,6 +53,10 @@ def test_it_fills_the_batch_size_with_the_largest_batch_found_on_the_runs_gpu(
     assert benchmark.device_labels == [f"{small_gpu_worker.nodename}: GPU 0 (simulated)"]
     # LeNet on 28x28 under 64 MiB: a few hundred images, well under the 2000 of the training set.
     assert 64 < answer["batch_size"] < 2000
-    assert page.input_value("#id_batch_size") == str(answer["batch_size"])
     assert f"Largest batch that fits: {answer['batch_size']}" in page.text_content("#find-batch-status")
     assert not page.locator("#find-batch").is_disabled()
+    # Offered, not written over the field: "Use 412" puts it there.
+    assert page.input_value("#id_batch_size") == "64"
+    page.click(f"#use-batch:text('Use {answer['batch_size']}')")
+    assert page.input_value("#id_batch_size") == str(answer["batch_size"])
+    assert page.locator("#use-batch").count() == 0

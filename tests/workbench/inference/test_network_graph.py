@@ -77,6 +77,9 @@ def test_it_shows_the_graph_on_the_new_run_page_and_the_run_page(live_server_url
     card = page.locator("#network-graph")
     page.wait_for_function("document.querySelectorAll('#network-graph svg .layer').length > 0")
     assert "lenet" in card.locator(".netgraph-summary").inner_text()
+    # A chain of layers is folded into bands that fill the card's width, not a fifth of it.
+    filled = "document.querySelector('#network-graph svg').getBoundingClientRect().width"
+    assert page.evaluate(filled) >= 0.9 * page.evaluate("document.querySelector('.netgraph-canvas').clientWidth")
     page.check("#network-resnet18")
     summary = "document.querySelector('#network-graph .netgraph-summary').textContent"
     page.wait_for_function(f"{summary}.startsWith('resnet18')")
@@ -94,4 +97,5 @@ def test_it_shows_the_graph_on_the_new_run_page_and_the_run_page(live_server_url
     page.click("#network-graph summary")
     page.wait_for_function("document.querySelectorAll('#network-graph svg .layer').length > 60")
     assert card.locator("svg .layer-conv2d").count() == 20
+    assert page.evaluate(filled) >= 0.9 * page.evaluate("document.querySelector('.netgraph-canvas').clientWidth")
     assert errors == []

@@ -37,6 +37,7 @@ def test_it_disables_networks_that_cannot_take_the_datasets_images(live_server_u
         assert reason in row.locator(".network-fit").inner_text()  # said in the row, not only on hover
         assert reason in row.get_attribute("title")
     assert page.is_enabled("#network-lenet") and page.is_enabled("#network-resnet18")
+    assert page.inner_text("tr[data-network=resnet18] .network-fit") == "takes these 8×8 images; designed for 224×224"
     assert page.is_enabled("#network-custom")
     page.click("tr[data-network=alexnet] td.network-description")  # a click on the row chooses nothing
     assert not page.is_checked("#network-alexnet")

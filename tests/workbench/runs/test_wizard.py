@@ -310,6 +310,9 @@ def test_it_tells_which_networks_fit_the_dataset(owner_client, dataset):
     assert body["networks"]["lenet"]["problem"] == "" and body["networks"]["lenet"]["params"] > 100_000
     assert "alexnet needs images of at least" in body["networks"]["alexnet"]["problem"]
     assert "vit_b_16 needs square images whose side is a multiple of 16" in body["networks"]["vit_b_16"]["problem"]
+    # The sizes note is the dataset's: resnet18 takes 8x8 images (no "fine from 32×32" here).
+    assert body["networks"]["resnet18"]["note"] == "takes these 8×8 images; designed for 224×224"
+    assert body["networks"]["alexnet"]["note"] == body["networks"]["alexnet"]["problem"]
 
 
 def test_it_says_whether_the_run_starts_now_or_waits_and_where(owner_client, owner, other_user, dataset):
