@@ -2,12 +2,13 @@
 // columns = GPU count, cells = images/s or OOM), filled live from the benchmark's socket, and
 // three Plotly charts drawn from the same cells. The server sends every cell with its speed-up.
 import { getJSON } from "../workbench/http.js";
+import { formatBytes, formatPercent, formatWhole } from "../workbench/format.js";
 
 const page = JSON.parse(document.getElementById("benchmark-page").textContent);
 const FINAL = ["done", "failed", "cancelled"];
 
-const fmt = (n) => Math.round(n).toLocaleString("en-US");
-const gib = (bytes) => (bytes ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : "");
+const fmt = formatWhole;
+const gib = (bytes) => (bytes ? formatBytes(bytes) : "");
 
 function cellText(cell) {
   if (!cell) return { text: "", title: "" };
@@ -18,9 +19,9 @@ function cellText(cell) {
   let text = fmt(cell.images_per_sec);
   if (cell.gpus > 1 && cell.speedup != null) text += ` (${cell.speedup.toFixed(2)}x)`;
   const title = `${fmt(cell.images_per_sec_per_gpu)} images/s per GPU, step ${(1000 * cell.step_time_s).toFixed(1)} ms, ` +
-    `data wait ${(100 * cell.data_wait_share).toFixed(0)}%, peak ${gib(cell.peak_memory_bytes)}` +
+    `data wait ${formatPercent(cell.data_wait_share)}, peak ${gib(cell.peak_memory_bytes)}` +
     (cell.stage_memory_bytes ? `, stages ${cell.stage_memory_bytes.map(gib).join(" / ")}` : "") +
-    (cell.efficiency != null ? `, efficiency ${(100 * cell.efficiency).toFixed(0)}%` : "");
+    (cell.efficiency != null ? `, efficiency ${formatPercent(cell.efficiency)}` : "");
   return { text, title };
 }
 
@@ -139,7 +140,7 @@ function showCells(cells) {
 
 function showState(state) {
   document.getElementById("bench-state").textContent = state.state;
-  document.getElementById("bench-progress").textContent = state.progress != null ? `${Math.round(100 * state.progress)}%` : "";
+  document.getElementById("bench-progress").textContent = state.progress != null ? formatPercent(state.progress) : "";
   const reason = state.wait_reason || state.reason;
   if (reason) document.getElementById("bench-reason").textContent = reason;
   if (FINAL.includes(state.state)) document.getElementById("bench-cancel")?.closest("form")?.remove();

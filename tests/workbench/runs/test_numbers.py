@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -24,6 +25,8 @@ FRACTIONS = [0.9775, 0.99994, 1.0, 0.0, 0.12345, None]
 LOSSES = [0.123456, 2.5, 0.0, 0.000123, 1234.5, None]
 SIZES = [0, 512, 1536, 5 * 2**20, 3.25 * 2**30, 2**41, None]
 DURATIONS = [0, 2.5, 59.4, 61, 3599, 3600, 7384, None]
+WHOLES = [0, 999.5, 1234.4, 1234567, None]
+COUNTS = [0, 999, 61_706, 1_234_567, 11_689_512, None]
 MOMENT = datetime(2026, 12, 2, 14, 3, 9, tzinfo=UTC)
 
 
@@ -40,9 +43,11 @@ def browser_formats() -> dict:
         "metric: [f.formatMetric('top1', 0.9775), f.formatMetric('val_loss', 0.9775)],"
         "bytes: values.sizes.map(f.formatBytes), duration: values.durations.map(f.formatDuration),"
         "date: f.formatDate(values.moment),"
+        "whole: values.wholes.map(f.formatWhole), count: values.counts.map(f.formatCount),"
         "metrics: values.metrics.map((name) => [f.metricName(name), f.isFraction(name), f.higherIsBetter(name)])}));"
     )
-    values = {"fractions": FRACTIONS, "losses": LOSSES, "sizes": SIZES, "durations": DURATIONS}
+    values = {"fractions": FRACTIONS, "losses": LOSSES, "sizes": SIZES, "durations": DURATIONS, "wholes": WHOLES,
+              "counts": COUNTS}  # fmt: skip
     values["moment"] = MOMENT.isoformat()
     values["metrics"] = sorted(protocol.METRIC_DIRECTION)
     out = subprocess.run(
@@ -65,6 +70,8 @@ def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
         "bytes": [numbers.bytes_size(v) for v in SIZES],
         "duration": [numbers.duration(v) for v in DURATIONS],
         "date": numbers.datetime_text(MOMENT),
+        "whole": [numbers.whole(v) for v in WHOLES],
+        "count": [numbers.count(v) for v in COUNTS],
         # Every metric a task validates: named, shown and ranked alike (the trainer's direction).
         "metrics": [
             [numbers.metric_name(name), name in numbers.FRACTIONS, direction == "max"]
@@ -80,6 +87,8 @@ def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
         "bytes": ["0 B", "512 B", "1.5 KiB", "5.0 MiB", "3.3 GiB", "2.0 TiB", "–"],
         "duration": ["0 s", "3 s", "59 s", "1 min 1 s", "59 min 59 s", "1 h 0 min", "2 h 3 min", "–"],
         "date": "2026-12-02 14:03:09",
+        "whole": ["0", "1,000", "1,234", "1,234,567", "–"],
+        "count": ["0", "999", "61.7 k", "1.23 M", "11.7 M", "–"],
     }
 
 
@@ -107,3 +116,26 @@ def test_it_writes_a_checkpoints_metrics_as_the_run_page_does(owner):
         "last: step 80 (top-1 97.75%, val. loss 0.0812)",
         "step 80 (top-1 97.75%, val. loss 0.0812)",
     ]
+
+
+# The pages that wrote their own numbers (issue 21, item 14): percentages by widthratio and "%",
+# losses by floatformat:4, dates by |date and the browser's locale, sizes in MiB by hand.
+OWN_FORMATS = {
+    "template": re.compile(r"floatformat:4|\|date:|widthratio [^%]*%\}\s?%"),
+    "script": re.compile(r"toLocale\w*String\(|100 \* [\w.]+\)\.toFixed|Math\.round\(100 \*|[`\"}] ?[KMGT]i?B\b"),
+}
+FORMATTED_PAGES = [
+    "templates/runs/run_list.html", "templates/workbench/home.html", "templates/runs/queue.html",
+    "templates/benchmarks/list.html", "templates/benchmarks/detail.html", "templates/benchmarks/compare.html",
+    "templates/runs/new_run.html", "static/runs/run_list.js", "static/workbench/home.js",
+    "static/benchmarks/detail.js", "static/runs/new_run.js", "static/runs/largest_batch.js",
+]  # fmt: skip
+
+
+def test_it_writes_the_lists_home_queue_benchmarks_and_new_run_numbers_through_the_formatter():
+    found = []
+    for name in FORMATTED_PAGES:
+        rule = OWN_FORMATS["template" if name.endswith(".html") else "script"]
+        for number, line in enumerate((REPO_ROOT / name).read_text(encoding="utf-8").splitlines(), 1):
+            found += [f"{name}:{number}: {match.group(0)}" for match in rule.finditer(line)]
+    assert found == []

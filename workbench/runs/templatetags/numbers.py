@@ -1,5 +1,6 @@
 """The one way the server writes numbers for people: `{% load numbers %}`, then
-`{{ value|percent }}`, `|loss`, `|metric:"top1"`, `|bytes_size`, `|duration`, `|datetime_text`.
+`{{ value|percent }}`, `|loss`, `|metric:"top1"`, `|bytes_size`, `|duration`, `|datetime_text`,
+`|whole`, `|count`.
 
 static/workbench/format.js is its twin in the browser, rule for rule, so a page drawn here and
 updated by its script reads the same (the run header and the checkpoint menus, the classify bar
@@ -8,7 +9,8 @@ and its table). The rules:
 - losses: four decimals ("0.1234"); below 0.001, three significant digits ("1.23e-4");
 - sizes: binary units, as the GPUs report memory (B, KiB, MiB, GiB, TiB; one decimal);
 - durations: "12 s", "3 min 5 s", "1 h 2 min";
-- dates: "2026-12-02 14:03:09" in the current time zone.
+- dates: "2026-12-02 14:03:09" in the current time zone;
+- whole numbers (images/s): "12,345"; large counts (parameters): "11.2 M", "61.5 k".
 """
 
 from __future__ import annotations
@@ -100,6 +102,26 @@ def duration(seconds) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60} s"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+@register.filter
+def whole(value) -> str:
+    """A count or a rate as a whole number with thousands separators: 12,345 (images/s)."""
+    number = _number(value)
+    return DASH if number is None else f"{int(Decimal(number).quantize(Decimal(1), rounding=ROUND_HALF_UP)):,}"
+
+
+@register.filter
+def count(value) -> str:
+    """A large count short: 11.2 M, 61.5 k (parameters); two decimals under 10 M (1.23 M)."""
+    number = _number(value)
+    if number is None:
+        return DASH
+    if abs(number) >= 1e6:
+        return f"{_fixed(number / 1e6, 1 if abs(number) >= 1e7 else 2)} M"
+    if abs(number) >= 1e3:
+        return f"{_fixed(number / 1e3, 1)} k"
+    return str(round(number))
 
 
 @register.filter
