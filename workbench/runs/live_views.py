@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 from trainer import protocol
 from workbench.runs import series
 from workbench.runs.models import Run
+from workbench.runs.pretrained import weights_source_for
 from workbench.runs.selectors import run_for, runs_visible_to
 
 MAX_REQUEST_POINTS = 20_000
@@ -36,6 +37,8 @@ COMPARE_SERIES = [
     ("data_wait_share", "Data-wait share"),
 ]
 X_CHOICES = [("step", "Step"), ("epoch", "Epoch"), ("time", "Time since start"), ("images", "Images seen")]
+# "All": a grid of the runs' charts, one per series some run has, as on the run page.
+ALL_SERIES = "all"
 
 
 def key_settings(run: Run) -> dict:
@@ -126,6 +129,7 @@ def run_detail(request, pk: int):
         "settings": key_settings(run),
         "devices": run.devices.select_related("host").order_by("kind", "index"),
         "transitions": run.transitions.all(),
+        "weights_source": weights_source_for(request.user, run),
         "slurm_partition": django_settings.SLURM_PARTITION,
     }
     return render(request, "runs/run_detail.html", context)
@@ -221,7 +225,12 @@ def run_series_json(request, pk: int):
 
 class CompareForm(forms.Form):
     runs = forms.ModelMultipleChoiceField(queryset=Run.objects.none(), widget=forms.CheckboxSelectMultiple)
-    name = forms.ChoiceField(choices=COMPARE_SERIES, initial="loss", label="Series", required=False)
+    name = forms.ChoiceField(
+        choices=[(ALL_SERIES, "All charts (a grid)"), *COMPARE_SERIES],
+        initial=ALL_SERIES,
+        label="Series",
+        required=False,
+    )
     x = forms.ChoiceField(choices=X_CHOICES, initial="step", label="X axis", required=False)
 
     def __init__(self, *args, user, **kwargs):
@@ -236,7 +245,7 @@ class CompareForm(forms.Form):
         return runs
 
     def clean_name(self):
-        return self.cleaned_data["name"] or "loss"
+        return self.cleaned_data["name"] or ALL_SERIES
 
     def clean_x(self):
         return self.cleaned_data["x"] or "step"
@@ -254,10 +263,12 @@ def run_compare(request):
     form = CompareForm(_split_runs(request.GET) if request.GET else None, user=request.user)
     # Oldest first: the legend and the colours keep their order as runs are added.
     selected = sorted(form.cleaned_data["runs"], key=lambda run: run.pk) if form.is_valid() else []
+    name = form.cleaned_data["name"] if selected else ALL_SERIES
     page = {
         "series_url": reverse("run-compare-series"),
         "runs": [run.pk for run in selected],
-        "name": form.cleaned_data["name"] if selected else "loss",
+        # The grid asks for every series and draws those some run has.
+        "names": [key for key, _ in COMPARE_SERIES] if name == ALL_SERIES else [name],
         "x": form.cleaned_data["x"] if selected else "step",
         "labels": dict(COMPARE_SERIES),
     }
@@ -267,13 +278,15 @@ def run_compare(request):
 @require_GET
 @login_required
 def run_compare_series(request):
-    """?runs=1,2&name=loss&x=step: one series of several runs, each labelled with its key settings."""
+    """?runs=1,2&name=loss&x=step: one series of several runs, each labelled with its key settings;
+    `name=loss,top1` gives several, each run's under `series_by_name` (`series` is the first's)."""
     try:
         ids = [int(value) for raw in request.GET.getlist("runs") for value in raw.split(",") if value]
         params = _series_params(request)
     except ValueError as error:
         return HttpResponseBadRequest(str(error) or "runs must be run ids")
-    name = request.GET.get("name", "loss")
+    names = [value for value in request.GET.get("name", "loss").split(",") if value][: len(COMPARE_SERIES)] or ["loss"]
+    name = names[0]
     if not ids or len(ids) > COMPARE_MAX_RUNS:
         return HttpResponseBadRequest(f"runs: give 1 to {COMPARE_MAX_RUNS} run ids")
     runs = {run.pk: run for run in runs_visible_to(request.user).filter(pk__in=ids)}
@@ -283,7 +296,7 @@ def run_compare_series(request):
     answer = []
     for pk in ids:
         run = runs[pk]
-        data = series.run_series(run, [name], **params)
+        data = series.run_series(run, names, **params)
         answer.append(
             {
                 "id": pk,
@@ -294,6 +307,7 @@ def run_compare_series(request):
                 "url": reverse("run-detail", args=[pk]),
                 "last_seq": data["last_seq"],
                 "series": data["series"].get(name),
+                "series_by_name": {key: data["series"].get(key) for key in names},
             }
         )
     return JsonResponse({"name": name, "x": params["x"], "runs": answer})

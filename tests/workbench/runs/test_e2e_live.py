@@ -197,6 +197,9 @@ def store_long_run(owner, dataset, *, name: str, batch_size: int, lr: float, ste
     events = [{**metrics(step), "images_seen": step * batch_size, "loss": 3.0 / (1 + step / 500)}
               for step in range(1, steps + 1)]  # fmt: skip
     events[steps // 2]["loss"] = 9.0  # one diverging step
+    events += [{"type": "validation", "time": time.time(), "step": step, "epoch": step / 40,
+                "val_loss": 2.0 / (1 + step / 500), "top1": min(0.95, step / 8000)}
+               for step in range(1000, steps + 1, 1000)]  # fmt: skip
     off_the_loop(run_events_append, run_id=run.pk, events=events)
     return run
 
@@ -224,6 +227,18 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     page.check(f"input[name=runs][value='{small.pk}']")
     page.check(f"input[name=runs][value='{large.pk}']")
     page.select_option("[name=x]", "images")
+    # The grid first (the default): a chart per series the runs have, none for what they lack.
+    page.click("#compare-form button[type=submit]")
+    grid = "document.querySelector('#compare-grid [data-series={}] .compare-chart')"
+    page.wait_for_function(f"{grid.format('val_loss')}.data?.length === 2")
+    # Eight validations per run are drawn as measured; the training loss is smoothed (raw + smoothed).
+    assert page.evaluate(f"{grid.format('val_loss')}.data.map(t => t.y.length)") == [8, 3]
+    assert page.evaluate(f"{grid.format('loss')}.data.length") == 4
+    shown = "[...document.querySelectorAll('#compare-grid .chart-card:not([hidden])')].map(c => c.dataset.series)"
+    assert page.evaluate(shown) == ["loss", "val_loss", "top1", "lr", "images_per_sec", "data_wait_share"]
+    columns = "getComputedStyle(document.getElementById('compare-grid')).gridTemplateColumns.split(' ').length"
+    assert page.evaluate(columns) >= 2
+    page.select_option("[name=name]", "loss")
     page.click("#compare-form button[type=submit]")
     page.wait_for_function("document.querySelector('#compare-chart').data?.length === 4")  # raw + smoothed each
     names = page.evaluate("document.querySelector('#compare-chart').data.filter(t => t.showlegend).map(t => t.name)")

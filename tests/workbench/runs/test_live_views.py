@@ -159,13 +159,18 @@ def test_it_overlays_one_series_of_several_runs(owner_client, owner, dataset):
     ]
     # Images seen put both runs on one scale: 3,200 images at the end of each.
     assert [run["series"]["points"]["images"][-1] for run in data["runs"]] == [3200.0, 6400.0]
+    # The grid's one request: several series per run, by name (none for a series a run lacks).
+    both = owner_client.get("/runs/compare/series/", {"runs": small.pk, "name": "loss,map", "x": "step"}).json()
+    assert both["runs"][0]["series_by_name"]["loss"] == both["runs"][0]["series"]
+    assert both["runs"][0]["series_by_name"]["map"] is None
 
 
 def test_it_takes_comma_separated_run_ids_from_the_runs_list(owner_client, owner, dataset):
     first, second = make_run(owner, dataset, name="a"), make_run(owner, dataset, name="b")
     html = owner_client.get("/runs/compare/", {"runs": f"{second.pk},{first.pk}"}).content.decode()
     page = json.loads(html.split('id="compare-page" type="application/json">')[1].split("</script>")[0])
-    assert page["runs"] == [first.pk, second.pk] and page["name"] == "loss" and page["x"] == "step"
+    assert page["runs"] == [first.pk, second.pk] and page["x"] == "step"
+    assert page["names"][:3] == ["loss", "val_loss", "top1"]  # the grid of every series, by default
 
 
 def test_it_refuses_to_compare_runs_of_others(client, other_user, run):
