@@ -1,4 +1,5 @@
-// Classify one image: drop or pick it, see the top-k as a bar chart and the image as the net saw it.
+// Classify one image: drop or pick it, see the top-k as a bar chart, and the image as uploaded
+// beside the image as the net saw it.
 import { postForm } from "../workbench/http.js";
 import { percent } from "./common.js";
 import { plotlyText } from "../workbench/plotly_text.js";
@@ -21,13 +22,27 @@ if (card) {
     data.append("top_k", document.getElementById("classify-topk").value);
     zone.textContent = `Classifying ${file.name}…`;
     try {
-      show(await postForm(card.dataset.api, data));
+      const body = await postForm(card.dataset.api, data);
+      if (file !== lastFile) return; // a newer image was chosen while this one was classified
+      showOriginal(file);
+      show(body);
       zone.textContent = `${file.name}: drop another image, or click to choose one`;
     } catch (exc) {
       error.textContent = exc.message; // it names the file
       zone.textContent = "Drop an image here, or click to choose one";
     }
     zone.appendChild(fileInput);
+  }
+
+  // The image as the user gave it, from their own file: no second upload, no server copy.
+  function showOriginal(file) {
+    const original = document.getElementById("classify-original");
+    if (original.src.startsWith("blob:")) URL.revokeObjectURL(original.src);
+    original.onload = () => {
+      document.getElementById("classify-original-caption").textContent =
+        `as uploaded: ${original.naturalWidth}×${original.naturalHeight}, ${file.name}`;
+    };
+    original.src = URL.createObjectURL(file);
   }
 
   function show(body) {

@@ -13,6 +13,7 @@ from PIL import Image
 from workbench.inference.engine import InferenceInputError, png_data_url
 
 MAX_ACTIVATION_CHANNELS = 64
+MAX_BARS = 100  # a 1-D output up to this size is drawn as bars (the logits of up to 100 classes)
 
 
 def _grid(maps: np.ndarray, *, upscale_to: int = 48) -> np.ndarray:
@@ -127,6 +128,14 @@ def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[
             "shape": list(values.shape),
             "stats": _stats(values),
         }
+        if values.ndim == 1 and values.size <= MAX_BARS:
+            # A short vector (the logits, a small linear layer) reads as labelled bars, not as a
+            # grey square of a few pixels: its values, named by class when there is one per class.
+            entry["values"] = [round(float(v), 6) for v in values]
+            if values.size == len(classifier.labels):
+                entry["labels"] = list(classifier.labels)
+            activations.append(entry)
+            continue
         if values.ndim == 3:
             shown = values[:MAX_ACTIVATION_CHANNELS]
             entry["shown_channels"] = int(shown.shape[0])

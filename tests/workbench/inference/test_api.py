@@ -95,6 +95,11 @@ def test_it_shows_the_first_filters_and_chosen_activations(owner_client, digits_
     image.seek(0)
     body = owner_client.post(url, {"image": image, "layers": "classifier.2,features.1"}).json()
     assert [a["shape"] for a in body["activations"]] == [[500], [20, 4, 4]]
+    # The logits: one value per class, named by class, for the page's bars (no grey grid).
+    image.seek(0)
+    logits = owner_client.post(url, {"image": image, "layers": "classifier.3"}).json()["activations"][0]
+    assert logits["labels"][:3] == ["0", "1", "2"] and len(logits["values"]) == len(logits["labels"]) == 10
+    assert "image" not in logits
     image.seek(0)
     response = owner_client.post(url, {"image": image, "layers": "features.9"})
     assert response.status_code == 400 and "'features.9' is not a layer of this network" in response.json()["layers"][0]

@@ -45,7 +45,9 @@ def test_it_names_the_problem_on_the_job_forms(owner_client, digits_run):
 def test_it_shows_the_look_inside_and_download_pages(owner_client, digits_run):
     page = owner_client.get(reverse("inference-inside", args=[digits_run.pk]))
     assert page.context["default_layers"] == ["features.0", "features.2"]
-    assert '<option value="features.0" selected>features.0 (Conv2d)</option>' in page.content.decode()
+    # Tick boxes (no Ctrl-click), each layer named with its kind.
+    box = '<input type="checkbox" name="layers" value="features.0" checked> features.0 <span class="hint">Conv2d</span>'
+    assert box in page.content.decode()
     body = owner_client.get(reverse("inference-export", args=[digits_run.pk])).content.decode()
     assert f'action="{reverse("api-run-download", args=[digits_run.pk])}"' in body and 'value="onnx"' in body
 
