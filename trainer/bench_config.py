@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices, shown
+from trainer.protocol import CLASSIFICATION, task_of_network
 
 MODES = ("train", "forward")  # forward + backward + step, or forward only (serving)
 SYNTHETIC = "synthetic"
@@ -91,6 +92,15 @@ def _names(name: str, values: Any, allowed: tuple[str, ...]) -> list[str]:
 
 def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> BenchmarkConfig:
     """Checks every field (ConfigError names the first bad one); returns cfg."""
+    for network in cfg.networks if isinstance(cfg.networks, list) else []:
+        task = task_of_network(str(network))
+        if task != CLASSIFICATION:
+            # A benchmark's step is a classifier's (logits, cross-entropy); a detector's is its own.
+            raise ConfigError(
+                f"{network} is a {task} network: benchmark mode measures classification networks only; "
+                f"a {task} run's page shows its images/s",
+                field="networks",
+            )
     cfg.networks = _names("networks", cfg.networks, tuple(n for n in NETWORKS if n != "custom"))
     cfg.precisions = _names("precisions", cfg.precisions, PRECISIONS)
     cfg.modes = _names("modes", cfg.modes, MODES)

@@ -30,7 +30,7 @@ from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
 from trainer.networks import InputSpec, load_pretrained
 from trainer.parallel import SplitError, Stage, split_model
-from trainer.protocol import CLASSIFICATION, EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
+from trainer.protocol import CLASSIFICATION, EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome, layout_refusal
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 from trainer.stopping import StopFlag
@@ -98,10 +98,9 @@ def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
     task.check_network(cfg.network, spec)
     check_recipe(cfg, channels=info.channels, task=info.task)
     best_metric_for(task, cfg.best_metric)
-    if info.task != CLASSIFICATION and cfg.model_parallel > 1:
-        raise ConfigError(
-            f"{info.task} networks train whole on each device (data parallel); give 1", field="model_parallel"
-        )
+    refusal = layout_refusal(cfg.network, cfg.model_parallel)  # the workbench's validator says it first
+    if refusal:
+        raise ConfigError(refusal, field="model_parallel")
     if info.splits["train"].count and info.splits["train"].count < cfg.batch_size:
         raise ConfigError(
             f"batch_size: {cfg.batch_size} is larger than the {info.splits['train'].count} training images"

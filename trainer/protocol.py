@@ -172,6 +172,24 @@ TASK_NETWORKS = {
 }
 
 
+def task_of_network(network: str) -> str:
+    """The task a network's name belongs to (classification for every other name)."""
+    return next((task for task, names in TASK_NETWORKS.items() if network in names), CLASSIFICATION)
+
+
+def layout_refusal(network: str, model_parallel: int) -> str | None:
+    """Why `network` cannot be split over `model_parallel` devices, or None: torchvision's
+    detectors and segmentation networks have no stages to place on several devices (their
+    transforms, heads and losses move tensors among themselves), so they train whole on each."""
+    task = task_of_network(network)
+    if model_parallel > 1 and task != CLASSIFICATION:
+        return (
+            f"{network} is a {task} network: it trains whole on each GPU (data parallel over all of them), "
+            "not split over several; give 1"
+        )
+    return None
+
+
 # ----------------------------------------------------------------------------------- attempt files
 
 # One attempt of a run leaves these in the run folder, whichever executor started it: the config

@@ -11,6 +11,7 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
+from trainer.protocol import CLASSIFICATION
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
@@ -72,6 +73,10 @@ def _dataset_of(value: str, owner) -> Dataset | None:
         raise RequestError("data", f"no dataset {shown(int(match.group(1)[:400]))} of yours")
     if dataset.status != Dataset.Status.READY:
         raise RequestError("data", f"dataset {dataset.pk} is {dataset.status}, not ready")
+    if dataset.task != CLASSIFICATION:
+        raise RequestError(
+            "data", f"dataset {dataset.pk} is a {dataset.task} dataset: benchmark mode reads classification ones only"
+        )
     return dataset
 
 

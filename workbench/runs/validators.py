@@ -25,6 +25,7 @@ from trainer.config import (
     settings_of,
     shown,
 )
+from trainer.protocol import layout_refusal
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
@@ -86,11 +87,15 @@ def check_executor(executor: Any, nodes: Any, request: DeviceRequest) -> tuple[s
     return executor, nodes
 
 
-def check_model_parallel(model_parallel: Any, request: DeviceRequest) -> None:
-    """A network split over several devices needs GPUs, in groups of `model_parallel`; the
-    trainer's own check (on validate_trainer_config's probe) covers the value's type and range."""
+def check_model_parallel(model_parallel: Any, request: DeviceRequest, network: str | None = None) -> None:
+    """A network split over several devices needs GPUs, in groups of `model_parallel`, and a
+    network that can be split (not a detector's or a segmentation network's); the trainer's own
+    check (on validate_trainer_config's probe) covers the value's type and range."""
     if not isinstance(model_parallel, int) or isinstance(model_parallel, bool) or model_parallel <= 1:
         return
+    refusal = layout_refusal(network, model_parallel) if network else None
+    if refusal:
+        raise RequestError("config.model_parallel", refusal)
     if not request.names_gpus:
         raise RequestError(
             "config.model_parallel",
@@ -157,7 +162,7 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
         if isinstance(part, dict) and leaf in part:
             why = "from the chosen dataset" if reserved == "data.dataset" else "leave it out"
             raise RequestError(f"config.{reserved}", f"set by the workbench, {why}")
-    check_model_parallel(config.get("model_parallel"), request)
+    check_model_parallel(config.get("model_parallel"), request, network)
     count = request.device_count
     probe = {
         **config,

@@ -225,3 +225,28 @@ def test_it_finds_a_value_listed_twice_by_value_whatever_its_type():
     assert first_repeat([1, True]) is None  # true is no number: refused by the trainer's rules instead
     assert first_repeat([[1], {"a": 1}, [1]]) == [1]
     assert first_repeat(list(range(100_000))) is None
+
+
+def test_it_refuses_to_split_a_detector_or_benchmark_one_naming_why(api, owner):
+    from datasets.models import Dataset
+
+    boxes = Dataset.objects.create(owner=owner, name="boxes", status=Dataset.Status.READY, task="detection",
+                                   labels=["square", "disc"], image_width=64, image_height=64, channels=3)  # fmt: skip
+    network = "fasterrcnn_mobilenet_v3_large_320_fpn"
+    body = {"dataset": boxes.pk, "network": network, "gpus": "2", "config": {"model_parallel": 2}}
+    answer = _post(api, "api-runs", body)
+    assert answer.status_code == 400, answer.content
+    assert answer.json() == {
+        "config": [
+            f"model_parallel: {network} is a detection network: it trains whole on each GPU (data parallel over all of them), "
+            "not split over several; give 1"
+        ]
+    }
+    benchmark = _post(api, "api-benchmarks", {"networks": [network]}).json()
+    assert benchmark == {"networks": [f"{network} is a detection network: benchmark mode measures classification "
+                                      "networks only; a detection run's page shows its images/s"]}  # fmt: skip
+    on_boxes = _post(api, "api-benchmarks", {"data": f"dataset:{boxes.pk}"}).json()
+    assert on_boxes == {
+        "data": [f"dataset {boxes.pk} is a detection dataset: benchmark mode reads classification ones only"]
+    }
+    assert not Run.objects.exists()
