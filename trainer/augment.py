@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torchvision.ops import roi_align
 from torchvision.transforms import v2
@@ -134,3 +135,31 @@ class TrainAugment:
         if self.smoothing:
             targets = targets * (1 - self.smoothing) + self.smoothing / self.num_classes
         return x, targets
+
+
+def preview(image: np.ndarray, cfg: TrainConfig, *, copies: int = 8) -> list[np.ndarray]:
+    """`copies` augmented versions of one C x H x W uint8 image, as training makes them: the
+    loader's crop and flips, then the device's stage and random erasing (erased to black), each
+    as a different group of a batch would get it. H x W x C uint8 arrays, for the new-run form."""
+    rng = np.random.default_rng(cfg.seed)
+    crop = None if cfg.data.random_resized_crop else cfg.data.crop_size
+    side = cfg.data.crop_size
+    augment = TrainAugment(cfg, num_classes=2, out_size=(side or image.shape[1], side or image.shape[2]))
+    shown = []
+    for index in range(copies):
+        x = image
+        if crop:
+            top, left = int(rng.integers(0, x.shape[1] - crop + 1)), int(rng.integers(0, x.shape[2] - crop + 1))
+            x = x[:, top : top + crop, left : left + crop]
+        if cfg.data.random_flip and rng.random() < 0.5:
+            x = x[:, :, ::-1]
+        if cfg.data.vertical_flip and rng.random() < 0.5:
+            x = x[:, ::-1, :]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed * 1009 + index)
+            out = augment.images(torch.from_numpy(np.ascontiguousarray(x))[None])[0]
+            if augment.erase_p and torch.rand(()) < augment.erase_p:
+                out = augment.erasing(out.float()).to(torch.uint8)
+        array = out.numpy()
+        shown.append(np.ascontiguousarray(array.transpose(1, 2, 0)))
+    return shown

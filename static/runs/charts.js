@@ -172,6 +172,8 @@ export const CHARTS = {
     traces: [
       { series: "loss", label: "train loss" },
       { series: "val_loss", label: "val loss", markers: true },
+      // With a weights' average (EMA), its validation beside the raw weights' (trainer/ema.py).
+      { series: "ema_val_loss", label: "val loss (EMA)", markers: true, dash: "dash" },
       // A detector's losses by part (classifier, box, objectness, RPN box), dotted under the total.
       { series: /^loss_(.+)$/, label: (match) => `${match[1].replaceAll("_", " ")} loss`, dash: "dot" },
     ],
@@ -182,6 +184,8 @@ export const CHARTS = {
     traces: [
       { series: "top1", label: "top-1", markers: true },
       { series: "top5", label: "top-5", markers: true },
+      { series: "ema_top1", label: "top-1 (EMA)", markers: true, dash: "dash" },
+      { series: "ema_top5", label: "top-5 (EMA)", markers: true, dash: "dash" },
       { series: "map", label: "mAP@[.5:.95]", markers: true },
       { series: "map_50", label: "mAP50", markers: true },
       { series: "map_75", label: "mAP75", markers: true },

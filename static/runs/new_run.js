@@ -449,3 +449,60 @@ showDataset();
 showDeviceFields();
 refreshDevices();
 largestBatchFinder({ form, button: $("find-batch"), status: $("find-batch-status"), network, dataset });
+
+// ------------------------------------------------------------------ recipe: presets and the augmentation preview
+// A preset fills the fields it names (trainer/recipes.py, one table for the form, the API and the
+// CLI); they stay editable, and the form sends what they hold, with the preset's name.
+const presets = JSON.parse(document.getElementById("presets").textContent);
+
+function showPresetSource() {
+  const preset = presets[form.elements.preset.value];
+  $("preset-source").textContent = preset ? `${preset.note} Source: ${preset.source}` : "";
+  return preset;
+}
+
+function applyPreset() {
+  const preset = showPresetSource();
+  if (!preset) return;
+  for (const [name, value] of Object.entries(preset.fields)) {
+    const element = form.elements[name];
+    if (!element) continue;
+    if (element.type === "checkbox") element.checked = Boolean(value);
+    else element.value = Array.isArray(value) ? value.join(", ") : String(value);
+    element.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+}
+form.elements.preset.addEventListener("change", applyPreset);
+
+// Eight augmented copies of one training image of the chosen dataset, drawn by the server with
+// the trainer's own augmentation code (as the new-dataset wizard shows its resize modes).
+const PREVIEW_AUGMENT = ["dataset", "crop_size", "random_flip", "vertical_flip", "random_resized_crop", "rrc_scale",
+  "rrc_ratio", "auto_augment", "color_jitter", "random_erasing"];
+async function previewAugmentations() {
+  const data = new FormData();
+  for (const name of PREVIEW_AUGMENT) {
+    const element = form.elements[name];
+    if (element.type !== "checkbox") data.append(name, element.value);
+    else if (element.checked) data.append(name, "on");
+  }
+  $("augment-preview-status").textContent = "Augmenting…";
+  let body;
+  try {
+    body = await postForm($("augment-preview-button").dataset.url, data);
+  } catch (error) {
+    const errors = error.body?.errors || {};
+    for (const name of PREVIEW_AUGMENT) if (name !== "dataset") setFieldError(name, errors[name]);
+    $("augment-preview-status").textContent = `No preview: ${Object.values(errors).join(" ") || error.message}`;
+    return;
+  }
+  for (const name of PREVIEW_AUGMENT) if (name !== "dataset") setFieldError(name, undefined);
+  $("augment-preview").replaceChildren(...body.images.map((url, index) => {
+    const image = document.createElement("img");
+    image.src = url;
+    image.alt = `augmented copy ${index + 1}`;
+    return image;
+  }));
+  $("augment-preview-status").textContent = `${body.images.length} copies at ${body.size[1]}×${body.size[0]}, as training makes them`;
+}
+$("augment-preview-button").addEventListener("click", previewAugmentations);
+showPresetSource(); // a form shown again keeps its edited fields: the preset is not applied anew

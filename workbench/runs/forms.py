@@ -21,6 +21,7 @@ from trainer.config import (
     plain_number,
 )
 from trainer.zoo import TIMM_PREFIX, ZOO
+from workbench.runs.forms_recipe import RECIPE_PATH, RecipeForm
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_epoch, checkpoint_of
@@ -146,6 +147,7 @@ CONFIG_PATH = {
     "vertical_flip": "data.vertical_flip",
     "mean_subtraction": "data.mean_subtraction",
     "num_workers": "data.num_workers",
+    **RECIPE_PATH,
 }
 SWEPT_PATH = {"base_lr": "solver.base_lr", "batch_size": "batch_size"}
 
@@ -205,7 +207,7 @@ class DatasetChoiceField(forms.ModelChoiceField):
         )
 
 
-class RunForm(forms.Form):
+class RunForm(RecipeForm, forms.Form):
     name = forms.CharField(max_length=150, required=False, help_text="Blank: network on dataset")
     dataset = forms.ModelChoiceField(
         queryset=Dataset.objects.none(),

@@ -9,6 +9,7 @@ from typing import Any
 
 from trainer.config import ALL_NETWORKS, NETWORKS, RANGES, default_of, networks_of, shown
 from trainer.protocol import CLASSIFICATION, TASK_MIN_SIDE, TASK_NETWORKS
+from trainer.recipes import recipe_refusal, under_preset
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.validators import sweep_config
@@ -50,6 +51,7 @@ def check_network_fits(
     (checked on submit, so a run that would fail at launch is never queued). Only a ready
     dataset's sizes are known; a dataset still building is checked at launch."""
     check_task_network(network=network, dataset=dataset)
+    check_images_take(config=config, dataset=dataset)
     if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
         return  # an unknown network and a bad config are refused by validate_trainer_config
     # torch (with the trainer) is loaded only where a run is submitted, never by every web process
@@ -59,11 +61,6 @@ def check_network_fits(
     data = config.get("data")
     crop = data.get("crop_size") if isinstance(data, dict) else None
     crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
-    width, height = dataset.image_width, dataset.image_height
-    if crop and (crop > width or crop > height):
-        raise RequestError(
-            "config.data.crop_size", f"{shown(crop)} is larger than the dataset images ({width}x{height})"
-        )
     layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
     shape = network_input(dataset, crop)
     try:
@@ -74,6 +71,26 @@ def check_network_fits(
         raise RequestError("config.custom_layers", str(error)) from None
     except NetworkError as error:
         raise RequestError("config.custom_layers" if network == "custom" else "network", str(error)) from None
+
+
+def check_images_take(*, config: Any, dataset) -> None:
+    """The crop and the recipe's augmentations apply to the dataset's images: a crop no larger
+    than they are (the random resized crop's size too), no colour jitter on grey images, no
+    recipe augmentation on a detection or segmentation dataset (trainer/recipes.py's rule)."""
+    if dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
+        return
+    config = under_preset(config)  # a preset's fields, where the request leaves them out
+    crop = _setting(config, "data.crop_size")
+    width, height = dataset.image_width, dataset.image_height
+    if isinstance(crop, int) and not isinstance(crop, bool) and (crop > width or crop > height):
+        raise RequestError(
+            "config.data.crop_size", f"{shown(crop)} is larger than the dataset images ({width}x{height})"
+        )
+    refusal = recipe_refusal(
+        lambda path: _setting(config, path), channels=dataset.channels, task=dataset.task or CLASSIFICATION
+    )
+    if refusal:
+        raise RequestError(f"config.{refusal[0]}", refusal[1])
 
 
 def check_task_network(*, network: str, dataset) -> None:

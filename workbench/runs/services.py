@@ -177,7 +177,11 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
 
 
 # How a run of a sweep shows the values it was given, in its name.
-_SWEEP_LABELS = {"lr": lambda lr: f"lr={lr:g}", "batch_size": lambda batch: f"bs={batch}"}
+_SWEEP_LABELS = {
+    "lr": lambda lr: f"lr={lr:g}",
+    "batch_size": lambda batch: f"bs={batch}",
+    "preset": lambda preset: f"preset={preset}",
+}
 
 
 def _request_stop(*, run: Run, kind: str, to_state: str, verb: str) -> Run:

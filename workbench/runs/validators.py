@@ -218,7 +218,9 @@ def check_priority(value: Any, *, by_staff: bool) -> int:
 
 MAX_SWEEP_RUNS = 32
 # What a sweep may vary, as the new-run form offers it: its key -> the path in the trainer config.
-SWEEP_FIELDS = {"lr": ("solver", "base_lr"), "batch_size": ("batch_size",)}
+# A sweep may vary the preset too (trainer/recipes.py): each run's fields the request leaves out
+# are that run's preset's.
+SWEEP_FIELDS = {"lr": ("solver", "base_lr"), "batch_size": ("batch_size",), "preset": ("preset",)}
 
 
 def sweep_combinations(grid: Any) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ urlpatterns = [
     path("new/layer-shapes/", wizard_views.layer_shapes, name="run-new-layer-shapes"),
     path("new/networks/", wizard_views.network_fit, name="run-new-networks"),
     path("new/placement/", wizard_views.placement, name="run-new-placement"),
+    path("new/augment-preview/", wizard_views.augment_preview, name="run-new-augment-preview"),
     path("bulk/", manage_views.run_bulk, name="run-bulk"),
     path("<int:pk>/edit/", manage_views.run_edit, name="run-edit"),
     path("<int:pk>/delete/", manage_views.run_delete, name="run-delete"),

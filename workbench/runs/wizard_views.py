@@ -4,6 +4,7 @@ dataset, and whether the run would start now or wait in the queue."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -15,8 +16,9 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from datasets.images import to_png_bytes
 from datasets.models import Dataset
-from trainer.config import NETWORKS, networks_of
+from trainer.config import NETWORKS, ConfigError, config_from_dict, networks_of
 from trainer.protocol import TASK_MIN_SIDE
 from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
@@ -24,8 +26,9 @@ from workbench.runs import services
 from workbench.runs.executors import executor_named
 from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.forms_clone import initial_from_run
+from workbench.runs.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
 from workbench.runs.models import Run
-from workbench.runs.network_fit import network_input, parameter_count
+from workbench.runs.network_fit import check_images_take, network_input, parameter_count
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.selectors import run_for
 from workbench.runs.validators import (
@@ -93,6 +96,7 @@ def render_new_run(request, form: RunForm, *, cloned_from: int | None = None, **
             for name, (text, sizes) in NETWORK_INFO.items()
         },
         "has_datasets": datasets.exists(),
+        "presets": presets_for_page(),
         **more,
     }
     return render(request, "runs/new_run.html", context)
@@ -311,6 +315,41 @@ def network_fit(request):
         if name != "custom" and is_timm(name) == zoo
     }
     return JsonResponse({"networks": result, "input": list(shape[:3]), "task": dataset.task})
+
+
+@require_POST
+def augment_preview(request):
+    """Eight augmented copies of the chosen dataset's first training image with the form's
+    augmentations (as the new-dataset wizard previews its resize modes): JSON of PNG data URLs,
+    or the fields' errors."""
+    form = RunForm(request.POST, user=request.user, preview=True)
+    cleaned, errors = _clean_subset(form, list(PREVIEW_FIELDS))
+    if errors:
+        return JsonResponse({"errors": errors}, status=400)
+    dataset = cleaned.pop("dataset")
+    data = {RECIPE_PATH.get(name, f"data.{name}").split(".")[1]: v for name, v in cleaned.items() if v is not None}
+    try:
+        check_images_take(config={"data": data}, dataset=dataset)
+        cfg = config_from_dict({"run_dir": "preview", "data": data}, check_paths=False)
+    except (RequestError, ConfigError) as error:
+        field = (error.field or "").removeprefix("config.")
+        return JsonResponse({"errors": {FIELD_OF.get(field, "__all__"): error.message}}, status=400)
+    # torch (with the trainer) is loaded on the first such request, not by every web process
+    from trainer.augment import preview  # torch: loaded only where this runs
+    from trainer.dataset_folder import load_dataset_folder  # torch: loaded only where this runs
+    from trainer.datum import DatumLMDB  # torch: loaded only where this runs
+
+    db = DatumLMDB(load_dataset_folder(dataset.path).splits["train"].db)
+    try:
+        image, _ = db[0]
+    finally:
+        db.close()
+    copies = preview(image, cfg)
+    return JsonResponse({"images": [_png_url(copy) for copy in copies], "size": list(copies[0].shape[:2])})
+
+
+def _png_url(array) -> str:
+    return "data:image/png;base64," + base64.b64encode(to_png_bytes(array)).decode("ascii")
 
 
 @require_GET

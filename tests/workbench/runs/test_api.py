@@ -262,7 +262,7 @@ def test_it_creates_a_sweep_of_runs_sharing_its_name(owner_client, dataset, djan
         ({"batch_size": [8, 7]}, {"gpus": "2"}, "sweep", "batch_size: 7 is not divisible by the 2 processes"),
         ({"lr": [0.1, -1]}, {}, "sweep", "lr: -1 must be a positive number"),
         ({"lr": [0.1, 0.1]}, {}, "sweep", "lr: 0.1 is listed twice"),
-        ({"momentum": [0.9]}, {}, "sweep", "momentum: cannot be swept (these can: lr, batch_size)"),
+        ({"momentum": [0.9]}, {}, "sweep", "momentum: cannot be swept (these can: lr, batch_size, preset)"),
         ({"lr": [0.1]}, {"lr": 0.2}, "config", "solver.base_lr: given by the sweep (sweep.lr); leave it out here"),
         ({"lr": [10**-i for i in range(1, 8)], "batch_size": [1, 2, 4, 8, 16]}, {}, "sweep", "makes 35 runs"),
         ({"lr": [0.1, 0.01]}, {"gpus": "many"}, "gpus", "'many' is not one of auto, cpu"),

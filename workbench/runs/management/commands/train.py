@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
 from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number, shown
+from trainer.recipes import PRESETS
 from workbench.core.commands import command_owner, require_running_workbench
 from workbench.core.ids import parse_id
 from workbench.runs.models import Run
@@ -35,6 +36,9 @@ class Command(BaseCommand):
             "--lr", type=float, help=f"base learning rate (default {plain_number(default_of('solver.base_lr'))})"
         )
         parser.add_argument("--solver", choices=OPTIMIZERS)
+        parser.add_argument(
+            "--preset", choices=tuple(PRESETS), help="a recipe (trainer/recipes.py) filling what is not given"
+        )
         parser.add_argument("--name", default="")
         parser.add_argument("--priority", type=int, default=0, help="-100 to 100, higher first (default 0)")
         parser.add_argument("--config", type=Path, help="a JSON file of further trainer settings (docs/formats.md)")
@@ -94,7 +98,7 @@ class Command(BaseCommand):
             if not isinstance(config, dict):
                 raise CommandError(f"--config {options['config']}: expected a JSON object of trainer settings")
         # What is not given is the trainer's default (trainer/config.py), as for the API and the form.
-        for name in ("epochs", "batch_size"):
+        for name in ("epochs", "batch_size", "preset"):
             if options[name] is not None:
                 config[name] = options[name]
         solver = dict(config.get("solver") or {})

@@ -1,0 +1,72 @@
+"""The model zoo and the recipes on the web side: the zoo's fits in their own answer, refusals
+before anything is queued (colour jitter on grey images, a crop larger than the images, an
+unknown timm name), a sweep over presets, and the augmentation preview of the new-run form."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from workbench.runs import wizard_views
+from workbench.runs.models import Run
+
+
+def _sweep(client, dataset, grid, config=None, network="lenet"):
+    body = {"dataset": dataset.pk, "network": network, "epochs": 1, "gpus": "cpu", "name": "grid", "sweep": grid}
+    return client.post(reverse("api-sweeps"), {**body, "config": config or {}}, content_type="application/json")
+
+
+def test_it_sizes_the_zoo_in_its_own_answer(owner_client, dataset, monkeypatch):
+    # Four of the zoo's rows (all thirty-two take half a minute of meta-device builds).
+    shown = ("timm/convnext_atto", "timm/vit_tiny_patch16_224", "timm/resnet18d", "lenet", "custom")
+    monkeypatch.setattr(wizard_views, "NETWORK_INFO", {name: wizard_views.NETWORK_INFO[name] for name in shown})
+    body = owner_client.get(reverse("run-new-networks"), {"dataset": dataset.pk, "zoo": "1"}).json()
+    fits = body["networks"]
+    assert "lenet" not in fits and all(name.startswith("timm/") for name in fits)
+    assert fits["timm/convnext_atto"]["problem"] == "timm/convnext_atto needs images of at least 32x32, dataset is 8x8"
+    assert "multiples of 16" in fits["timm/vit_tiny_patch16_224"]["problem"]
+    assert fits["timm/resnet18d"]["problem"] == "" and fits["timm/resnet18d"]["params"] > 10_000_000
+    assert fits["timm/resnet18d"]["gflops"] > 0
+    classic = owner_client.get(reverse("run-new-networks"), {"dataset": dataset.pk}).json()["networks"]
+    assert "timm/resnet18d" not in classic and classic["lenet"]["gflops"] > 0
+
+
+def test_it_refuses_what_the_images_cannot_take_before_anything_is_queued(owner_client, dataset):
+    # The dataset's images are 8x8 grey.
+    cases = [
+        ({"data": {"color_jitter": 0.4}}, "lenet", "config", "data.color_jitter: needs colour images"),
+        ({"data": {"crop_size": 12, "random_resized_crop": True}}, "lenet", "config", "data.crop_size: 12 is larger"),
+        ({}, "timm/resnet9000", "network", "is not a valid choice"),
+    ]
+    for config, network, field, words in cases:
+        response = _sweep(owner_client, dataset, {"lr": [0.01]}, config, network)
+        assert response.status_code == 400, response.json()
+        assert words in str(response.json().get(field)), (field, response.json())
+    assert not Run.objects.exists()
+
+
+def test_it_sweeps_over_presets_keeping_what_the_request_sends(owner_client, dataset):
+    response = _sweep(owner_client, dataset, {"preset": ["deit", "finetune_small"]}, {"solver": {"base_lr": 0.002}})
+    assert response.status_code == 201, response.json()
+    runs = {run["name"]: run["config"] for run in response.json()["results"]}
+    deit, small = runs["grid preset=deit"], runs["grid preset=finetune_small"]
+    assert deit["solver"]["optimizer"] == "adamw" and deit["data"]["mixup_alpha"] == 0.8
+    assert small["solver"]["lr_policy"] == "step" and small["data"]["random_resized_crop"] is True
+    assert deit["solver"]["base_lr"] == small["solver"]["base_lr"] == 0.002  # sent: wins over the presets
+
+
+def test_it_previews_eight_augmented_copies_of_a_training_image(owner_client, dataset):
+    url = reverse("run-new-augment-preview")
+    fields = {
+        "dataset": dataset.pk,
+        "random_resized_crop": "on",
+        "rrc_scale": "0.3, 1",
+        "auto_augment": "trivialaugment",
+    }
+    body = owner_client.post(url, {**fields, "crop_size": "6", "random_erasing": "0.5"}).json()
+    assert len(body["images"]) == 8 and body["size"] == [6, 6]
+    assert all(image.startswith("data:image/png;base64,") for image in body["images"])
+    assert len(set(body["images"])) > 1
+    refused = owner_client.post(url, {**fields, "color_jitter": "0.4"})
+    assert refused.status_code == 400 and "grey" in refused.json()["errors"]["color_jitter"]
+    page = owner_client.get(reverse("run-new")).content.decode()
+    assert 'id="presets"' in page and "transfer_learning_tutorial" in page and "runs on the device" in page
