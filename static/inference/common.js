@@ -41,16 +41,11 @@ export function dropImage(zone, input, onFile) {
   });
 }
 
-// VOC's colour of class `index` (bit-interleaved, as workbench/inference/renderers.class_palette).
-export function vocColour(index) {
-  let r = 0, g = 0, b = 0, value = index;
-  for (let bit = 0; bit < 8; bit += 1) {
-    r |= ((value >> 0) & 1) << (7 - bit);
-    g |= ((value >> 1) & 1) << (7 - bit);
-    b |= ((value >> 2) & 1) << (7 - bit);
-    value >>= 3;
-  }
-  return `rgb(${r}, ${g}, ${b})`;
+// The colour of a detector's class `index` (0-based), bright on photos and dark scenes alike; the
+// same list as workbench/inference/evaluation.BOX_COLOURS, so a test's pictures and this page agree.
+const BOX_COLOURS = ["#ffe119", "#3cb44b", "#e6194b", "#4363d8", "#f58231", "#46f0f0", "#f032e6", "#bcf60c", "#fabebe", "#ffffff"];
+export function boxColour(index) {
+  return BOX_COLOURS[index % BOX_COLOURS.length];
 }
 
 // A job's page (job.js, task_job.js): follows its state and progress until it ends, then hands

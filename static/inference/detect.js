@@ -1,7 +1,7 @@
 // Detect one image: drop or pick it, see its boxes with class and score drawn on it; the score
 // slider and the class boxes filter the boxes the server returned, without asking it again.
 import { postForm } from "../workbench/http.js";
-import { dropImage, percent, vocColour } from "./common.js";
+import { boxColour, dropImage, percent } from "./common.js";
 
 const card = document.getElementById("detect-one");
 if (card) {
@@ -59,7 +59,7 @@ if (card) {
       box.addEventListener("change", draw);
       const swatch = document.createElement("span");
       swatch.className = "swatch";
-      swatch.style.background = vocColour(index + 1);
+      swatch.style.background = boxColour(index);
       item.append(box, swatch, document.createTextNode(label));
       classes.appendChild(item);
     });
@@ -74,7 +74,7 @@ if (card) {
     const ns = "http://www.w3.org/2000/svg";
     svg.replaceChildren(...shown.map((b) => {
       const [x1, y1, x2, y2] = b.box;
-      const colour = vocColour(answer.labels.indexOf(b.label) + 1);
+      const colour = boxColour(answer.labels.indexOf(b.label));
       const group = document.createElementNS(ns, "g");
       group.setAttribute("class", "box");
       const rect = document.createElementNS(ns, "rect");

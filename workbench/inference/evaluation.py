@@ -28,6 +28,9 @@ from workbench.inference.renderers import class_palette
 
 # A predicted box drawn in the worst images' pictures scores at least this (the metric counts all).
 DRAWN_SCORE = 0.3
+# A detector's classes in its pictures (0-based), bright on any scene: static/inference/common.js's list.
+BOX_COLOURS = ("#ffe119", "#3cb44b", "#e6194b", "#4363d8", "#f58231", "#46f0f0", "#f032e6", "#bcf60c", "#fabebe",
+               "#ffffff")  # fmt: skip
 # Small stored images are drawn larger, so a box and its label can be seen.
 PICTURE_SIDE = 192
 
@@ -163,9 +166,8 @@ def _picture(chw: torch.Tensor) -> tuple[Image.Image, float]:
 def _draw_boxes(chw, boxes, class_ids, scores, labels: list[str]) -> Image.Image:
     image, scale = _picture(chw)
     pen = ImageDraw.Draw(image)
-    palette = class_palette()
     for i, (box, class_id) in enumerate(zip(boxes.tolist(), class_ids.tolist(), strict=True)):
-        colour = tuple(int(v) for v in palette[class_id]) if class_id else (255, 255, 255)
+        colour = BOX_COLOURS[(class_id - 1) % len(BOX_COLOURS)]
         x1, y1, x2, y2 = (v * scale for v in box)
         pen.rectangle((x1, y1, x2, y2), outline=colour, width=2)
         text = labels[class_id - 1] + ("" if scores is None else f" {float(scores[i]):.2f}")
