@@ -118,6 +118,8 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.wait_for_selector("#placement:has-text('Tick at least one GPU')")
     # The network split over the two simulated GPUs (model parallel), then a split they cannot form.
     page.check("input[name=device_mode][value=count]")
+    # A number's box is a number's width, not the card's (it was 1,100 px at 1280).
+    assert page.evaluate("document.querySelector('[name=gpu_count]').getBoundingClientRect().width") <= 14 * 16
     page.fill("[name=gpu_count]", "2")
     page.fill("[name=model_parallel]", "2")
     page.wait_for_selector("#placement:has-text('split over 2 GPUs per copy; 1 copy trains in data parallel')")
@@ -154,7 +156,16 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.wait_for_selector("#classify-chart .main-svg")
     assert page.locator("#classify-table tbody tr").count() == 3
     assert page.eval_on_selector("#classify-seen", "el => el.naturalWidth") == 8
+    # The image as uploaded beside the image as the network saw it.
+    page.wait_for_function("document.getElementById('classify-original').naturalWidth === 8")
+    assert page.inner_text("#classify-original-caption") == "as uploaded: 8×8, digit.png"
     assert_fits(page, "classify")
+    # Classify many: each row with its image.
+    page.set_input_files("#classify-many-form [name=images]", [str(digit), str(digit)])
+    page.click("#classify-many-form button[type=submit]")
+    page.wait_for_selector("#rows img.thumb", timeout=60_000)
+    page.wait_for_function("[...document.querySelectorAll('#rows img.thumb')].every((img) => img.naturalWidth === 8)")
+    assert page.locator("#rows tbody tr").count() == 2
 
     # 5. Test on the validation split and open the confusion matrix (normalised, then raw counts).
     page.goto(f"{live_server_url}/runs/{run_id}/test/")
@@ -173,6 +184,11 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.set_input_files("#inside-file", str(digit))
     page.wait_for_selector("#filters[src^='data:image/png']")
     assert page.locator("#activations img").count() == 2
+    # Layers are tick boxes; the logits are bars named by class.
+    page.check("#inside-layers input[value='classifier.3']")
+    page.click("#inside-form button[type=submit]")
+    page.wait_for_selector("#activations .value-bars")
+    assert page.locator("#activations .value-bar .bar-label").all_inner_texts() == ["0", "1", "2"]
     assert_fits(page, "inside")
 
     # 7. Download the ONNX export and run it.

@@ -39,6 +39,8 @@ BATCH = 64
 MAX_MISTAKES = 24
 TOP_PER_CLASS = 8  # images per class in "Top N per category"
 MAX_TOP_CLASSES = 100  # a gallery row per class; more would be a page nobody scrolls
+MAX_THUMBNAILS = 5000  # classify-many: the rows the job page's table shows, each with its image
+THUMBNAIL_SIDE = 64
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm")
 
 Progress = Callable[[int, int], None]
@@ -195,15 +197,24 @@ def render_folder(
 def classify_folder(
     classifier, root: Path, out: Path, *, top_k: int = 5, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """Classify every image under `root`; writes `results.csv` and returns the summary + rows."""
+    """Classify every image under `root`; writes `results.csv` and a thumbnail of each image (the
+    first MAX_THUMBNAILS, as many as the page's table shows) in `thumbs/`; returns the summary + rows."""
     k = min(top_k, len(classifier.labels))
+    folder = out / "thumbs"
+    folder.mkdir(parents=True, exist_ok=True)
+    numbered = iter(range(1 << 62))
 
     def render(images: list[tuple[str, Image.Image]]) -> list[dict[str, Any]]:
         tops = classifier.classify([image for _, image in images], top_k=k)
-        return [
-            {"path": name, "top": [{"label": label, "probability": p} for label, p in top]}
-            for (name, _), top in zip(images, tops, strict=True)
-        ]
+        rows = []
+        for (name, image), top in zip(images, tops, strict=True):
+            row = {"path": name, "top": [{"label": label, "probability": p} for label, p in top]}
+            number = next(numbered)
+            if number < MAX_THUMBNAILS:
+                save_thumbnail(image, folder / f"{number}.png")
+                row["thumb"] = f"{number}.png"
+            rows.append(row)
+        return rows
 
     def csv_lines(row: dict[str, Any]) -> list[list[Any]]:
         return [[row["path"]] + [v for t in row["top"] for v in (t["label"], f"{t['probability']:.6f}")]]
@@ -357,6 +368,15 @@ def test_metrics(y_true: np.ndarray, probs: np.ndarray, labels: list[str]) -> di
         "confusion": confusion.tolist(),
         "labels": list(labels),
     }
+
+
+def save_thumbnail(image: Image.Image, path: Path) -> None:
+    """The image as uploaded, at most THUMBNAIL_SIDE on its longer side, as a PNG."""
+    thumb = image.copy()
+    if thumb.mode not in ("1", "L", "LA", "RGB", "RGBA", "P"):
+        thumb = thumb.convert("RGB")  # CMYK, 16-bit: what PNG and browsers show alike
+    thumb.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+    thumb.save(path)
 
 
 def save_seen_image(chw: np.ndarray, path: Path) -> None:

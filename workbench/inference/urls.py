@@ -17,5 +17,6 @@ urlpatterns = [
     path("runs/<int:pk>/jobs/<int:job_pk>/top/<int:label>_<int:rank>.png", views.job_top, name="inference-top"),
     path("runs/<int:pk>/jobs/<int:job_pk>/worst/<int:rank>.png", views.job_worst, name="inference-worst"),
     path("runs/<int:pk>/jobs/<int:job_pk>/masks/<int:index>.png", views.job_mask, name="inference-mask"),
+    path("runs/<int:pk>/jobs/<int:job_pk>/thumbs/<int:index>.png", views.job_thumb, name="inference-thumb"),
     path("runs/<int:pk>/jobs/<int:job_pk>/delete/", views.job_delete, name="inference-job-delete"),
 ]

@@ -108,6 +108,11 @@ def job_mistake(request, pk: int, job_pk: int, index: int):
     return _job_image(request, pk, job_pk, "mistakes", f"{index}.png")
 
 
+def job_thumb(request, pk: int, job_pk: int, index: int):
+    """The thumbnail of one image of a classify-many job."""
+    return _job_image(request, pk, job_pk, "thumbs", f"{index}.png")
+
+
 def job_top(request, pk: int, job_pk: int, label: int, rank: int):
     """One image of the test's "Top N per category" gallery."""
     return _job_image(request, pk, job_pk, "top", f"{label}_{rank}.png")

@@ -85,6 +85,9 @@ def test_it_classifies_an_archive_in_the_background(celery_worker, transactional
     assert skipped["path"] == "batch/readme.txt" and skipped["reason"].startswith("not an image (content is not")
     rows = owner_client.get(job["rows"]).json()["results"]
     assert len(rows) == 12 and all(len(row["top"]) == 5 for row in rows)
+    # Each row's image as a thumbnail, for the job page's table.
+    thumb = owner_client.get(reverse("inference-thumb", args=[digits_run.pk, job["id"], int(rows[0]["thumb"][:-4])]))
+    assert thumb["Content-Type"] == "image/png" and Image.open(io.BytesIO(thumb.getvalue())).size == (8, 8)
     right = sum(row["top"][0]["label"] == row["path"].rsplit("_", 1)[1].removesuffix(".png") for row in rows)
     assert right >= 9
     response = owner_client.get(job["csv"])
