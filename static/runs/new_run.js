@@ -95,16 +95,19 @@ $("network-filter").addEventListener("input", filterNetworks);
 
 let networksAsked = 0;
 
-// The classic networks' fits first, then the zoo's (timm's: some thirty builds on the server,
-// which the first answer does not wait for); `asked` drops answers for an older choice.
-async function loadNetworks(zoo = false, asked = ++networksAsked) {
+// The classic networks' fits first, then the zoo's (timm's), ZOO_CHUNK at a time: each is a build
+// on the server, and a later answer for another crop size must not wait behind thirty of them.
+// `asked` drops answers for an older choice and stops asking for its remaining chunks.
+const ZOO_CHUNK = 4;
+const zooNames = Object.keys(networkInfo).filter((name) => name.startsWith("timm/"));
+async function loadNetworks(zoo = null, asked = ++networksAsked) {
   const d = dataset();
   if (!d) return;
   const crop = form.elements.crop_size.value;
   const unchecked = "Could not check which networks take this dataset's images";
   let body;
   try {
-    body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}${zoo ? "&zoo=1" : ""}`);
+    body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}${zoo ? `&only=${encodeURIComponent(zoo.join(","))}` : ""}`);
   } catch (error) {
     // Said, not swallowed: without the fits the table cannot tell which networks take the images.
     if (asked === networksAsked) $("errors-network").textContent = `${unchecked}: ${error.message}`;
@@ -145,7 +148,8 @@ async function loadNetworks(zoo = false, asked = ++networksAsked) {
     if (first) first.checked = true;
     showNetwork();
   }
-  if (!zoo) loadNetworks(true, asked);
+  const next = zoo ? zooNames.indexOf(zoo[zoo.length - 1]) + 1 : 0;
+  if (next < zooNames.length) loadNetworks(zooNames.slice(next, next + ZOO_CHUNK), asked);
 }
 
 function showNetwork() {

@@ -300,19 +300,20 @@ def _with_note(name: str, shape: tuple[int, int, int, int]) -> dict:
 @require_GET
 def network_fit(request):
     """Parameter count of every standard network for the dataset, and whether its images fit;
-    with zoo=1 the zoo's (timm's) networks instead, asked for second by the page: some thirty
-    builds on the meta device, which the classic networks' answer does not wait for."""
+    with only=<names> those of the zoo (timm's) instead: the page asks for them afterwards, a few
+    at a time (a build on the meta device each), so a later answer for the classic networks never
+    waits behind thirty builds."""
     dataset = usable_datasets(request.user).filter(pk=parse_id(request.GET.get("dataset", ""))).first()
     if dataset is None:
         return JsonResponse({"error": "dataset: choose one of your ready datasets"}, status=400)
     shape = network_input(dataset, _crop(request.GET.get("crop_size", "")))
-    zoo = request.GET.get("zoo") == "1"
+    only = set(request.GET.get("only", "").split(",")) - {""}
     # Only the dataset's task's networks can train on it; the page hides the others.
     mine = networks_of(dataset.task)
     result = {
         name: _with_note(name, shape) if name in mine else {"params": None, "problem": "", "other_task": True}
         for name in NETWORK_INFO
-        if name != "custom" and is_timm(name) == zoo
+        if name != "custom" and (name in only if only else not is_timm(name))
     }
     return JsonResponse({"networks": result, "input": list(shape[:3]), "task": dataset.task})
 
