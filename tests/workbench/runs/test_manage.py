@@ -45,7 +45,7 @@ def test_it_shows_last_and_best_metrics_and_a_sparkline(owner_client, owner, dat
     assert summary["sparkline"] == sparkline_points([2.0, 1.0, 1.5, 0.5])
     body = owner_client.get(reverse("run-list")).content.decode()
     assert '<td class="metric-loss">0.5000 / 0.1000</td>' in body
-    assert '<td class="metric-accuracy">80% / 90%</td>' in body
+    assert '<td class="metric-accuracy">80.00% / 90.00%</td>' in body
     assert "<polyline" in body and summary["sparkline"] in body
     metrics(run, [0.25], [])  # a new event: the cached summary is replaced
     assert run_summary(run)["last_loss"] == 0.25
