@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 import torchvision
+from safetensors.torch import load_file as load_safetensors
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -207,6 +208,14 @@ def network_cost(name: str, spec: InputSpec) -> tuple[int, float]:
     return params, counter.get_total_flops() / 2 / 1e9
 
 
+def read_weights(path: str | Path) -> object:
+    """What a weights file holds, tensors only: a `.safetensors` file (timm's, the Hugging Face
+    hub's: no pickle at all) or a torch.save file loaded with weights_only (pickled code refused)."""
+    if str(path).endswith(".safetensors"):
+        return load_safetensors(str(path), device="cpu")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
     """Fine-tuning: copy every tensor whose name and shape match; returns (loaded, skipped).
 
@@ -214,7 +223,7 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
     RGB stem weights are summed over the input channels for a gray model, which keeps the
     filter's response to a gray image unchanged.
     """
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = read_weights(path)
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # one of our checkpoints
     if not isinstance(state, dict):

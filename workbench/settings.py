@@ -203,11 +203,13 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 MAX_UPLOAD_BYTES = env_int("WORKBENCH_MAX_UPLOAD_BYTES", 20 * 1024**3, minimum=1)
 
 # Weights a run may start from (`manage.py weights`, the Weights page): the workbench's own store
-# and torchvision's cache, which an online machine fills, read where torchvision puts it.
+# and the caches an online machine fills (torchvision's, the Hugging Face hub's for timm), read
+# where the libraries put them.
 # Nothing is downloaded on a worker; `manage.py weights fetch` does it on a machine that is online.
 WEIGHTS_DIR = env_path("WORKBENCH_WEIGHTS_DIR", DATA_DIR / "weights")
 _CACHE_HOME = env_path("XDG_CACHE_HOME", Path.home() / ".cache")
 TORCH_HUB_CHECKPOINTS = env_path("TORCH_HOME", _CACHE_HOME / "torch") / "hub" / "checkpoints"
+HF_HUB_CACHE = env_path("HF_HUB_CACHE", env_path("HF_HOME", _CACHE_HOME / "huggingface") / "hub")
 
 # Folders on this server that users may import datasets from.
 IMPORT_ROOTS = env_path_list("WORKBENCH_IMPORT_ROOTS")

@@ -419,8 +419,21 @@ function showStartFields() {
   const start = form.querySelector("input[name=start_from]:checked")?.value || "scratch";
   fieldBox("previous_run").hidden = start !== "run";
   fieldBox("pretrained_file").hidden = start !== "upload";
+  fieldBox("stored_weights").hidden = start !== "weights";
+  document.getElementById("finetune-fields").hidden = start === "scratch";
+  showStoredWeights();
   const pathOption = form.querySelector("input[name=start_from][value=path]");
   if (pathOption && !form.elements.pretrained_path.value) pathOption.closest("li, div").hidden = true;
+}
+
+// The store's weights of the chosen network only ("resnet18: ImageNet-1k (torchvision IMAGENET1K_V1)").
+function showStoredWeights() {
+  const network = form.querySelector("input[name=network]:checked")?.value;
+  const select = form.elements.stored_weights;
+  for (const option of select.options) {
+    option.hidden = Boolean(option.value) && !option.textContent.startsWith(`${network}: `);
+  }
+  if (select.selectedOptions[0]?.hidden) select.value = "";
 }
 
 // ------------------------------------------------------------------ wiring
@@ -428,6 +441,7 @@ form.elements.dataset.addEventListener("change", showDataset);
 for (const radio of form.querySelectorAll("input[name=network]")) radio.addEventListener("change", showNetwork);
 for (const radio of form.querySelectorAll("input[name=device_mode]")) radio.addEventListener("change", showDeviceFields);
 for (const radio of form.querySelectorAll("input[name=start_from]")) radio.addEventListener("change", showStartFields);
+for (const radio of form.querySelectorAll("input[name=network]")) radio.addEventListener("change", showStoredWeights);
 form.elements.gpu_count.addEventListener("input", refreshPlacement);
 form.elements.model_parallel.addEventListener("input", refreshPlacement);
 // Fine-tuning needs the same network as the run the weights come from ("#12 name (resnet18, done)").

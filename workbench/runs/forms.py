@@ -22,16 +22,15 @@ from trainer.config import (
 )
 from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.runs.forms_recipe import RECIPE_PATH, RecipeForm
+from workbench.runs.forms_start import StartFromForm
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
-from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_epoch, checkpoint_of
 from workbench.runs.services import resolve_devices
 from workbench.runs.validators import (
     RequestError,
     WholeTextField,
     add_form_errors,
     check_executor,
-    check_pretrained,
     check_priority,
     number_list,
     parse_device_request,
@@ -97,12 +96,6 @@ def network_size_note(name: str, shape: tuple[int, int, int, int], problem: str)
     return f"takes these {shape[2]}×{shape[1]} images; {NETWORK_INFO[name][1]}"
 
 
-START_CHOICES = [
-    ("scratch", "From scratch (random weights)"),
-    ("run", "From a previous run's weights (fine-tune)"),
-    ("upload", "From an uploaded state_dict (.pt)"),
-    ("path", "From the weights the cloned run started from"),
-]
 DEVICE_CHOICES = [
     ("auto", "Next available GPU (the CPU when there is no GPU)"),
     ("count", "A number of GPUs, next available"),
@@ -148,6 +141,9 @@ CONFIG_PATH = {
     "mean_subtraction": "data.mean_subtraction",
     "num_workers": "data.num_workers",
     **RECIPE_PATH,
+    "freeze_backbone_epochs": "freeze_backbone_epochs",
+    "backbone_lr_mult": "backbone_lr_mult",
+    "freeze_bn": "freeze_bn",
 }
 SWEPT_PATH = {"base_lr": "solver.base_lr", "batch_size": "batch_size"}
 
@@ -157,6 +153,8 @@ FIELD_OF = {path: name for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items()} 
     "sweep.lr": "base_lr",
     "sweep.batch_size": "batch_size",
     "pretrained": "start_from",
+    "data.norm_mean": "start_from",
+    "data.norm_std": "start_from",
     "devices": "device_mode",
     "gpus": "device_mode",
 }
@@ -175,29 +173,6 @@ def usable_datasets(user):
     return Dataset.objects.visible_to(user).filter(status=Dataset.Status.READY)
 
 
-def runs_with_weights(user) -> list[Run]:
-    """The runs one may start from: finished ones first (newest first), then those still going,
-    whose weights are a snapshot of a model still training."""
-    runs = Run.objects.visible_to(user).select_related("dataset").order_by("-created_at")
-    found = [run for run in runs[:300] if checkpoint_of(run, "best") is not None]
-    return sorted(found, key=lambda run: not run.is_finished)
-
-
-def weights_reference(run: Run) -> str:
-    """A finished run gives its best checkpoint; one still going its latest snapshot (its best so
-    far may be an early one, and the choice says which it is)."""
-    return f"run:{run.pk}" if run.is_finished else f"run:{run.pk}:last"
-
-
-def previous_run_label(run: Run) -> str:
-    which = "best" if run.is_finished else "last"
-    epoch = checkpoint_epoch(run, which)
-    at = f", epoch {plain_number(round(epoch, 2))}" if epoch is not None else ""
-    if run.is_finished:
-        return f"#{run.pk} {run.name} ({run.network}, {run.state}: best checkpoint{at})"
-    return f"#{run.pk} {run.name} ({run.network}, {run.state} — its latest snapshot{at})"
-
-
 class DatasetChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Dataset) -> str:
         colour = "gray" if obj.channels == 1 else "colour"
@@ -207,7 +182,7 @@ class DatasetChoiceField(forms.ModelChoiceField):
         )
 
 
-class RunForm(RecipeForm, forms.Form):
+class RunForm(RecipeForm, StartFromForm):
     name = forms.CharField(max_length=150, required=False, help_text="Blank: network on dataset")
     dataset = forms.ModelChoiceField(
         queryset=Dataset.objects.none(),
@@ -216,12 +191,6 @@ class RunForm(RecipeForm, forms.Form):
     )
     # Every task's networks; the page shows the dataset's task's, and network_fit refuses the others.
     network = forms.ChoiceField(choices=[(n, n) for n in ALL_NETWORKS], initial=default_of("network"))
-    start_from = forms.ChoiceField(choices=START_CHOICES, initial="scratch", widget=forms.RadioSelect)
-    previous_run = forms.ChoiceField(choices=(), required=False)
-    pretrained_file = forms.FileField(required=False)
-    # Clone: the reference (upload:<id>, run:<id>) the cloned run started from, never a path; the
-    # field keeps its old name for the page's script.
-    pretrained_path = forms.CharField(required=False, widget=forms.HiddenInput)
     custom_layers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}))
 
     optimizer = forms.ChoiceField(choices=[(o, o) for o in OPTIMIZERS])
@@ -305,11 +274,7 @@ class RunForm(RecipeForm, forms.Form):
         for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items():
             self.fields[name].initial = initial_of(path)
         self.fields["dataset"].queryset = usable_datasets(user)
-        # The live previews clean a few fields on every keystroke: they skip the checkpoint scan.
-        self.previous_runs = {} if preview else {str(run.pk): run for run in runs_with_weights(user)}
-        self.fields["previous_run"].choices = [("", "—")] + [
-            (pk, previous_run_label(run)) for pk, run in self.previous_runs.items()
-        ]
+        self._offer_starts(preview=preview)
         devices = Device.objects.filter(kind=Device.Kind.GPU).select_related("host")
         self.fields["gpus"].choices = [
             (f"{d.host.hostname}:{d.index}", f"{d.host.hostname} GPU {d.index}") for d in devices
@@ -348,21 +313,6 @@ class RunForm(RecipeForm, forms.Form):
         if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
             raise forms.ValidationError('Expected a list of layers such as [{"type": "conv2d", ...}].')
         return layers
-
-    def clean_previous_run(self):
-        value = self.cleaned_data["previous_run"]
-        if value and value not in self.previous_runs:
-            raise forms.ValidationError("Choose one of your runs that has a checkpoint.")
-        return self.previous_runs.get(value)
-
-    def clean_pretrained_file(self):
-        upload = self.cleaned_data.get("pretrained_file")
-        if upload and upload.size > MAX_PRETRAINED_BYTES:
-            raise forms.ValidationError(f"{upload.name} is {upload.size} bytes, over the {MAX_PRETRAINED_BYTES} limit.")
-        return upload
-
-    def clean_pretrained_path(self):
-        return self.cleaned_data["pretrained_path"].strip()
 
     def clean_priority(self):
         try:
@@ -452,38 +402,16 @@ class RunForm(RecipeForm, forms.Form):
                 executor=executor,
             )  # fmt: skip
             self.combinations = sweep_validate(
-                config=fields["config"], grid=grid, network=fields["network"], request=request, nodes=nodes
+                config=fields["config"],
+                grid=grid,
+                network=fields["network"],
+                request=request,
+                nodes=nodes,
+                with_weights=data["start_from"] != "scratch",
             )
         except RequestError as error:
             add_form_errors(self, error, field_of=FIELD_OF)
         return data
-
-    def _check_weights(self, data) -> None:
-        """Sets `pretrained_reference` (the upload's is made on submit) after the one rule of
-        validators.check_pretrained, which the API and the CLI go through as well."""
-        start = data["start_from"]
-        self.pretrained_reference = None
-        if start == "run":
-            run = data.get("previous_run")
-            if run is None:
-                self.add_error("previous_run", "Choose the run whose weights to start from.")
-                return
-            self._check_reference(weights_reference(run), data, field="previous_run")
-        elif start == "upload" and not data.get("pretrained_file"):
-            self.add_error("pretrained_file", "Choose a .pt file holding a state_dict.")
-        elif start == "path":
-            if not data.get("pretrained_path"):
-                self.add_error("start_from", "The cloned run did not start from saved weights; choose another option.")
-                return
-            self._check_reference(data["pretrained_path"], data, field="start_from")
-
-    def _check_reference(self, reference: str, data, *, field: str) -> None:
-        try:
-            check_pretrained(reference, owner=self.user, network=data["network"])
-        except RequestError as error:
-            add_form_errors(self, error, field_of={"pretrained": field})
-            return
-        self.pretrained_reference = reference
 
     def _check_layers(self, data) -> None:
         if data["network"] != "custom":

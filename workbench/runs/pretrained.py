@@ -18,6 +18,7 @@ from django.db import IntegrityError
 from trainer import protocol
 from workbench.runs.models import PretrainedWeights, Run
 from workbench.runs.selectors import runs_visible_to
+from workbench.weights.models import StoredWeights
 
 MAX_PRETRAINED_BYTES = 2 * 1024**3
 CHUNK = 1 << 20
@@ -200,6 +201,9 @@ def weights_for_path(path: str | None) -> PretrainedWeights | None:
 
 def reference_for_path(path: str | None) -> str | None:
     """A stored config's `pretrained` file as the reference it was resolved from (what users see)."""
+    stored = StoredWeights.objects.filter(path=str(path)).first() if path else None
+    if stored is not None:  # the weights store's (weights:<id>)
+        return stored.reference
     weights = weights_for_path(path)
     return weights.reference if weights else None
 

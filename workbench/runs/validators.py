@@ -31,14 +31,20 @@ from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
 from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
 from workbench.runs.selectors import runs_visible_to
+from workbench.weights.models import StoredWeights
+from workbench.weights.selectors import weights_usable
 
 # One answer for every pretrained source refused: a missing upload, someone else's run, a path,
 # a symlink all read the same, so the API cannot be used to learn what exists on the server.
 PRETRAINED_REFUSED = (
     "no such weights you can use; give upload:<id> (an upload of yours, "
-    "POST /api/pretrained/) or run:<id> / run:<id>:last (a run you can see)"
+    "POST /api/pretrained/), run:<id> / run:<id>:last (a run you can see) or weights:<id> "
+    "(the weights store: manage.py weights list)"
 )
-_REFERENCE = re.compile(r"upload:(?P<upload>[1-9]\d{0,17})|run:(?P<run>[1-9]\d{0,17})(?::(?P<which>best|last))?")
+_REFERENCE = re.compile(
+    r"upload:(?P<upload>[1-9]\d{0,17})|run:(?P<run>[1-9]\d{0,17})(?::(?P<which>best|last))?"
+    r"|weights:(?P<weights>[1-9]\d{0,17})"
+)
 
 _SPECIFIC = re.compile(r"^(?P<host>[^:\s]+):(?P<indices>\d+(?:,\d+)*)$")
 
@@ -116,6 +122,8 @@ def check_pretrained(value: Any, *, owner, network: str):
     match = _REFERENCE.fullmatch(value) if isinstance(value, str) and owner is not None else None
     if match is None:
         raise RequestError("config.pretrained", PRETRAINED_REFUSED)
+    if match.group("weights"):
+        return _check_stored(int(match.group("weights")), network=network)
     if match.group("upload"):
         weights = PretrainedWeights.objects.visible_to(owner).filter(pk=int(match.group("upload"))).first()
         if weights is None or not inside_store(weights.file):
@@ -136,9 +144,24 @@ def check_pretrained(value: Any, *, owner, network: str):
     return run, which
 
 
+def _check_stored(pk: int, *, network: str) -> StoredWeights:
+    """Weights of the store (shared by every user), for the network they were filed for."""
+    stored = weights_usable().filter(pk=pk).first()
+    if stored is None or not stored.present:
+        raise RequestError("config.pretrained", PRETRAINED_REFUSED)
+    if stored.network != network:
+        raise RequestError(
+            "config.pretrained",
+            f"{stored.reference} are {stored.network} weights; choose network {stored.network} to start from them",
+        )
+    return stored
+
+
 def resolve_pretrained(value: Any, *, owner, network: str) -> str:
     """check_pretrained, then the file the trainer is to read (a run's weights copied out)."""
     source = check_pretrained(value, owner=owner, network=network)
+    if isinstance(source, StoredWeights):
+        return str(source.file)
     if isinstance(source, tuple):
         run, which = source
         try:
@@ -148,13 +171,16 @@ def resolve_pretrained(value: Any, *, owner, network: str) -> str:
     return str(source.file)
 
 
-def validate_trainer_config(config: dict, *, network: str, request: DeviceRequest, owner=None, nodes: int = 1) -> dict:
+def validate_trainer_config(
+    config: dict, *, network: str, request: DeviceRequest, owner=None, nodes: int = 1, with_weights: bool = False
+) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
     asks for on each of `nodes` nodes; returns the config to store, its `pretrained` reference
-    resolved to the file for `owner` (a config naming weights without an owner is refused)."""
+    resolved to the file for `owner` (a config naming weights without an owner is refused).
+    `with_weights`: weights checked apart (the form's) are to come, for the fine-tuning fields."""
     if not isinstance(config, dict):
         raise RequestError("config", "expected an object")
-    config = {**config}
+    sent, config = config, {**config}
     pretrained = config.pop("pretrained", None)
     for reserved in LAUNCH_FIELDS:
         parent, _, leaf = reserved.rpartition(".")
@@ -167,7 +193,9 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
     probe = {
         **config,
         "network": network,
-        "pretrained": None,  # resolved below by the server; the trainer checks the file at launch
+        # Resolved below by the server (the trainer checks the file at launch); a stand-in here, so
+        # that the fine-tuning fields, which need weights, are checked with the rest.
+        "pretrained": "weights" if with_weights or pretrained not in (None, "") else None,
         "run_dir": "/nonexistent/run",
         "devices": ["cpu"] * count,
         "nodes": nodes,
@@ -183,10 +211,24 @@ def validate_trainer_config(config: dict, *, network: str, request: DeviceReques
         raise RequestError(f"config.{error.field}" if error.field else "config", error.message) from None
     except TypeError as error:
         raise RequestError("config", str(error)) from None
+    config.pop("pretrained", None)  # the stand-in, never stored
     if pretrained not in (None, ""):
         # Last, once the rest is valid: a run's weights are copied out only for a run that is queued.
         config["pretrained"] = resolve_pretrained(pretrained, owner=owner, network=network)
+        # The weights' own normalisation, unless the request set one.
+        own = {k: v for k, v in stored_preprocessing(pretrained).items() if (sent.get("data") or {}).get(k) is None}
+        config["data"] = {**config["data"], **own}
     return config
+
+
+def stored_preprocessing(reference: Any) -> dict:
+    """The store's weights' own normalisation (from the library's metadata) as the trainer's
+    data fields; {} for any other weights."""
+    match = _REFERENCE.fullmatch(reference) if isinstance(reference, str) else None
+    stored = (
+        weights_usable().filter(pk=int(match.group("weights"))).first() if match and match.group("weights") else None
+    )
+    return stored.preprocessing() if stored else {}
 
 
 MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)
@@ -278,7 +320,14 @@ def sweep_config(config: dict, combination: dict[str, Any]) -> dict:
 
 
 def sweep_validate(
-    *, config: dict, grid: Any, network: str, request: DeviceRequest, owner=None, nodes: int = 1
+    *,
+    config: dict,
+    grid: Any,
+    network: str,
+    request: DeviceRequest,
+    owner=None,
+    nodes: int = 1,
+    with_weights: bool = False,
 ) -> list[tuple[dict, dict]]:
     """Every combination of `grid` applied to `config` and validated as one run would be, before
     any is created: [(combination, config to store)]; an error on a swept value names sweep.<key>."""
@@ -297,7 +346,12 @@ def sweep_validate(
     for combination in combinations:
         try:
             stored = validate_trainer_config(
-                sweep_config(config, combination), network=network, request=request, owner=owner, nodes=nodes
+                sweep_config(config, combination),
+                network=network,
+                request=request,
+                owner=owner,
+                nodes=nodes,
+                with_weights=with_weights,
             )
         except RequestError as error:
             swept = {"config." + ".".join(SWEEP_FIELDS[key]): key for key in combination}

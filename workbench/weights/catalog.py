@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from trainer.zoo import TIMM_PREFIX
+
 # torch.hub's rule: the file name's last "-<hex>." part is the start of the file's sha256.
 _HASH_IN_NAME = re.compile(r"-([a-f0-9]{8,64})\.")
 # torchvision publishes no licence for most weights: its code is BSD-3-Clause and the weights
@@ -84,14 +86,24 @@ def torchvision_published(network: str) -> list[Published]:
     return found
 
 
+def _timm_dataset(name: str) -> str:
+    """What a timm tag says it was trained on: "convnext_atto.d2_in1k" -> "ImageNet-1k"."""
+    tag = name.partition(".")[2]
+    for marker, words in (("in22k_ft_in1k", "ImageNet-22k → 1k"), ("in12k_ft_in1k", "ImageNet-12k → 1k"),
+                          ("in22k", "ImageNet-22k"), ("in1k", "ImageNet-1k")):  # fmt: skip
+        if marker in tag:
+            return words
+    return "ImageNet"
+
+
 def timm_published(network: str) -> list[Published]:
-    """timm's pretrained tags of `network` (an architecture name), when timm is installed."""
+    """timm's pretrained tags of `network` (the zoo's `timm/<architecture>`), when timm is installed."""
     try:
         import timm  # optional: the store works with torchvision alone
     except ImportError:
         return []
     found = []
-    for name in timm.list_pretrained(f"{network}.*"):
+    for name in timm.list_pretrained(f"{network.removeprefix(TIMM_PREFIX)}.*"):
         cfg = timm.models.get_pretrained_cfg(name)
         if cfg is None or not cfg.hf_hub_id:
             continue
@@ -101,10 +113,11 @@ def timm_published(network: str) -> list[Published]:
                 network=network,
                 source="timm",
                 tag=name,
+                # The Hugging Face cache's folder of the repository (HF_HUB_CACHE/<this>/snapshots/...).
                 file_name="models--" + cfg.hf_hub_id.replace("/", "--"),
                 url=f"https://huggingface.co/{cfg.hf_hub_id}",
                 hash_prefix="",
-                dataset="ImageNet-22k → 1k" if "in22k_ft" in name else "ImageNet",
+                dataset=_timm_dataset(name),
                 licence=cfg.license or "",
                 mean=tuple(cfg.mean) if cfg.mean else None,
                 std=tuple(cfg.std) if cfg.std else None,
@@ -119,7 +132,7 @@ def timm_published(network: str) -> list[Published]:
 def published_for(network: str) -> list[Published]:
     if network in NOT_PUBLISHED:
         return []
-    return torchvision_published(network) or timm_published(network)
+    return timm_published(network) if network.startswith(TIMM_PREFIX) else torchvision_published(network)
 
 
 def published_named(network: str, tag: str) -> Published | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from trainer.networks import BUILDERS, InputSpec
+from trainer.networks import BUILDERS, InputSpec, read_weights
 
 # The size the published ImageNet weights were built for; our builders take the classes and size.
 IMAGENET = InputSpec(channels=3, height=224, width=224, num_classes=1000)
@@ -34,7 +34,7 @@ def load_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """The file's state_dict (a checkpoint of ours counts by its model), names without DDP's and
     torch.compile's prefixes."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = read_weights(path)
     except pickle.UnpicklingError:
         raise WeightsError(
             f"{path.name} holds pickled code, not only tensors; refused (torch.load with weights_only=True)"

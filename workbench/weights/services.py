@@ -45,7 +45,15 @@ def _copy_into_store(source: Path, name: str) -> Path:
 
 
 def _file(
-    *, path: Path, network: str, sha256: str, published: Published | None, tag: str, tensor_count: int, created_by
+    *,
+    path: Path,
+    network: str,
+    sha256: str,
+    published: Published | None,
+    tag: str,
+    tensor_count: int,
+    created_by,
+    verified: bool | None = None,
 ) -> StoredWeights:
     fields = {
         "network": network,
@@ -62,7 +70,7 @@ def _file(
         fields |= {
             "source": published.source,
             "tag": published.tag,
-            "verified": bool(published.hash_prefix),
+            "verified": bool(published.hash_prefix) if verified is None else verified,
             "licence": published.licence,
             "dataset": published.dataset,
             "accuracy": published.accuracy,
@@ -105,6 +113,26 @@ def weights_import(*, source: Path, network: str, tag: str = "", created_by=None
     )
 
 
+def _hub_files(published: Published) -> list[Path]:
+    """A timm repository's weights in the Hugging Face cache: snapshots/<revision>/model.safetensors
+    (or pytorch_model.bin), each a link to blobs/<its sha256>."""
+    snapshots = Path(settings.HF_HUB_CACHE) / published.file_name / "snapshots"
+    names = ("model.safetensors", "pytorch_model.bin")
+    return [path for folder in sorted(snapshots.glob("*")) for name in names if (path := folder / name).is_file()]
+
+
+def _discover_hub(network: str, published: Published, filed: set[str]) -> None:
+    for path in _hub_files(published):
+        if str(path) in filed:
+            continue
+        sha256 = file_sha256(path)
+        # The hub names each blob by its sha256 (from the repository's LFS pointer): the check.
+        verified = path.is_symlink() and path.resolve().name == sha256
+        _file(path=path, network=network, sha256=sha256, published=published, tag="", tensor_count=0,
+              created_by=None, verified=verified)  # fmt: skip
+        filed.add(str(path))
+
+
 def cache_folders() -> list[Path]:
     """Where published files are looked for: the store's folder, then torchvision's cache."""
     return [Path(settings.WEIGHTS_DIR), Path(settings.TORCH_HUB_CHECKPOINTS)]
@@ -117,8 +145,9 @@ def weights_discover() -> list[str]:
     skipped = []
     for network in store_networks():
         for published in published_for(network):
-            if not published.hash_prefix:
-                continue  # timm's live in the Hugging Face cache's own layout: imported, not found
+            if published.source == "timm":
+                _discover_hub(network, published, filed)
+                continue
             for folder in cache_folders():
                 path = folder / published.file_name
                 if str(path) in filed or not path.is_file():
@@ -151,11 +180,15 @@ def weights_fetch(*, network: str, tag: str = "", progress: bool = True) -> Stor
     try:
         _download(published, progress=progress)
     except OSError as error:  # URLError, a refused connection, a name that does not resolve
-        reason = getattr(error, "reason", None) or error.strerror or type(error).__name__
+        reason = getattr(error, "reason", None) or error.strerror or str(error) or type(error).__name__
+        where = (
+            "HF_HUB_CACHE (the cache folder)" if published.source == "timm"
+            else "WORKBENCH_WEIGHTS_DIR or $TORCH_HOME/hub/checkpoints"
+        )  # fmt: skip
         raise WeightsError(
             f"no network access: cannot download {published.file_name} from {published.url} ({reason}); "
             f"on a machine that is online run `manage.py weights fetch {network}`; or copy {published.file_name} "
-            f"into WORKBENCH_WEIGHTS_DIR or $TORCH_HOME/hub/checkpoints (found by the next `manage.py weights list`), "
+            f"into {where} (found by the next `manage.py weights list`), "
             f"or file a copy anywhere with `manage.py weights import FILE --network {network}`"
         ) from None
     weights_discover()
@@ -174,4 +207,13 @@ def _download(published: Published, *, progress: bool) -> None:
         # Into the cache folder the store reads, the hash checked by torch.hub against the name.
         weights.get_state_dict(progress=progress, model_dir=str(settings.TORCH_HUB_CHECKPOINTS), check_hash=True)
         return
-    raise WeightsError(f"fetching {published.source} weights is not supported yet; download {published.url} by hand")
+    # huggingface_hub only here (timm's dependency): into the cache the store reads, with its bar.
+    from huggingface_hub import hf_hub_download  # huggingface_hub: loaded only where this runs
+
+    repository = published.url.removeprefix("https://huggingface.co/")
+    try:
+        hf_hub_download(repository, "model.safetensors", cache_dir=str(settings.HF_HUB_CACHE))
+    except OSError:
+        raise
+    except Exception as error:  # the hub client's own connection errors are not OSErrors
+        raise OSError(type(error).__name__) from None

@@ -8,6 +8,7 @@ def store(settings, tmp_path):
     """The store's folder and torchvision's cache, private to the test."""
     settings.WEIGHTS_DIR = tmp_path / "weights"
     settings.TORCH_HUB_CHECKPOINTS = tmp_path / "torch" / "hub" / "checkpoints"
+    settings.HF_HUB_CACHE = tmp_path / "huggingface" / "hub"
     return settings
 
 

@@ -76,6 +76,32 @@ def test_it_finds_a_published_file_dropped_into_torchvisions_cache(store, mobile
     ]
 
 
+def test_it_finds_timms_weights_in_the_hugging_face_cache_by_its_blob_hash(store):
+    from safetensors.torch import save_file
+    from timm import create_model
+
+    # The hub cache's own layout: snapshots/<revision>/model.safetensors -> blobs/<sha256>.
+    repository = store.HF_HUB_CACHE / "models--timm--convnext_atto.d2_in1k"
+    (repository / "blobs").mkdir(parents=True)
+    made = repository / "blobs" / "made.safetensors"
+    save_file(create_model("convnext_atto", pretrained=False).state_dict(), made)
+    blob = made.rename(repository / "blobs" / file_sha256(made))
+    snapshot = repository / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").symlink_to(os.path.relpath(blob, snapshot))
+
+    listed = json.loads(weights("list", "--format", "json"))
+
+    row = StoredWeights.objects.get()
+    assert [(e["network"], e["source"], e["tag"], e["verified"]) for e in listed] == [
+        ("timm/convnext_atto", "timm", "convnext_atto.d2_in1k", True)
+    ]
+    assert row.label == "ImageNet-1k (timm convnext_atto.d2_in1k)" and row.licence == "apache-2.0"
+    assert row.preprocessing() == {"norm_mean": [0.485, 0.456, 0.406], "norm_std": [0.229, 0.224, 0.225]}
+
+
+# torch warns that it met pickle protocol 4 in the pickled-code file, before refusing it.
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_it_refuses_what_is_not_the_networks_weights_in_one_line_filing_nothing(store, mobilenet_file, tmp_path):
     truncated = tmp_path / "truncated.pth"
     truncated.write_bytes(mobilenet_file.read_bytes()[:200_000])

@@ -50,6 +50,19 @@ class Command(BaseCommand):
             type=Path,
             help="a state_dict file to start from, stored first as an upload of the owner (as POST /api/pretrained/)",
         )
+        parser.add_argument(
+            "--weights",
+            type=int,
+            metavar="ID",
+            help="start from the weights store's weights:<id> (manage.py weights list)",
+        )
+        parser.add_argument(
+            "--freeze-backbone-epochs", type=float, help="fine-tuning: epochs the loaded layers stay frozen (default 0)"
+        )
+        parser.add_argument(
+            "--backbone-lr-mult", type=float, help="fine-tuning: the backbone's rate multiplier (default 1)"
+        )
+        parser.add_argument("--freeze-bn", action="store_true", help="fine-tuning: keep BatchNorm in eval mode")
         parser.add_argument("--owner", help="username of the owner (default: the dataset's owner)")
         parser.add_argument("--wait", action="store_true", help="wait for the run to end, printing progress")
 
@@ -108,8 +121,17 @@ class Command(BaseCommand):
             solver["optimizer"] = options["solver"]
         if solver:
             config["solver"] = solver
+        if options["pretrained"] and options["weights"] is not None:
+            raise CommandError("give --pretrained or --weights, not both")
         if options["pretrained"]:
             config["pretrained"] = options["pretrained"]
+        if options["weights"] is not None:
+            config["pretrained"] = f"weights:{options['weights']}"
+        for name in ("freeze_backbone_epochs", "backbone_lr_mult"):
+            if options[name] is not None:
+                config[name] = options[name]
+        if options["freeze_bn"]:
+            config["freeze_bn"] = True
         return config
 
     def _upload(self, owner, path: Path) -> str:

@@ -1,0 +1,73 @@
+"""Using the store: the staff page, and `weights:<id>` as a run's start in the one validator."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from datasets.models import Dataset
+from workbench.runs.models import Run
+from workbench.weights.models import StoredWeights
+from workbench.weights.services import weights_import
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def lab_weights(store, mobilenet_file, staff_user):
+    row, _ = weights_import(source=mobilenet_file, network="mobilenet_v3_small", tag="lab", created_by=staff_user)
+    # As if its library published its normalisation (a verified file's metadata).
+    row.mean, row.std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    row.save()
+    return row
+
+
+def test_it_shows_staff_what_is_there_and_what_to_drop_in(client, staff_user, other_user, lab_weights):
+    client.force_login(other_user)
+    assert client.get(reverse("weights")).status_code == 404
+    assert 'href="/weights/"' not in client.get(reverse("home")).content.decode()
+
+    client.force_login(staff_user)
+    page = client.get(reverse("weights")).content.decode()
+
+    assert f"weights:{lab_weights.pk}</code> local weights lab (unverified)" in page
+    # Networks with nothing here: the exact published file name and where it goes.
+    assert "drop <code>resnet18-f37072fd.pth</code> into <code>WORKBENCH_WEIGHTS_DIR</code>" in page
+    assert "69.758% (ImageNet-1k)" in page and 'href="/weights/"' in page
+    assert str(lab_weights.file.parent) not in page
+
+
+def submit(client, dataset, **config):
+    body = {"dataset": dataset.pk, "network": "mobilenet_v3_small", "epochs": 1, "batch_size": 8, "gpus": "cpu",
+            "config": config}  # fmt: skip
+    return client.post(reverse("api-runs"), body, content_type="application/json")
+
+
+def test_it_starts_a_run_from_weights_of_the_store_by_reference(owner_client, owner, lab_weights):
+    dataset = Dataset.objects.create(owner=owner, name="photos", status=Dataset.Status.BUILDING)
+
+    refused = submit(owner_client, dataset, pretrained="weights:999")
+    assert refused.status_code == 400 and refused.json()["config"][0].startswith("pretrained: no such weights")
+    wrong = owner_client.post(
+        reverse("api-runs"),
+        {"dataset": dataset.pk, "network": "resnet18", "gpus": "cpu", "config": {"pretrained": lab_weights.reference}},
+        content_type="application/json",
+    )
+    assert wrong.json() == {
+        "config": [
+            f"pretrained: weights:{lab_weights.pk} are mobilenet_v3_small weights; "
+            "choose network mobilenet_v3_small to start from them"
+        ]
+    }
+    assert submit(owner_client, dataset, freeze_bn=True).json() == {
+        "config": ["freeze_bn: fine-tunes pretrained weights: choose weights to start from"]
+    }
+
+    response = submit(owner_client, dataset, pretrained=lab_weights.reference, freeze_backbone_epochs=1)
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["config"]["pretrained"] == lab_weights.reference  # never the path
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.config["pretrained"] == str(lab_weights.file)  # what the trainer reads
+    assert run.config["data"]["norm_std"] == [0.229, 0.224, 0.225] and run.config["freeze_backbone_epochs"] == 1
+    assert StoredWeights.objects.count() == 1
