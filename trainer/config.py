@@ -115,8 +115,7 @@ class TrainConfig:
     custom_layers: list[dict[str, Any]] | None = None  # network == "custom"
     pretrained: str | None = None  # a state_dict file for fine-tuning
     preset: str | None = None  # recipes.PRESETS: fills the fields a config leaves out (config_from_dict)
-    # Fine-tuning (trainer/finetune.py): the backbone (what `pretrained` gave) frozen for some
-    # epochs, then at base_lr x backbone_lr_mult; BatchNorm in eval mode when freeze_bn.
+    # Fine-tuning the backbone (what `pretrained` gave): trainer/finetune.py, docs/formats.md.
     freeze_backbone_epochs: float = 0.0
     backbone_lr_mult: float = 1.0
     freeze_bn: bool = False
