@@ -10,6 +10,7 @@ import torchvision
 from tests.trainer.conftest import make_config
 from trainer.checkpoint import CheckpointStore
 from trainer.events import ListReporter
+from trainer.inference import load_checkpoint_classifier
 from trainer.protocol import EXIT_DONE, snapshots
 from trainer.run import train
 
@@ -54,3 +55,5 @@ def test_it_fine_tunes_with_the_backbone_frozen_for_the_first_epoch(tmp_path, rg
     assert not torch.equal(frozen["model"]["fc.bias"], trained["model"]["fc.bias"])
     assert frozen["preprocessing"]["mean"] == "weights"
     assert frozen["preprocessing"]["std"] == pytest.approx([0.229, 0.224, 0.225])
+    # Inference divides by the same std (trainer.inference reads it from the checkpoint).
+    assert load_checkpoint_classifier(last).normalize.std.flatten().tolist() == pytest.approx([0.229, 0.224, 0.225])
