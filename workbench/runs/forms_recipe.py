@@ -72,7 +72,10 @@ class RecipeForm(forms.Form):
     )
     rrc_ratio = forms.CharField(required=False, label="Crop aspect ratio", help_text="min, max width/height")
     auto_augment = forms.ChoiceField(
-        choices=[(a, a) for a in AUTO_AUGMENTS], label="Augmentation policy", help_text=_runs("auto_augment")
+        choices=[(a, a) for a in AUTO_AUGMENTS],
+        required=False,
+        label="Augmentation policy",
+        help_text=_runs("auto_augment"),
     )
     color_jitter = trainer_number(
         "data.color_jitter",
@@ -102,6 +105,9 @@ class RecipeForm(forms.Form):
 
     def clean_preset(self):
         return self.cleaned_data["preset"] or None
+
+    def clean_auto_augment(self):  # not sent (an older page, a script): the trainer's default
+        return self.cleaned_data["auto_augment"] or None
 
     def _pair(self, name: str) -> list[float] | None:
         text = self.cleaned_data[name].strip()
