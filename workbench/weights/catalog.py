@@ -36,11 +36,19 @@ class Published:
     default: bool = False  # the library's DEFAULT (torchvision) or first tag (timm)
 
     @property
-    def top1(self) -> float | None:
-        return self.accuracy.get("acc@1")
+    def headline(self) -> str:
+        return headline(self.accuracy, self.dataset)
 
     def matches(self, sha256: str) -> bool:
         return bool(self.hash_prefix) and sha256.startswith(self.hash_prefix)
+
+
+def headline(accuracy: dict, dataset: str) -> str:
+    """The published number a page shows: "top-1 69.758% (ImageNet-1k)", "box mAP 22.8 (COCO)"."""
+    for key, words in (("acc@1", "top-1 {}%"), ("box_map", "box mAP {}"), ("miou", "mIoU {}")):
+        if isinstance(accuracy.get(key), int | float):
+            return words.format(accuracy[key]) + (f" ({dataset})" if dataset else "")
+    return ""
 
 
 def _first(value) -> int | None:
@@ -61,7 +69,7 @@ def torchvision_published(network: str) -> list[Published]:
     for weights in enum:
         meta = weights.meta
         metrics = next(iter((meta.get("_metrics") or {}).items()), ("", {}))
-        dataset = {"ImageNet-1K": "ImageNet-1k", "COCO-val2017": "COCO"}.get(metrics[0], metrics[0])
+        dataset = "COCO" if metrics[0].startswith("COCO") else metrics[0].replace("ImageNet-1K", "ImageNet-1k")
         transforms = weights.transforms()
         file_name = weights.url.rsplit("/", 1)[-1]
         match = _HASH_IN_NAME.search(file_name)

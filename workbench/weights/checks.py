@@ -12,10 +12,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from trainer.networks import BUILDERS, InputSpec, read_weights
-
-# The size the published ImageNet weights were built for; our builders take the classes and size.
-IMAGENET = InputSpec(channels=3, height=224, width=224, num_classes=1000)
+from trainer.networks import InputSpec, read_weights
+from trainer.protocol import task_of_network
+from trainer.tasks import task_for
 
 
 class WeightsError(ValueError):
@@ -48,28 +47,29 @@ def load_state_dict(path: Path) -> dict[str, torch.Tensor]:
     return {str(k).removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
 
 
-def head_names(model: nn.Module) -> set[str]:
-    """The classifier's tensors (the last Linear): replaced when fine-tuning, so any shape is fine."""
-    last = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    return {f"{last[-1]}.weight", f"{last[-1]}.bias"} if last else set()
+def _shapes(network: str, num_classes: int) -> dict[str, torch.Size]:
+    """`network`'s tensors built with weights=None at 224x224 (the published weights' size), on
+    the meta device: shapes only, no memory, no initialisation cost."""
+    task = task_for(task_of_network(network))
+    with torch.device("meta"):
+        model: nn.Module = task.build_model(network, InputSpec(3, 224, 224, num_classes))
+    return {name: tensor.shape for name, tensor in model.state_dict().items()}
 
 
 def check_network(path: Path, network: str) -> int:
-    """Raises WeightsError unless `path` holds `network`'s weights; returns its tensor count."""
-    builder = BUILDERS.get(network)
-    if builder is None:
-        raise WeightsError(f"unknown network {network!r}")
+    """Raises WeightsError unless `path` holds `network`'s weights; returns its tensor count.
+    The head (whatever is sized by the classes: a classifier, a detector's box predictor, a
+    segmentation head) is replaced when fine-tuning, so any shape of it is fine."""
     state = load_state_dict(path)
-    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
-        model = builder(IMAGENET)
-    own, head = model.state_dict(), head_names(model)
-    for name, tensor in own.items():
+    own, other = _shapes(network, 1000), _shapes(network, 3)
+    head = {name for name, shape in own.items() if other.get(name) != shape}
+    for name, shape in own.items():
         theirs = state.get(name)
-        if name in head or theirs is None or theirs.shape == tensor.shape:
+        if name in head or theirs is None or theirs.shape == shape:
             continue
         raise WeightsError(
             f"{path.name} is not {network}'s weights: {name} is {tuple(theirs.shape)} in the file, "
-            f"{tuple(tensor.shape)} in {network}"
+            f"{tuple(shape)} in {network}"
         )
     # BatchNorm's step counters are absent from older published files; torch adds them on load.
     missing = [n for n in own if n not in state and n not in head and not n.endswith("num_batches_tracked")]

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from workbench.weights.catalog import headline
+
 
 class StoredWeights(models.Model):
     class Source(models.TextChoices):
@@ -71,6 +73,10 @@ class StoredWeights(models.Model):
     def top1(self) -> float | None:
         value = (self.accuracy or {}).get("acc@1")
         return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def headline(self) -> str:
+        return headline(self.accuracy or {}, self.dataset)
 
     def preprocessing(self) -> dict:
         """The normalisation a run fine-tuning from them uses (the trainer config's data fields)."""

@@ -14,15 +14,18 @@ from pathlib import Path
 from django.conf import settings
 
 from trainer.networks import BUILDERS
+from trainer.protocol import TASK_NETWORKS
 from workbench.weights.catalog import NOT_PUBLISHED, Published, published_for, published_named
 from workbench.weights.checks import WeightsError, check_network, file_sha256
 from workbench.weights.models import StoredWeights
 
 
 def store_networks() -> list[str]:
-    """The networks the store files weights for: every network the trainer builds but its own
-    LeNet and the user-defined one (their shapes depend on the dataset)."""
-    return [name for name in BUILDERS if name not in NOT_PUBLISHED]
+    """The networks the store files weights for: every network the trainer builds (classification,
+    detection, segmentation) but its own LeNet and the user-defined one (their shapes depend on
+    the dataset)."""
+    others = [name for names in TASK_NETWORKS.values() for name in names]
+    return [name for name in BUILDERS if name not in NOT_PUBLISHED] + others
 
 
 def _check_known(network: str) -> None:

@@ -9,6 +9,8 @@ import pickle
 from io import StringIO
 
 import pytest
+import torch
+import torchvision
 from django.core.management import CommandError, call_command
 
 from workbench.weights import catalog, services
@@ -138,3 +140,15 @@ def test_it_says_fetch_has_no_network_access_here(store, monkeypatch):
     )
     assert "manage.py weights import" in str(refused.value)
     assert not StoredWeights.objects.exists()
+
+
+def test_it_files_a_segmentation_networks_weights_whatever_its_head(store, tmp_path):
+    # COCO-with-VOC-labels weights have 21 classes: their head is replaced, the rest must match.
+    torch.save(torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, num_classes=21,
+               weights_backbone=None).state_dict(), tmp_path / "lraspp-lab.pth")  # fmt: skip
+
+    line = weights("import", str(tmp_path / "lraspp-lab.pth"), "--network", "lraspp_mobilenet_v3_large")
+
+    assert "local weights of lraspp_mobilenet_v3_large, unverified" in line
+    with pytest.raises(CommandError, match="lraspp-lab.pth is not deeplabv3_mobilenet_v3_large's weights"):
+        weights("import", str(tmp_path / "lraspp-lab.pth"), "--network", "deeplabv3_mobilenet_v3_large")

@@ -33,7 +33,7 @@ def test_it_shows_staff_what_is_there_and_what_to_drop_in(client, staff_user, ot
     assert f"weights:{lab_weights.pk}</code> local weights lab (unverified)" in page
     # Networks with nothing here: the exact published file name and where it goes.
     assert "drop <code>resnet18-f37072fd.pth</code> into <code>WORKBENCH_WEIGHTS_DIR</code>" in page
-    assert "69.758% (ImageNet-1k)" in page and 'href="/weights/"' in page
+    assert "top-1 69.758% (ImageNet-1k)" in page and "box mAP 22.8 (COCO)" in page and 'href="/weights/"' in page
     assert str(lab_weights.file.parent) not in page
 
 
