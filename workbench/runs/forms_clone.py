@@ -25,8 +25,9 @@ def initial_from_run(run: Run) -> dict:
         initial["batch_size"] = str(initial["batch_size"])
     if "base_lr" in initial:
         initial["base_lr"] = f"{initial['base_lr']:g}"
-    if "step_values" in initial:
-        initial["step_values"] = ", ".join(f"{v:g}" for v in initial["step_values"])
+    for name in ("step_values", "rrc_scale", "rrc_ratio"):  # lists, as the form's text shows them
+        if name in initial:
+            initial[name] = ", ".join(f"{v:g}" for v in initial[name])
     if initial.get("custom_layers"):
         initial["custom_layers"] = json.dumps(initial["custom_layers"])
     reference = reference_for_path(config.get("pretrained"))

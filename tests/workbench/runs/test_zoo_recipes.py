@@ -54,6 +54,14 @@ def test_it_sweeps_over_presets_keeping_what_the_request_sends(owner_client, dat
     assert deit["solver"]["optimizer"] == "adamw" and deit["data"]["mixup_alpha"] == 0.8
     assert small["solver"]["lr_policy"] == "step" and small["data"]["random_resized_crop"] is True
     assert deit["solver"]["base_lr"] == small["solver"]["base_lr"] == 0.002  # sent: wins over the presets
+    # A clone shows the recipe as the form takes it again.
+    deit_run = Run.objects.get(name="grid preset=deit")
+    form = owner_client.get(reverse("run-new"), {"clone": deit_run.pk}).context["form"]
+    assert (form["preset"].value(), form["rrc_scale"].value(), form["auto_augment"].value()) == (
+        "deit",
+        "0.08, 1",
+        "randaugment",
+    )
 
 
 def test_it_previews_eight_augmented_copies_of_a_training_image(owner_client, dataset):
