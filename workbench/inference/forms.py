@@ -36,7 +36,7 @@ class JobForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.kind = kind
         self.fields["checkpoint"].choices = [(c["value"], c["label"]) for c in checkpoints]
-        if kind == InferenceJob.Kind.CLASSIFY:
+        if kind != InferenceJob.Kind.TEST:  # classify, detect or segment many: uploaded images only
             del self.fields["source"]
         else:
             choices = [

@@ -68,5 +68,7 @@ def test_it_says_before_building_what_a_detector_cannot_export_or_be_asked(owner
     assert upload.json() == {
         "source": ["a detection run is tested on its dataset's validation or test split, not on uploaded images"]
     }
+    detect_page = owner_client.get(f"/runs/{run.pk}/detect/").content.decode()
+    assert "Detect all" in detect_page and 'name="source"' not in detect_page  # uploaded images only
     many = owner_client.post(f"/api/runs/{run.pk}/classify-many/", {"images": png(40, 40)})
     assert many.json() == {"run": [f"run #{run.pk} is a detection run: it does not classify; use detect"]}
