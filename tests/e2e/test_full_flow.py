@@ -166,6 +166,8 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.wait_for_selector("#rows img.thumb", timeout=60_000)
     page.wait_for_function("[...document.querySelectorAll('#rows img.thumb')].every((img) => img.naturalWidth === 8)")
     assert page.locator("#rows tbody tr").count() == 2
+    job_path = page.url.removeprefix(live_server_url)
+    assert_fits(page, "classify-many")
 
     # 5. Test on the validation split and open the confusion matrix (normalised, then raw counts).
     page.goto(f"{live_server_url}/runs/{run_id}/test/")
@@ -207,10 +209,12 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
 
     # 8. Every page at 1920x1080, and those the walk did not open at 1280x800, with the run's.
     others = {"runs": "/runs/", "queue": "/runs/queue/", "new-run": "/runs/new/", "datasets": "/datasets/",
-              "new-dataset": "/datasets/new/", "gpus": "/gpus/", "benchmarks": "/benchmarks/"}  # fmt: skip
+              "new-dataset": "/datasets/new/", "gpus": "/gpus/", "benchmarks": "/benchmarks/",
+              "compare": f"/runs/compare/?runs={run_id}"}  # fmt: skip
     walked = {"home": "/", "dataset": dataset_url.removeprefix(live_server_url), "run": f"/runs/{run_id}/",
               "classify": f"/runs/{run_id}/classify/", "test": f"/runs/{run_id}/test/",
-              "inside": f"/runs/{run_id}/inside/", "export": f"/runs/{run_id}/export/"}  # fmt: skip
+              "inside": f"/runs/{run_id}/inside/", "export": f"/runs/{run_id}/export/",
+              "classify-many": job_path}  # fmt: skip
     for size, pages in ((SMALL, others), (LARGE, {**walked, **others})):
         page.set_viewport_size(size)
         for name, path in pages.items():
