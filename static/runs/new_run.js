@@ -420,7 +420,8 @@ function showStartFields() {
   fieldBox("previous_run").hidden = start !== "run";
   fieldBox("pretrained_file").hidden = start !== "upload";
   fieldBox("stored_weights").hidden = start !== "weights";
-  document.getElementById("finetune-fields").hidden = start === "scratch";
+  // Each field's own box: the grid's display would override a hidden attribute on the grid.
+  for (const name of ["freeze_backbone_epochs", "backbone_lr_mult", "freeze_bn"]) fieldBox(name).hidden = start === "scratch";
   showStoredWeights();
   const pathOption = form.querySelector("input[name=start_from][value=path]");
   if (pathOption && !form.elements.pretrained_path.value) pathOption.closest("li, div").hidden = true;
