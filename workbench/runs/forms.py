@@ -21,19 +21,18 @@ from trainer.config import (
     plain_number,
 )
 from trainer.zoo import TIMM_PREFIX, ZOO
+from workbench.runs.executors import executor_named
 from workbench.runs.forms_recipe import RECIPE_PATH, RecipeForm
 from workbench.runs.forms_start import StartFromForm
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
-from workbench.runs.services import resolve_devices
+from workbench.runs.services import resolve_placement
 from workbench.runs.validators import (
     RequestError,
     WholeTextField,
     add_form_errors,
-    check_executor,
     check_priority,
     number_list,
-    parse_device_request,
     sweep_validate,
     trainer_number,
 )
@@ -394,12 +393,12 @@ class RunForm(RecipeForm, StartFromForm):
         # weights are checked above and resolved on submit.
         fields, grid = self.run_request()
         try:
-            request = parse_device_request(fields["gpus"])
-            executor, nodes = check_executor(fields["executor"], fields["nodes"], request)
-            request = resolve_devices(request, executor=executor)
+            request, executor, nodes = resolve_placement(
+                gpus=fields["gpus"], executor=fields["executor"], nodes=fields["nodes"]
+            )
             sweep_fits(
                 network=fields["network"], config=fields["config"], grid=grid, dataset=dataset, request=request,
-                executor=executor,
+                memory_known=executor_named(executor).knows_device_memory,
             )  # fmt: skip
             self.combinations = sweep_validate(
                 config=fields["config"],

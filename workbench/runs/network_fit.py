@@ -44,10 +44,11 @@ def parameter_count(network: str, shape: tuple[int, int, int, int], layers: list
 
 
 def check_network_fits(
-    *, network: str, config: dict, dataset, request: DeviceRequest | None = None, executor: str = "local"
+    *, network: str, config: dict, dataset, request: DeviceRequest | None = None, memory_known: bool = True
 ) -> None:
     """The network can take the dataset's images, at the crop size, and a custom network fits
-    the memory of the devices `request` asks for: one rule for the form, the API and the CLI
+    the memory of the devices `request` asks for (when the executor knows it before the start,
+    `memory_known`: Executor.knows_device_memory): one rule for the form, the API and the CLI
     (checked on submit, so a run that would fail at launch is never queued). Only a ready
     dataset's sizes are known; a dataset still building is checked at launch."""
     check_task_network(network=network, dataset=dataset)
@@ -65,7 +66,7 @@ def check_network_fits(
     shape = network_input(dataset, crop)
     try:
         check_input_size(network, InputSpec(*shape, layers))
-        if network == "custom" and request is not None and executor == "local":
+        if network == "custom" and request is not None and memory_known:
             check_memory(layers=layers, shape=shape, config=config, request=request)
     except CustomNetError as error:
         raise RequestError("config.custom_layers", str(error)) from None
@@ -111,7 +112,7 @@ def check_task_network(*, network: str, dataset) -> None:
         )
 
 
-def sweep_fits(*, network: str, config: Any, grid: Any, dataset, request: DeviceRequest, executor: str) -> None:
+def sweep_fits(*, network: str, config: Any, grid: Any, dataset, request: DeviceRequest, memory_known: bool) -> None:
     """check_network_fits for a sweep, at its largest batch (the most memory); the grid's values
     are checked by sweep_validate."""
     batches = grid.get("batch_size") if isinstance(grid, dict) else None
@@ -120,7 +121,7 @@ def sweep_fits(*, network: str, config: Any, grid: Any, dataset, request: Device
     )
     if batches and isinstance(config, dict):
         config = sweep_config(config, {"batch_size": max(batches)})
-    check_network_fits(network=network, config=config, dataset=dataset, request=request, executor=executor)
+    check_network_fits(network=network, config=config, dataset=dataset, request=request, memory_known=memory_known)
 
 
 def _setting(config: dict, path: str) -> Any:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from datasets.models import Dataset
 from trainer import protocol
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.executors import executor_for, executor_named
+from workbench.runs.executors import check_executor, executor_for, executor_named
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.network_fit import check_network_fits, sweep_fits
@@ -26,7 +26,6 @@ from workbench.runs.tasks import schedule_runs
 from workbench.runs.validators import (
     SWEEP_FIELDS,
     RequestError,
-    check_executor,
     parse_device_request,
     sweep_validate,
     validate_trainer_config,
@@ -109,7 +108,8 @@ def run_submit(
     RequestError names the field."""
     request, executor, nodes = resolve_placement(gpus=gpus, executor=executor, nodes=nodes)
     # Before the config's weights are resolved (copied out of a run): nothing is written for a refusal.
-    check_network_fits(network=network, config=config, dataset=dataset, request=request, executor=executor)
+    memory_known = executor_named(executor).knows_device_memory
+    check_network_fits(network=network, config=config, dataset=dataset, request=request, memory_known=memory_known)
     config = validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes)
     return run_create(
         executor=executor,
@@ -150,7 +150,7 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
     )
     sweep_fits(
         network=network, config=base_request.get("config") or {}, grid=grid, dataset=dataset, request=request,
-        executor=executor,
+        memory_known=executor_named(executor).knows_device_memory,
     )  # fmt: skip
     checked = sweep_validate(
         config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner, nodes=nodes

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.core.management.base import CommandError
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 
@@ -73,24 +72,15 @@ def parse_device_request(text: str | int | None) -> DeviceRequest:
 MAX_NODES = 64
 
 
-def check_executor(executor: Any, nodes: Any, request: DeviceRequest) -> tuple[str, int]:
-    """Where the run goes: "local" (the workbench's queue) or "slurm" (a batch job, when enabled),
-    over how many nodes (Slurm only); `request` is the devices per node. Returns both, checked."""
-    executor = "local" if executor in (None, "") else executor
-    if executor not in ("local", "slurm"):
-        raise RequestError("executor", f"{executor!r} is not one of local, slurm")
-    if executor == "slurm" and not settings.SLURM_ENABLED:
-        raise RequestError("executor", "Slurm is not enabled on this workbench; use local")
+def check_nodes(nodes: Any) -> int:
+    """How many nodes a run spans, as a whole number from 1 to MAX_NODES (whether the executor
+    can span several is the executor's own rule: executors.check_executor)."""
     nodes = 1 if nodes in (None, "") else nodes
     if isinstance(nodes, str) and nodes.strip().isdigit():
         nodes = int(nodes)
     if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= MAX_NODES:
         raise RequestError("nodes", f"{nodes!r} is not a whole number between 1 and {MAX_NODES}")
-    if nodes > 1 and executor != "slurm":
-        raise RequestError("nodes", "a run over several nodes needs the Slurm executor")
-    if executor == "slurm" and request.is_specific:
-        raise RequestError("gpus", "Slurm chooses the GPUs; ask for a number of GPUs per node, or cpu")
-    return executor, nodes
+    return nodes
 
 
 def check_model_parallel(model_parallel: Any, request: DeviceRequest, network: str | None = None) -> None:

@@ -23,7 +23,7 @@ from trainer.protocol import TASK_MIN_SIDE
 from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
 from workbench.runs import services
-from workbench.runs.executors import executor_named
+from workbench.runs.executors import check_executor, executor_named
 from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.forms_clone import initial_from_run
 from workbench.runs.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
@@ -34,7 +34,6 @@ from workbench.runs.selectors import run_for
 from workbench.runs.validators import (
     RequestError,
     add_form_errors,
-    check_executor,
     check_model_parallel,
     parse_device_request,
     sweep_config,

@@ -20,6 +20,7 @@ import time
 from django.conf import settings
 
 from trainer import protocol
+from workbench.core.errors import RequestError
 from workbench.runs import scheduler, series
 from workbench.runs.attempts import gates, outcome
 from workbench.runs.attempts.config import granted_device_config, run_config
@@ -48,6 +49,11 @@ class LocalExecutor:
     name = Run.Executor.LOCAL
     submitted_words = "submitted"
     has_gpus_for_auto = False  # "auto" asks the online workers whether any has a GPU
+    knows_device_memory = True  # the workers' inventory says each GPU's memory
+
+    def check_request(self, *, request: DeviceRequest, nodes: int) -> None:
+        if nodes > 1:
+            raise RequestError("nodes", "a run over several nodes needs the Slurm executor")
 
     def holds(self, run: Run) -> bool:
         # A running run's trainer is watched by its worker, which sees the stop request.
