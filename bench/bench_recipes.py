@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainer.augment import TrainAugment  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
+from trainer.data import Normalize  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -71,11 +72,8 @@ def ours(images: list[np.ndarray], batch: int, out: int) -> tuple[float, int]:
         check_paths=False,
     )
     augment = TrainAugment(cfg, num_classes=10, out_size=(out, out))
-    mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
-    std = torch.tensor(STD).view(1, 3, 1, 1) * 255
-
-    def normalize(x: torch.Tensor) -> torch.Tensor:
-        return (x.float() - mean) / std
+    # The trainer's own normalisation of a batch, with ImageNet's mean and std as the reference's.
+    normalize = Normalize(torch.tensor(MEAN).view(3, 1, 1) * 255, std=torch.tensor(STD).view(3, 1, 1))
 
     labels = torch.zeros(batch, dtype=torch.int64)
     chw = [image.transpose(2, 0, 1) for image in images]  # what the LMDB reader gives: C x H x W
