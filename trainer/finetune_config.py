@@ -3,16 +3,14 @@ applies them)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from trainer.messages import ConfigError, shown
 
-if TYPE_CHECKING:
-    from trainer.config import TrainConfig
 
-
-def check_finetune(cfg: TrainConfig) -> None:
-    """The weights' normalisation, if given, is a mean and a std of 1 or 3 channels; the
+def check_finetune(cfg: Any) -> None:
+    """`cfg` is a trainer.config.TrainConfig (not imported: config.py imports this module, and
+    the import would run back up). The weights' normalisation, if given, is a mean and a std of 1 or 3 channels; the
     fine-tuning settings need weights to fine-tune."""
     for name in ("norm_mean", "norm_std"):
         value = getattr(cfg.data, name)
