@@ -160,14 +160,6 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     page.wait_for_function("document.getElementById('classify-original').naturalWidth === 8")
     assert page.inner_text("#classify-original-caption") == "as uploaded: 8×8, digit.png"
     assert_fits(page, "classify")
-    # Classify many: each row with its image.
-    page.set_input_files("#classify-many-form [name=images]", [str(digit), str(digit)])
-    page.click("#classify-many-form button[type=submit]")
-    page.wait_for_selector("#rows img.thumb", timeout=60_000)
-    page.wait_for_function("[...document.querySelectorAll('#rows img.thumb')].every((img) => img.naturalWidth === 8)")
-    assert page.locator("#rows tbody tr").count() == 2
-    job_path = page.url.removeprefix(live_server_url)
-    assert_fits(page, "classify-many")
 
     # 5. Test on the validation split and open the confusion matrix (normalised, then raw counts).
     page.goto(f"{live_server_url}/runs/{run_id}/test/")
@@ -213,8 +205,7 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
               "compare": f"/runs/compare/?runs={run_id}"}  # fmt: skip
     walked = {"home": "/", "dataset": dataset_url.removeprefix(live_server_url), "run": f"/runs/{run_id}/",
               "classify": f"/runs/{run_id}/classify/", "test": f"/runs/{run_id}/test/",
-              "inside": f"/runs/{run_id}/inside/", "export": f"/runs/{run_id}/export/",
-              "classify-many": job_path}  # fmt: skip
+              "inside": f"/runs/{run_id}/inside/", "export": f"/runs/{run_id}/export/"}  # fmt: skip
     for size, pages in ((SMALL, others), (LARGE, {**walked, **others})):
         page.set_viewport_size(size)
         for name, path in pages.items():
