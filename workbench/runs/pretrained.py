@@ -217,9 +217,14 @@ def config_for_display(config: dict) -> dict:
 
 def weights_source_for(user, run: Run) -> dict | None:
     """What `run` was fine-tuned from, as `user` may see it: a run's checkpoint (the run only when
-    they may see it, and still there), or uploaded weights by the name they were uploaded as;
+    they may see it, and still there), the weights store's by network and label, or uploaded
+    weights by the name they were uploaded as;
     None for a run trained from scratch. Never the file's path."""
-    weights = weights_for_path((run.config or {}).get("pretrained"))
+    path = (run.config or {}).get("pretrained")
+    stored = StoredWeights.objects.filter(path=str(path)).first() if path else None
+    if stored is not None:  # the weights store's, shared by every user
+        return {"kind": "stored", "name": f"{stored.network}, {stored.label}", "reference": stored.reference}
+    weights = weights_for_path(path)
     if weights is None:
         return None
     if not weights.source_checkpoint:

@@ -25,6 +25,7 @@ from workbench.runs.models import PretrainedWeights, Run
 from workbench.runs.pretrained import PretrainedError, pretrained_root, weights_upload
 from workbench.runs.services import run_create
 from workbench.runs.validators import PRETRAINED_REFUSED
+from workbench.weights.models import StoredWeights
 
 REFUSED = f"pretrained: {PRETRAINED_REFUSED}"
 SPEC = InputSpec(1, 8, 8, 3)  # what make_dataset_folder builds by default
@@ -243,6 +244,16 @@ def test_it_names_the_source_on_the_run_page_never_its_path(owner_client, owner,
     assert f"Fine-tuned from {link}, epoch 8 (best)" in pages[f"run:{done.pk}"]
     assert "Fine-tuned from uploaded weights 'alice.pt'" in pages[f"upload:{alice_upload.pk}"]
     assert all(settings.DATA_DIR.name not in page for page in pages.values())
+
+    # The weights store's (weights:<id>): by network and label, never by the file's path.
+    stored = StoredWeights.objects.create(
+        network="lenet", source="torchvision", tag="IMAGENET1K_V1", file_name="lenet.pth",
+        path=str(alice_upload.file), dataset="ImageNet-1k",
+    )  # fmt: skip
+    Run.objects.filter(pk=done.pk).update(config={"pretrained": stored.path})
+    page = owner_client.get(reverse("run-detail", args=[done.pk])).content.decode()
+    label = f"lenet, ImageNet-1k (torchvision IMAGENET1K_V1), weights:{stored.pk}"
+    assert f"Fine-tuned from stored weights: {label}" in page and settings.DATA_DIR.name not in page
 
 
 # ----------------------------------------------------------------------------- the upload endpoint
