@@ -16,16 +16,16 @@ AUTO_AUGMENTS = ("none", "trivialaugment", "randaugment", "autoaugment")
 # the CPU; the rest runs on the training device, on the whole uint8 batch (trainer/augment.py),
 # so a GPU host with few CPU cores is not bound by its loader.
 WHERE = {
-    "crop_size": "loader (CPU workers); with random resized crop, on the device",
-    "random_flip": "loader (CPU workers)",
-    "vertical_flip": "loader (CPU workers)",
-    "random_resized_crop": "device, on the uint8 batch",
-    "auto_augment": "device, on the uint8 batch",
-    "color_jitter": "device, on the uint8 batch",
-    "random_erasing": "device, on the normalised batch",
-    "mixup_alpha": "device, on the normalised batch and its labels",
-    "cutmix_alpha": "device, on the normalised batch and its labels",
-    "label_smoothing": "in the loss",
+    "crop_size": "runs in the loader (CPU workers); with random resized crop, on the device",
+    "random_flip": "runs in the loader (CPU workers)",
+    "vertical_flip": "runs in the loader (CPU workers)",
+    "random_resized_crop": "runs on the device, on the uint8 batch",
+    "auto_augment": "runs on the device, on the uint8 batch",
+    "color_jitter": "runs on the device, on the uint8 batch",
+    "random_erasing": "runs on the device, on the normalised batch",
+    "mixup_alpha": "runs on the device, on the normalised batch and its labels",
+    "cutmix_alpha": "runs on the device, on the normalised batch and its labels",
+    "label_smoothing": "applied in the loss",
 }
 
 

@@ -33,7 +33,7 @@ PREVIEW_FIELDS = ("dataset", "crop_size", "random_flip", "vertical_flip") + tupl
 
 
 def _runs(name: str) -> str:
-    return f"runs on the {WHERE[name]}" if not WHERE[name].startswith("in ") else f"applied {WHERE[name]}"
+    return WHERE[name]
 
 
 def presets_for_page() -> dict:
@@ -102,6 +102,13 @@ class RecipeForm(forms.Form):
         "solver.ema_decay", required=False, label="Weights' average (EMA) decay",
         help_text="0: off; validated beside the raw weights, and what is exported",
     )  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The loader's own augmentations say where they run too, beside the device's.
+        for name in ("crop_size", "random_flip", "vertical_flip"):
+            if name in self.fields:
+                self.fields[name].help_text = _runs(name)
 
     def clean_preset(self):
         return self.cleaned_data["preset"] or None

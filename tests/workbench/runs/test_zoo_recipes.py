@@ -79,4 +79,5 @@ def test_it_previews_eight_augmented_copies_of_a_training_image(owner_client, da
     refused = owner_client.post(url, {**fields, "color_jitter": "0.4"})
     assert refused.status_code == 400 and "grey" in refused.json()["errors"]["color_jitter"]
     page = owner_client.get(reverse("run-new")).content.decode()
-    assert 'id="presets"' in page and "transfer_learning_tutorial" in page and "runs on the device" in page
+    assert 'id="presets"' in page and "transfer_learning_tutorial" in page
+    assert "runs on the device, on the uint8 batch" in page and "runs in the loader (CPU workers)" in page
