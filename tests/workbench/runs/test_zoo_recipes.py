@@ -4,6 +4,9 @@ unknown timm name), a sweep over presets, and the augmentation preview of the ne
 
 from __future__ import annotations
 
+import io
+
+from django.core.management import call_command
 from django.urls import reverse
 
 from workbench.runs import wizard_views
@@ -81,3 +84,12 @@ def test_it_previews_eight_augmented_copies_of_a_training_image(owner_client, da
     page = owner_client.get(reverse("run-new")).content.decode()
     assert 'id="presets"' in page and "transfer_learning_tutorial" in page
     assert "runs on the device, on the uint8 batch" in page and "runs in the loader (CPU workers)" in page
+
+
+def test_it_queues_a_zoo_network_with_a_preset_from_the_command_line(owner, dataset):
+    out = io.StringIO()
+    call_command("train", "--dataset", str(dataset.pk), "--network", "timm/resnet18d", "--epochs", "1",
+                 "--batch-size", "4", "--gpus", "cpu", "--preset", "finetune_small", stdout=out)  # fmt: skip
+    run = Run.objects.get(pk=int(out.getvalue()))
+    assert run.network == "timm/resnet18d" and run.config["preset"] == "finetune_small"
+    assert run.config["epochs"] == 1 and run.config["solver"]["lr_policy"] == "step"  # given, then the preset's
