@@ -230,7 +230,8 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     # The grid first (the default): a chart per series the runs have, none for what they lack.
     page.click("#compare-form button[type=submit]")
     grid = "document.querySelector('#compare-grid [data-series={}] .compare-chart')"
-    page.wait_for_function(f"{grid.format('val_loss')}.data?.length === 2")
+    # Optional chaining: the wait may start on the page before the submit (no grid: null, not an error).
+    page.wait_for_function(f"{grid.format('val_loss')}?.data?.length === 2")
     # Eight validations per run are drawn as measured; the training loss is smoothed (raw + smoothed).
     assert page.evaluate(f"{grid.format('val_loss')}.data.map(t => t.y.length)") == [8, 3]
     assert page.evaluate(f"{grid.format('loss')}.data.length") == 4
@@ -240,7 +241,7 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     assert page.evaluate(columns) >= 2
     page.select_option("[name=name]", "loss")
     page.click("#compare-form button[type=submit]")
-    page.wait_for_function("document.querySelector('#compare-chart').data?.length === 4")  # raw + smoothed each
+    page.wait_for_function("document.querySelector('#compare-chart')?.data?.length === 4")  # raw + smoothed each
     names = page.evaluate("document.querySelector('#compare-chart').data.filter(t => t.showlegend).map(t => t.name)")
     assert names == [f"small (#{small.pk}: lenet, batch 16, lr 0.05)", f"large (#{large.pk}: lenet, batch 64, lr 0.2)"]
     # Images seen put both on one scale: 8,000 steps of 16 and 3,000 steps of 64.
