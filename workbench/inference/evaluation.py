@@ -243,8 +243,17 @@ def _test_segmenter(segmenter: Segmenter, dataset: SegmentationDataset, out: Pat
         "legend": legend,
         "worst": worst,
         "skipped": [],
-        "notes": confusion.notes,
+        "notes": _one_class_note(matrix, labels),
     }
+
+
+def _one_class_note(matrix: torch.Tensor, labels: list[str]) -> list[str]:
+    """The run page's words for a network that predicts one class everywhere, for this split."""
+    predicted = matrix.sum(0)
+    if int((predicted > 0).sum()) != 1:
+        return []
+    only = labels[int(predicted.argmax())]
+    return [f"every pixel is predicted as {only}: the network has not separated any class yet"]
 
 
 def _overlay(chw: torch.Tensor, mask: np.ndarray, palette: np.ndarray) -> Image.Image:

@@ -39,6 +39,9 @@ def test_it_tests_a_segmentation_run_per_class_with_the_worst_images_first(owner
     judged = [c["iou"] for c in classes if c["iou"] is not None]
     assert result["miou"] == pytest.approx(sum(judged) / len(judged))
     assert all(0 <= c["dice"] <= 1 and c["dice"] >= c["iou"] for c in classes if c["iou"] is not None)
+    # The seeded untrained network calls every pixel background, and the test says so in words.
+    assert [c["iou"] for c in classes[1:]] == [0.0, 0.0] and classes[0]["accuracy"] == 1.0
+    assert result["notes"] == ["every pixel is predicted as background: the network has not separated any class yet"]
     scores = [w["miou"] for w in result["worst"]]
     assert len(scores) == 3 and scores == sorted(scores)
     picture = owner_client.get(reverse("inference-worst", args=[run.pk, job.pk, 0]))
