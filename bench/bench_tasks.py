@@ -89,7 +89,7 @@ def reference(folder: Path, task_name: str, network: str, args) -> float:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            if epoch == 0:
+            if epoch == 0 and task_name == "detection":  # references/segmentation has no warmup by default
                 warmup.step()
             images += len(batch)
         if epoch:  # the first epoch warms up both sides alike
