@@ -221,6 +221,8 @@ def test_it_starts_from_a_previous_runs_weights(owner_client, owner, dataset):
 def test_it_clones_the_weights_a_run_started_from_by_reference(owner_client, owner, dataset):
     previous = run_create(owner=owner, dataset=dataset, name="prev", network="lenet", config={}, device_request={})
     fake_checkpoint(previous)
+    # Finished: its best checkpoint is what the form takes (a run still going gives its latest snapshot).
+    Run.objects.filter(pk=previous.pk).update(state=Run.State.DONE)
     owner_client.post(reverse("run-new"), valid(dataset, start_from="run", previous_run=str(previous.pk)))
     tuned = Run.objects.exclude(pk=previous.pk).get()
     form = owner_client.get(reverse("run-new"), {"clone": tuned.pk}).context["form"]
