@@ -1,15 +1,18 @@
 """Inference on a trained checkpoint, without Django: classify images, test on labelled images,
-look inside the network (activations.py). The web process calls the small, fast functions directly
-(one image); background jobs run `python -m workbench.inference.engine SPEC.json` in a child
-process, so a job's heavy work never runs inside a worker thread.
+look inside the network (activations.py); a detector's or segmentation network's many-images
+jobs and tests run through here too (`render_folder` with renderers.py's renderers, evaluation.py).
+The web process calls the small, fast functions directly (one image); background jobs run
+`python -m workbench.inference.engine SPEC.json` in a child process, so a job's heavy work never
+runs inside a worker thread.
 
 A job speaks the trainer's child-process protocol (trainer/protocol.py): JSON-lines events on
 stdout, a `progress` event per batch (`done`, `total` beside `percent`, `eta_seconds`, `elapsed`)
 and a last `status` event with state `done` | `failed`, the message and `exit_code`; then it exits
 with that code (EXIT_CONFIG when the input cannot be used, EXIT_FAILED for any other error).
 Files in the spec's `out` folder: `result.json` holds the result payload (one row per image for
-classify jobs, so too large for an event), beside `results.csv` (classify) or the `mistakes/`
-gallery (test).
+many-images jobs, so too large for an event), beside `results.csv` (classify, detect, segment:
+with `masks/`) or the `mistakes/` gallery (a classifier's test; a detector's or segmentation
+network's: `worst/`).
 
 Every image goes through the trainer's own preprocessing (`trainer.inference.Classifier`), and
 split images through the validation data path of training (`LMDBImageDataset`, centre crop), so
