@@ -93,6 +93,31 @@ def first_conv_filters(model) -> dict[str, Any] | None:
     return {"shape": list(weight.shape), "stats": _stats(weight), "image": png_data_url(_grid(tiles))}
 
 
+def _activation(name: str, module, out, labels: list[str]) -> dict[str, Any]:
+    """One chosen layer's output for the image: its stats and a picture of it (or bars)."""
+    if out is None:
+        return {"name": name, "type": type(module).__name__, "error": "not reached"}
+    values = out[0].numpy()
+    entry = {"name": name, "type": type(module).__name__, "shape": list(values.shape), "stats": _stats(values)}
+    if values.ndim == 1 and values.size <= MAX_BARS:
+        # A short vector (the logits, a small linear layer) reads as labelled bars, not as a
+        # grey square of a few pixels: its values, named by class when there is one per class.
+        entry["values"] = [round(float(v), 6) for v in values]
+        if values.size == len(labels):
+            entry["labels"] = list(labels)
+        return entry
+    if values.ndim == 3:
+        shown = values[:MAX_ACTIVATION_CHANNELS]
+        entry["shown_channels"] = int(shown.shape[0])
+    else:
+        flat = values.reshape(-1)
+        side = math.ceil(math.sqrt(flat.size))
+        shown = np.pad(flat, (0, side * side - flat.size)).reshape(1, side, side)
+        entry["shown_channels"] = 1
+    entry["image"] = png_data_url(_grid(shown))
+    return entry
+
+
 def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[str, Any]:
     """The first convolution's filters, and the activation maps of the chosen layers for `image`."""
     # torch (with the trainer) is loaded only where this runs, never by every web process
@@ -115,37 +140,7 @@ def look_inside(classifier, image: Image.Image, layer_names: list[str]) -> dict[
     finally:
         for hook in hooks:
             hook.remove()
-    activations = []
-    for name in layer_names:
-        out = captured.get(name)
-        if out is None:
-            activations.append({"name": name, "type": type(modules[name]).__name__, "error": "not reached"})
-            continue
-        values = out[0].numpy()
-        entry = {
-            "name": name,
-            "type": type(modules[name]).__name__,
-            "shape": list(values.shape),
-            "stats": _stats(values),
-        }
-        if values.ndim == 1 and values.size <= MAX_BARS:
-            # A short vector (the logits, a small linear layer) reads as labelled bars, not as a
-            # grey square of a few pixels: its values, named by class when there is one per class.
-            entry["values"] = [round(float(v), 6) for v in values]
-            if values.size == len(classifier.labels):
-                entry["labels"] = list(classifier.labels)
-            activations.append(entry)
-            continue
-        if values.ndim == 3:
-            shown = values[:MAX_ACTIVATION_CHANNELS]
-            entry["shown_channels"] = int(shown.shape[0])
-        else:
-            flat = values.reshape(-1)
-            side = math.ceil(math.sqrt(flat.size))
-            shown = np.pad(flat, (0, side * side - flat.size)).reshape(1, side, side)
-            entry["shown_channels"] = 1
-        entry["image"] = png_data_url(_grid(shown))
-        activations.append(entry)
+    activations = [_activation(name, modules[name], captured.get(name), classifier.labels) for name in layer_names]
     top = probs.topk(min(5, len(classifier.labels)))
     return {
         "filters": first_conv_filters(model),
