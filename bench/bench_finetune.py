@@ -1,0 +1,240 @@
+"""Fine-tuning vs training from scratch on a small dataset, with the same budget (issue 23).
+
+No weights can be downloaded here, so the "pretrained" weights are made the way a lab makes its
+own: a ResNet-18 is trained by the workbench's trainer on a source dataset (scikit-learn's real
+8x8 digits 0-5, every image, upscaled to RGB 16x16), its weights are filed through the weights
+store (`manage.py weights import FILE --network resnet18`: checked, filed as local, unverified)
+and resolved from `weights:<id>` as a run's config is. The target is the other digits (6-9) with
+only --per-class training images per class; the rest of them are the validation set. Both target
+runs use the "fine-tune a small dataset" preset (same epochs, batch, solver, augmentations, seed);
+only `pretrained` (and the fine-tuning fields it allows) differ. A third run trains from scratch
+and a fourth fine-tunes at a rate chosen for scratch (--scratch-lr, cosine), so the comparison
+does not rest on the preset's low rate alone.
+Prints a markdown table of val top-1 per seed (a seed draws the training images and the
+initialisation), their means and the gain.
+
+    nice -n 10 .venv/bin/python bench/bench_finetune.py --side 16 --per-class 20 --seeds 2
+
+Run it on a quiet machine: every run uses every core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.trainer_data import write_dataset_folder  # noqa: E402
+from trainer.checkpoint import CheckpointStore  # noqa: E402
+from trainer.config import config_from_dict  # noqa: E402
+from trainer.events import ListReporter  # noqa: E402
+from trainer.recipes import preset_values  # noqa: E402
+from trainer.run import train  # noqa: E402
+
+NETWORK = "resnet18"
+SOURCE_DIGITS = range(0, 6)
+TARGET_DIGITS = range(6, 10)
+
+
+def digits_rgb(side: int) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1,797 real digits, 8x8 upscaled (bilinear) to side x side, grey as RGB: the
+    store checks a file against the network's 3-channel stem, as published weights have."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = torch.from_numpy(digits.images * 16).float()[:, None]  # 0..16 -> 0..256
+    images = torch.nn.functional.interpolate(images, size=(side, side), mode="bilinear", align_corners=False)
+    images = images.clamp(0, 255).round().to(torch.uint8).repeat(1, 3, 1, 1).permute(0, 2, 3, 1)
+    return images.numpy(), digits.target.astype(np.int64)
+
+
+def source_folder(path: Path, images: np.ndarray, ys: np.ndarray) -> Path:
+    keep = np.isin(ys, list(SOURCE_DIGITS))
+    images, ys = images[keep], ys[keep]
+    order = np.random.default_rng(0).permutation(len(ys))
+    n_val = len(ys) // 10
+    splits = {"train": (images[order[n_val:]], ys[order[n_val:]]), "val": (images[order[:n_val]], ys[order[:n_val]])}
+    return write_dataset_folder(path, splits, [str(d) for d in SOURCE_DIGITS], name="digits 0-5")
+
+
+def target_folder(path: Path, images: np.ndarray, ys: np.ndarray, *, per_class: int, seed: int) -> Path:
+    """Digits 6-9 relabelled 0-3: `per_class` training images of each, the rest for validation."""
+    rng = np.random.default_rng(1000 + seed)
+    train_idx, val_idx = [], []
+    for label in TARGET_DIGITS:
+        idx = rng.permutation(np.flatnonzero(ys == label))
+        train_idx += idx[:per_class].tolist()
+        val_idx += idx[per_class:].tolist()
+    labels = ys - TARGET_DIGITS[0]
+    splits = {"train": (images[train_idx], labels[train_idx]), "val": (images[val_idx], labels[val_idx])}
+    return write_dataset_folder(path, splits, [str(d) for d in TARGET_DIGITS], name="digits 6-9")
+
+
+def run_trainer(config: dict) -> tuple[float, float]:
+    """Trains `config`; returns (final val top-1, wall seconds)."""
+    reporter = ListReporter()
+    started = time.perf_counter()
+    code = train(config_from_dict(config), reporter=reporter)
+    seconds = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"the trainer failed (exit {code}): {reporter.of_type('status')[-1:]}")
+    return reporter.of_type("validation")[-1]["top1"], seconds
+
+
+def pretrain(folder: Path, run_dir: Path, args) -> tuple[Path, float, float]:
+    """The lab's own pretraining on the source digits; returns its weights file (a state_dict, as
+    a lab would copy it to the workbench machine), its val top-1 and its seconds."""
+    top1, seconds = run_trainer(
+        {
+            "run_dir": str(run_dir),
+            "network": NETWORK,
+            "epochs": args.pretrain_epochs,
+            "batch_size": 64,
+            "devices": ["cpu"],
+            "val_interval": 0,
+            "snapshot_interval": 0,
+            "data": {
+                "dataset": str(folder),
+                "num_workers": 0,
+                "mean_subtraction": "none",
+                "random_resized_crop": True,
+                "rrc_scale": [0.5, 1.0],
+            },
+            "solver": {
+                "optimizer": "sgd",
+                "base_lr": 0.05,
+                "momentum": 0.9,
+                "weight_decay": 5e-4,
+                "lr_policy": "cosine",
+            },
+        }
+    )
+    checkpoint = CheckpointStore(run_dir).latest()
+    weights = run_dir / "lab-digits-0-5.pth"
+    torch.save(CheckpointStore.load(checkpoint)["model"], weights)
+    return weights, top1, seconds
+
+
+def file_in_store(weights: Path) -> str:
+    """`manage.py weights import FILE --network resnet18`, then the file a run's `weights:<id>`
+    resolves to (workbench.runs.validators.resolve_pretrained), as a run submitted by a user gets."""
+    os.environ.update(DJANGO_SETTINGS_MODULE="workbench.settings", WORKBENCH_DATA_DIR=tempfile.mkdtemp(prefix="bench-"))
+    os.environ.pop("REDIS_URL", None)
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from workbench.runs.validators import resolve_pretrained
+    from workbench.weights.models import StoredWeights
+
+    call_command("migrate", verbosity=0)
+    call_command("weights", "import", str(weights), "--network", NETWORK, "--tag", "lab-digits-0-5")
+    stored = StoredWeights.objects.get(network=NETWORK)
+    print(f"store: {stored.reference} {stored.label}, verified={stored.verified}, {stored.tensor_count} tensors")
+    user = get_user_model().objects.create_user("bench")
+    return resolve_pretrained(stored.reference, owner=user, network=NETWORK)
+
+
+def target_config(folder: Path, run_dir: Path, args, *, seed: int, pretrained: str | None, lr: float | None) -> dict:
+    """The preset's recipe at the bench's budget; `lr` replaces the preset's solver (cosine)."""
+    preset = preset_values("finetune_small")
+    solver = dict(preset["solver"])
+    if lr is not None:
+        solver = {"optimizer": "sgd", "base_lr": lr, "momentum": 0.9, "weight_decay": 5e-4, "lr_policy": "cosine"}
+    config = {
+        "run_dir": str(run_dir),
+        "network": NETWORK,
+        "epochs": args.epochs,
+        "batch_size": args.batch,
+        "devices": ["cpu"],
+        "seed": seed,
+        "val_interval": 0,
+        "snapshot_interval": 0,
+        "solver": solver,
+        # Digits are not mirror images of themselves: the preset's flip is left off, for both.
+        "data": {
+            **preset["data"],
+            "random_flip": False,
+            "rrc_scale": [0.5, 1.0],
+            "dataset": str(folder),
+            "num_workers": 0,
+            "mean_subtraction": "none",
+        },
+    }
+    if pretrained:
+        config |= {"pretrained": pretrained, "backbone_lr_mult": args.backbone_lr_mult}
+    return config
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--side", type=int, default=16, help="image side after upscaling the 8x8 digits")
+    parser.add_argument("--per-class", type=int, default=20, help="target training images per class")
+    parser.add_argument("--pretrain-epochs", type=float, default=6)
+    parser.add_argument("--epochs", type=float, default=25, help="target epochs (the preset's 25)")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--backbone-lr-mult", type=float, default=1.0)
+    parser.add_argument("--scratch-lr", type=float, default=0.05, help="the third row's rate (0: no third row)")
+    parser.add_argument("--seeds", type=int, default=2)
+    args = parser.parse_args()
+    logging.getLogger("trainer").setLevel(logging.WARNING)
+
+    images, ys = digits_rgb(args.side)
+    with tempfile.TemporaryDirectory(prefix="bench-finetune-") as tmp:
+        root = Path(tmp)
+        source = source_folder(root / "source", images, ys)
+        weights, source_top1, source_s = pretrain(source, root / "pretrain", args)
+        print(f"pretrained {NETWORK} on digits 0-5: val top-1 {source_top1:.3f} in {source_s:.0f} s")
+        pretrained = file_in_store(weights)
+        # name -> (pretrained file or None, the rate replacing the preset's solver or None)
+        plans = {"fine-tuned from weights:<id>": (pretrained, None), "from scratch, same recipe": (None, None)}
+        if args.scratch_lr:
+            plans[f"from scratch, base_lr {args.scratch_lr:g} cosine"] = (None, args.scratch_lr)
+            plans[f"fine-tuned, base_lr {args.scratch_lr:g} cosine"] = (pretrained, args.scratch_lr)
+        rows: dict[str, list[float]] = {name: [] for name in plans}
+        seconds: dict[str, float] = dict.fromkeys(rows, 0.0)
+        for seed in range(args.seeds):
+            folder = target_folder(root / f"target{seed}", images, ys, per_class=args.per_class, seed=seed)
+            for number, (name, (start, lr)) in enumerate(plans.items()):
+                run_dir = root / f"run{seed}-{number}"
+                top1, spent = run_trainer(target_config(folder, run_dir, args, seed=seed, pretrained=start, lr=lr))
+                rows[name].append(top1)
+                seconds[name] += spent
+                print(f"seed {seed}: {name}: val top-1 {top1:.3f} ({spent:.0f} s)", flush=True)
+        val_count = int((~np.isin(ys, list(SOURCE_DIGITS))).sum()) - 4 * args.per_class
+
+    print(
+        f"\n{NETWORK} 3x{args.side}x{args.side}; target digits 6-9, {args.per_class} training images per class, "
+        f"{val_count} validation images; {args.epochs:g} epochs, batch {args.batch}, preset finetune_small "
+        f"(no flip, RandomResizedCrop scale 0.5-1); pretrained {args.pretrain_epochs:g} epochs on digits 0-5 "
+        f"(val top-1 {source_top1:.3f})\n"
+    )
+    seed_columns = " | ".join(f"seed {s}" for s in range(args.seeds))
+    print(f"| start | {seed_columns} | mean val top-1 | train s (all seeds) |")
+    print("| --- | " + " | ".join("---:" for _ in range(args.seeds)) + " | ---: | ---: |")
+    for name, values in rows.items():
+        cells = " | ".join(f"{v:.3f}" for v in values)
+        print(f"| {name} | {cells} | **{np.mean(values):.3f}** | {seconds[name]:.0f} |")
+    means = [np.mean(values) for values in rows.values()]
+    print(f"\ngain (fine-tuned - from scratch, same recipe): {100 * (means[0] - means[1]):+.1f} points")
+    if len(means) > 2:
+        at_rate = 100 * (means[3] - means[2])
+        best = 100 * (max(means[0], means[3]) - max(means[1:3]))
+        print(f"gain at base_lr {args.scratch_lr:g} cosine (fine-tuned - from scratch): {at_rate:+.1f} points")
+        print(f"gain (best fine-tuned - best from scratch): {best:+.1f} points")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
