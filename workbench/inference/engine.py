@@ -1,9 +1,10 @@
 """Inference on a trained checkpoint, without Django: classify images, test on labelled images,
 look inside the network (activations.py); a detector's or segmentation network's many-images
-jobs and tests run through here too (`render_folder` with renderers.py's renderers, evaluation.py).
+jobs and tests run through here too (`render_folder` with renderers.py's renderers, evaluation.py;
+job.py picks one per job).
 The web process calls the small, fast functions directly (one image); background jobs run
-`python -m workbench.inference.engine SPEC.json` in a child process, so a job's heavy work never
-runs inside a worker thread.
+`python -m workbench.inference.job SPEC.json` (job.py) in a child process, so a job's heavy work
+never runs inside a worker thread.
 
 A job speaks the trainer's child-process protocol (trainer/protocol.py): JSON-lines events on
 stdout, a `progress` event per batch (`done`, `total` beside `percent`, `eta_seconds`, `elapsed`)
@@ -24,19 +25,13 @@ from __future__ import annotations
 import base64
 import csv
 import io
-import json
 import os
-import sys
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
-
-from trainer.events import Events, JsonLinesReporter
-from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, STATUS, Outcome
 
 BATCH = 64
 MAX_MISTAKES = 24
@@ -449,76 +444,3 @@ def save_top_per_class(
             )
         classes.append({"label": labels[c], "images": images})
     return classes
-
-
-# ----------------------------------------------------------------------------- jobs
-
-
-def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """One background job. spec: {kind: classify|detect|segment|test, checkpoint, out, input
-    (folder) | split_db (+ targets_db for a detector's or segmentation network's split)}."""
-    out = Path(spec["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    if spec["kind"] in ("detect", "segment") or spec.get("targets_db"):
-        # Their renderers and tests import this module: imported here, when a job needs them.
-        from workbench.inference import evaluation, renderers
-
-        if spec["kind"] == "detect":
-            detector = predictor_of(spec["checkpoint"], "detect")
-            return renderers.detect_folder(detector, Path(spec["input"]), out, progress=progress)
-        if spec["kind"] == "segment":
-            segmenter = predictor_of(spec["checkpoint"], "segment")
-            return renderers.segment_folder(segmenter, Path(spec["input"]), out, progress=progress)
-        predictor = load_predictor(spec["checkpoint"])
-        return evaluation.test_split(predictor, spec["split_db"], spec["targets_db"], out, progress=progress)
-    classifier = load_classifier(spec["checkpoint"])
-    if spec["kind"] == "classify":
-        return classify_folder(classifier, Path(spec["input"]), out, progress=progress)
-    labels = classifier.labels
-    if spec.get("split_db"):
-        y, probs, seen = predict_split(classifier, spec["split_db"], progress=progress)
-        names, skipped = None, []
-    else:
-        root = Path(spec["input"])
-        items = labelled_files(root, labels)
-        y, probs, seen, skipped = predict_files(classifier, items, root, progress=progress)
-        decoded = {p for p, _ in items} - {root / s["path"] for s in skipped}
-        names = [p.relative_to(root).as_posix() for p, _ in items if p in decoded]
-    result = test_metrics(y, probs, labels)
-    result["mistakes"] = save_mistakes(y, probs, seen, labels, out, names)
-    result["top_per_class"] = save_top_per_class(y, probs, seen, labels, out, names)
-    result["skipped"] = skipped
-    return result
-
-
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    out = Path(spec["out"])
-    events = Events(JsonLinesReporter(sys.stdout))
-    started = last = time.monotonic()
-
-    def progress(done: int, total: int) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last >= 0.3 or done == total:
-            last, elapsed = now, now - started
-            eta = elapsed / done * (total - done) if done else None
-            events.progress(100.0 * done / max(1, total), eta, elapsed, done=done, total=total)
-
-    try:
-        result = run_job(spec, progress)
-        (out / "result.json").write_text(json.dumps(result), encoding="utf-8")
-        outcome = Outcome.done(f"{result.get('count', 0)} images")
-    except Exception as error:  # reported to the user as the job's error
-        message = (
-            str(error)
-            if isinstance(error, InferenceInputError | ValueError | OSError)
-            else (f"{type(error).__name__}: {error}")
-        )
-        outcome = Outcome.failed(EXIT_CONFIG if isinstance(error, InferenceInputError) else EXIT_FAILED, message)
-    events.emit(STATUS, **outcome.status_fields())
-    return outcome.code
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""Test of a detector or a segmentation network on a split of its dataset (engine.run_job's test
+"""Test of a detector or a segmentation network on a split of its dataset (job.run_job's test
 for these tasks; runs in the engine's child process, without Django).
 
 Detection: COCO mAP by torchmetrics' `MeanAveragePrecision` on faster-coco-eval (the metric the

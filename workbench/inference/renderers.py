@@ -54,7 +54,7 @@ def class_palette() -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- many images
-# A detect-many or segment-many job: engine.run_job's runner with these renderers in place of
+# A detect-many or segment-many job: job.run_job's runner with these renderers in place of
 # classify_folder; the same upload, batches, skipped files, progress, result.json and CSV.
 
 

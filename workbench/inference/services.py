@@ -1,8 +1,8 @@
 """Inference on runs: checkpoints, one-image classification, background jobs, exports.
 
 Jobs (classify many, test) are rows claimed by a Celery task with a conditional update; the task
-extracts the upload, starts the engine in a subprocess and relays its progress to the row (the
-engine speaks the trainer's protocol: events on stdout, the result in `out/result.json`; see
+extracts the upload, starts the engine in a subprocess (job.py) and relays its progress to the row
+(the engine speaks the trainer's protocol: events on stdout, the result in `out/result.json`; see
 workbench/inference/engine.py). The checkpoint file layout is trainer/protocol.py's.
 Exports are built by workers: see `workbench.inference.exports`.
 """
@@ -258,7 +258,7 @@ def _engine_run(job: InferenceJob, spec_path: Path) -> tuple[int, dict]:
     itself) and follows its events (trainer/protocol.py); its exit code and its final status."""
     with (job.folder / "engine.log").open("ab") as stderr:
         process = start_child(
-            [sys.executable, "-m", "workbench.inference.engine", str(spec_path)], stdout=subprocess.PIPE, stderr=stderr
+            [sys.executable, "-m", "workbench.inference.job", str(spec_path)], stdout=subprocess.PIPE, stderr=stderr
         )
         final: dict = {}
         for event in protocol.read_events(process.stdout):

@@ -30,7 +30,7 @@ def run_engine(tmp_path: Path, trained: dict, files: dict[str, bytes | np.ndarra
             "out": str(tmp_path / "out"), "input": str(folder)}  # fmt: skip
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run(
-        [sys.executable, "-m", "workbench.inference.engine", str(tmp_path / "spec.json")],
+        [sys.executable, "-m", "workbench.inference.job", str(tmp_path / "spec.json")],
         capture_output=True,
         timeout=300,
     )

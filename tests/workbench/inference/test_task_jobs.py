@@ -14,7 +14,8 @@ from django.urls import reverse
 from PIL import Image
 
 from tests.workbench.inference.conftest import task_run
-from workbench.inference import engine, exports, services
+from workbench.inference import exports, services
+from workbench.inference import job as job_process
 from workbench.inference.models import InferenceJob
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +62,7 @@ def test_it_tests_a_detector_with_per_class_ap_and_detects_many_images(owner, ow
         "split_db": str(run.dataset.path / "test_db"),
         "targets_db": str(run.dataset.path / "test_targets_db"),
     }
-    result = engine.run_job(spec, lambda done, total: None)
+    result = job_process.run_job(spec, lambda done, total: None)
     assert (result["task"], result["count"]) == ("detection", 2)
     assert {c["label"] for c in result["per_class"]} <= {"square", "disc"}
     assert sum(c["instances"] for c in result["per_class"]) == 4  # two shapes drawn in each image
