@@ -238,8 +238,8 @@ def test_it_refuses_to_split_a_detector_or_benchmark_one_naming_why(api, owner):
     assert answer.status_code == 400, answer.content
     assert answer.json() == {
         "config": [
-            f"model_parallel: {network} is a detection network: it trains whole on each GPU (data parallel over all of them), "
-            "not split over several; give 1"
+            f"model_parallel: {network} is a detection network: it trains whole on each GPU "
+            "(data parallel over all of them), not split over several; give 1"
         ]
     }
     benchmark = _post(api, "api-benchmarks", {"networks": [network]}).json()
