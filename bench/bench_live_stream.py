@@ -51,7 +51,7 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from django.conf import settings
 from django.urls import path
 
-from workbench.runs.consumers import RunConsumer
+from workbench.runs.web.consumers import RunConsumer
 
 
 class ChannelPerSocketConsumer(RunConsumer):

@@ -5,7 +5,7 @@ from django.urls import path
 from datasets.consumers import DatasetConsumer
 from workbench.benchmarks.consumers import BenchmarkConsumer
 from workbench.consumers import DashboardConsumer
-from workbench.runs.consumers import RunConsumer
+from workbench.runs.web.consumers import RunConsumer
 from workbench.searches.consumers import SearchConsumer
 
 websocket_urlpatterns = [

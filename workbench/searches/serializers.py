@@ -1,7 +1,7 @@
 from django.urls import reverse
 from rest_framework import serializers
 
-from workbench.runs.serializers import RunCreateSerializer
+from workbench.runs.web.serializers import RunCreateSerializer
 from workbench.searches.models import Search, Trial
 from workbench.searches.selectors import best_trial, budget_words, gpu_hours_used, trials_of
 from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS

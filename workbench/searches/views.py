@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from workbench.core.errors import RequestError
-from workbench.runs.forms import FIELD_OF, RunForm
 from workbench.runs.validators import add_form_errors, sweep_config
-from workbench.runs.wizard_views import render_new_run, submitted_weights
+from workbench.runs.web.forms import FIELD_OF, RunForm
+from workbench.runs.web.wizard_views import render_new_run, submitted_weights
 from workbench.searches.forms import SearchForm
 from workbench.searches.models import Search
 from workbench.searches.plots import search_figures

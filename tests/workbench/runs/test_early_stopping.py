@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.support.waiting import wait_for_state
-from tests.workbench.runs.test_wizard import errors_of, valid
+from tests.workbench.runs.web.test_wizard import errors_of, valid
 from workbench.runs.models import Run
 from workbench.runs.services import run_submit
 

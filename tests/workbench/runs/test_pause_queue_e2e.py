@@ -8,7 +8,7 @@ import pytest
 from datasets.models import Dataset
 from tests.conftest import log_in
 from tests.workbench.runs.conftest import parked_host
-from tests.workbench.runs.test_e2e_live import off_the_loop
+from tests.workbench.runs.web.test_e2e_live import off_the_loop
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.lifecycle import run_finish, run_transition
 from workbench.runs.models import Run

@@ -141,7 +141,7 @@ def test_it_refuses_the_same_through_the_cli(other_user, alice_run, alice_upload
 
 
 def test_it_refuses_the_same_through_the_form_and_its_clone_field(bob_client, other_user, alice_run, alice_upload):
-    from tests.workbench.runs.test_wizard import errors_of, valid
+    from tests.workbench.runs.web.test_wizard import errors_of, valid
 
     dataset = Dataset.objects.create(owner=other_user, name="bobs", status=Dataset.Status.READY, image_width=8,
                                      image_height=8, channels=1, labels=["a", "b", "c"],
@@ -209,7 +209,7 @@ def epochs_run(user, name: str, state: str, epochs: tuple[float, float]) -> Run:
 
 
 def test_it_lists_finished_runs_first_and_a_running_one_as_its_latest_snapshot(owner_client, owner):
-    from tests.workbench.runs.test_wizard import valid
+    from tests.workbench.runs.web.test_wizard import valid
 
     done = epochs_run(owner, "finished-one", Run.State.DONE, (8, 10))
     running = epochs_run(owner, "still-going", Run.State.RUNNING, (2, 3))  # newer: listed first before

@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from datasets.models import Dataset
 from trainer.config import TrainConfig
-from workbench.runs.live_views import run_label
 from workbench.runs.models import Run
+from workbench.runs.web.live_views import run_label
 
 pytestmark = pytest.mark.django_db
 

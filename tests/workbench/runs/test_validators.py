@@ -106,8 +106,8 @@ def test_it_refuses_every_extreme_in_a_sweep_naming_the_swept_field(api, dataset
 
 
 def test_it_refuses_every_extreme_in_every_number_of_the_form_naming_the_field(owner, dataset):
-    from tests.workbench.runs.test_wizard import valid
-    from workbench.runs.forms import RunForm
+    from tests.workbench.runs.web.test_wizard import valid
+    from workbench.runs.web.forms import RunForm
 
     # The page's form itself (the page renders its errors: test_wizard); 230 page renders took 18 s.
     for field in FORM_FIELD.values():
@@ -210,7 +210,7 @@ def test_it_refuses_a_long_sweep_list_in_linear_time(api, dataset):
 
 
 def test_it_refuses_a_long_number_list_in_the_form_in_linear_time(owner_client, dataset):
-    from tests.workbench.runs.test_wizard import errors_of, valid
+    from tests.workbench.runs.web.test_wizard import errors_of, valid
 
     values = ", ".join(str(1e-6 * (i + 1)) for i in range(100_000))
     started = time.monotonic()

@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.workbench.runs.conftest import TINY_CONFIG
-from tests.workbench.runs.test_consumer import communicator
+from tests.workbench.runs.web.test_consumer import communicator
 from workbench.searches.services import search_create, search_pause
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.workbench.runs.test_wizard import errors_of, valid
+from tests.workbench.runs.web.test_wizard import errors_of, valid
 from workbench.searches.models import Search
 
 pytestmark = pytest.mark.django_db(transaction=True)

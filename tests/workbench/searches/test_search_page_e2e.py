@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import log_in
 from tests.workbench.runs.conftest import TINY_CONFIG
-from tests.workbench.runs.test_e2e_live import off_the_loop
+from tests.workbench.runs.web.test_e2e_live import off_the_loop
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
 from workbench.searches.services import search_advance, search_create

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import log_in
-
-from .test_new_run_page_e2e import make_digits, open_new_run
+from tests.workbench.runs.web.test_new_run_page_e2e import make_digits, open_new_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 
 from trainer import protocol
 from workbench.runs import services
-from workbench.runs.forms import RunEditForm
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.selectors import run_for, runs_visible_to
+from workbench.runs.web.forms import RunEditForm
 
 SPARK_POINTS = 40
 SPARK_WIDTH, SPARK_HEIGHT = 120, 28

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from workbench.runs import api, pretrained_api
+from workbench.runs.web import api, pretrained_api
 
 urlpatterns = [
     path("runs/", api.run_list, name="api-runs"),

@@ -24,9 +24,6 @@ from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import check_executor, executor_named
-from workbench.runs.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
-from workbench.runs.forms_clone import initial_from_run
-from workbench.runs.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
 from workbench.runs.models import Run
 from workbench.runs.network_fit import check_images_take, network_input, parameter_count
 from workbench.runs.pretrained import PretrainedError, weights_upload
@@ -38,6 +35,9 @@ from workbench.runs.validators import (
     parse_device_request,
     sweep_config,
 )
+from workbench.runs.web.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
+from workbench.runs.web.forms_clone import initial_from_run
+from workbench.runs.web.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
 
 PREVIEW_POINTS = 200
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.forms import CONFIG_PATH, SWEPT_PATH
 from workbench.runs.models import Run
 from workbench.runs.pretrained import reference_for_path
+from workbench.runs.web.forms import CONFIG_PATH, SWEPT_PATH
 
 
 def initial_from_run(run: Run) -> dict:

@@ -22,8 +22,6 @@ from trainer.config import (
 )
 from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.runs.executors import executor_named
-from workbench.runs.forms_recipe import RECIPE_PATH, RecipeForm
-from workbench.runs.forms_start import StartFromForm
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
 from workbench.runs.services import resolve_placement
@@ -36,6 +34,8 @@ from workbench.runs.validators import (
     sweep_validate,
     trainer_number,
 )
+from workbench.runs.web.forms_recipe import RECIPE_PATH, RecipeForm
+from workbench.runs.web.forms_start import StartFromForm
 from workbench.workers.models import Device
 
 NETWORK_INFO = {

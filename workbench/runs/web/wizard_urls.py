@@ -1,8 +1,8 @@
-"""The new-run page, its live previews, and run management (included by workbench/runs/urls.py)."""
+"""The new-run page, its live previews, and run management (included by workbench/runs/web/urls.py)."""
 
 from django.urls import path
 
-from workbench.runs import manage_views, wizard_views
+from workbench.runs.web import manage_views, wizard_views
 
 urlpatterns = [
     path("new/", wizard_views.run_new, name="run-new"),

@@ -113,7 +113,7 @@ def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, 
     assert trainer.error is None
     wait_points(page, "loss", STEPS)
     assert points(page, "loss") == STEPS
-    # Charts out of view are drawn too, after the first screen (tests/workbench/runs/test_live_charts_e2e.py).
+    # Charts out of view are drawn too, after the first screen (tests/workbench/runs/web/test_live_charts_e2e.py).
     page.locator("[data-chart=throughput]").scroll_into_view_if_needed()
     assert wait_points(page, "throughput", STEPS, trace=4) == STEPS  # data-wait share, on its own axis
 

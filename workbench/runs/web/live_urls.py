@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from workbench.runs import live_views
+from workbench.runs.web import live_views
 
 urlpatterns = [
     path("<int:pk>/", live_views.run_detail, name="run-detail"),

@@ -8,9 +8,9 @@ from django.urls import reverse
 
 from datasets.models import Dataset
 from workbench.runs.lifecycle import run_events_append
-from workbench.runs.manage_views import run_summary, sparkline_points
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
+from workbench.runs.web.manage_views import run_summary, sparkline_points
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,8 @@ import torch
 import torchvision
 from django.urls import reverse
 
-from tests.workbench.runs.test_wizard import errors_of
-from tests.workbench.runs.test_wizard import valid as valid_run
+from tests.workbench.runs.web.test_wizard import errors_of
+from tests.workbench.runs.web.test_wizard import valid as valid_run
 from workbench.runs.models import Run
 from workbench.weights.services import weights_import
 

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from workbench.runs.models import PretrainedWeights, Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
-from workbench.runs.serializers import PretrainedUploadSerializer, PretrainedWeightsSerializer
+from workbench.runs.web.serializers import PretrainedUploadSerializer, PretrainedWeightsSerializer
 
 
 def _weights_for(user):

@@ -11,8 +11,8 @@ from datasets.models import Dataset
 from tests.conftest import log_in
 from tests.support.trainer_data import make_dataset_folder
 from tests.workbench.runs.conftest import parked_host
-from tests.workbench.runs.test_e2e_live import off_the_loop
-from tests.workbench.runs.test_live_views import early_stopped, make_run
+from tests.workbench.runs.web.test_e2e_live import off_the_loop
+from tests.workbench.runs.web.test_live_views import early_stopped, make_run
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run
 

@@ -9,7 +9,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
-from tests.workbench.runs.test_e2e_live import metrics, off_the_loop
+from tests.workbench.runs.web.test_e2e_live import metrics, off_the_loop
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.services import run_create
 

@@ -18,14 +18,14 @@ from workbench.runs import services
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
-from workbench.runs.serializers import (
+from workbench.runs.validators import RequestError, drf_error
+from workbench.runs.web.serializers import (
     PrioritySerializer,
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
     SweepCreateSerializer,
 )
-from workbench.runs.validators import RequestError, drf_error
 from workbench.workers.inventory import hosts_for_display
 
 

@@ -9,8 +9,8 @@ import io
 from django.core.management import call_command
 from django.urls import reverse
 
-from workbench.runs import wizard_views
 from workbench.runs.models import Run
+from workbench.runs.web import wizard_views
 
 
 def _sweep(client, dataset, grid, config=None, network="lenet"):
