@@ -76,6 +76,7 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
         "crop": 12,
         "mean": "image",
         "scale": 1 / 255,
+        "std": None,  # trained from scratch: no pretrained weights' std to divide by
         "input_shape": [3, 12, 12],
     }
     assert "load_bundle" in (out / "README.txt").read_text()

@@ -20,6 +20,7 @@ from trainer.custom_net import CustomNetError
 from trainer.export import export_onnx, export_torchscript
 from trainer.inference import Classifier
 from trainer.networks import BUILDERS, InputSpec, NetworkError, build_model, check_input_size
+from trainer.zoo import is_timm
 
 CUSTOM = [
     {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "padding": 1},
@@ -109,7 +110,8 @@ def test_it_knows_the_smallest_size_each_network_accepts(name):
 
 
 def test_it_covers_every_network_of_the_form():
-    assert set(SMALLEST) == set(BUILDERS)
+    # The timm zoo's networks export through the same code; tests/trainer/test_zoo.py exports one.
+    assert set(SMALLEST) == {name for name in BUILDERS if not is_timm(name)}
 
 
 @pytest.mark.parametrize(("name", "side", "channels"), list(_cells()))
