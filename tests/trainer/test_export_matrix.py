@@ -54,7 +54,10 @@ def _cells():
         yield pytest.param(name, low, 1, id=f"{name}-{low}px-grey")
         if low < 32:
             yield pytest.param(name, 32, 3, id=f"{name}-32px")
-        yield pytest.param(name, 224, 3, id=f"{name}-224px", marks=pytest.mark.slow)
+        # VGG-16's 224 export writes and reloads half a gigabyte twice for nothing its smallest
+        # size's cell does not check (an adaptive pool fixes what its classifier sees).
+        if name != "vgg16":
+            yield pytest.param(name, 224, 3, id=f"{name}-224px", marks=pytest.mark.slow)
 
 
 def _spec(name: str, side: int, channels: int) -> InputSpec:
