@@ -1,26 +1,29 @@
 """`system` samples: what a node's GPUs, its host and the trainer's processes are doing.
 
-The measuring is here, once, for both executors: the local executor's sampler (a thread in the
-worker, workbench/runs/system_sampler.py) and the one beside each node of a Slurm job, where no
-workbench process runs. The batch script starts every node's trainer through this module:
+One sampler, beside the trainer, for both executors: the local executor starts its trainer
+through this module as each node of a Slurm job does (its batch script), and the worker or the
+Slurm follower stores what it writes as it stores the trainer's own events:
 
     python -m trainer.system_samples --every 5 --gpus 2 --out system-3.jsonl -- python -m trainer train ...
 
-It forks the sampler and execs the trainer in its own place, so the trainer stays the task Slurm
-started (its pid, its signals, its exit code). The sampler ignores the stop signals (the trainer
+It forks the sampler and execs the trainer in its own place, so the trainer stays the process its
+executor started (its pid, its signals, its exit code). The sampler ignores the stop signals (the trainer
 saves its checkpoint meanwhile), samples the trainer's process tree every `--every` seconds, and
 ends when the trainer is gone. Each node writes its own file (node k > 0: `system-3.node<k>.jsonl`,
 protocol.system_events_name): appends of two hosts to one file on shared storage may interleave.
 
 A sample names its node. Its GPUs are numbered across the job (node k holds k*G .. k*G+G-1, as
-the global ranks are), so the run's GPU chart shows every GPU once; the host fields of node k > 0
-carry a `node<k>_` prefix, so the run's host chart (the first node's) never mixes two hosts. The
-workbench adds the run's step, epoch and images seen when it stores a sample.
+the global ranks are), or by the host's own numbers where the executor gives them (`--gpu-ids`:
+a local run on GPUs 2 and 3 charts GPUs 2 and 3), so the run's GPU chart shows every GPU once;
+the host fields of node k > 0 carry a `node<k>_` prefix, so the run's host chart (the first
+node's) never mixes two hosts. The workbench adds the run's step, epoch and images seen when it
+stores a sample.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -208,6 +211,16 @@ class NodeSampler:
     gpus: int  # GPUs per node
     simulated: bool  # the GPUs are placeholders (a test cluster): each rank's CPU stands for one
     folder: Path  # the run folder: each node's launcher lists its ranks there (processes*.json)
+    gpu_ids: tuple[int, ...] = ()  # the GPUs' numbers in the run's charts; () numbers them across the job
+    gpu_names: tuple[str, ...] = ()  # their names as the workbench knows them; () asks NVML (or says "simulated")
+
+    def gpu_id(self, local: int) -> int:
+        return self.gpu_ids[local] if local < len(self.gpu_ids) else self.placement.node_rank * self.gpus + local
+
+    def gpu_name(self, local: int) -> str:
+        if local < len(self.gpu_names):
+            return self.gpu_names[local]
+        return f"simulated GPU {local} of {self.placement.node_name}" if self.simulated else ""
 
     def ranks(self) -> list[int]:
         """This node's rank processes (the launcher's list), else the trainer alone."""
@@ -231,8 +244,8 @@ class NodeSampler:
             ranks = self.ranks()
             gpus = [
                 simulated_gpu(
-                    first + local,
-                    f"simulated GPU {local} of {self.placement.node_name}",
+                    self.gpu_id(local),
+                    self.gpu_name(local),
                     first + local,
                     process_tree(ranks[local]) if local < len(ranks) else [],
                     meter,
@@ -241,7 +254,10 @@ class NodeSampler:
             ]
         else:
             visible = visible_gpus() or list(range(self.gpus))
-            targets = [GpuTarget(first + local, "", visible[local]) for local in range(min(self.gpus, len(visible)))]
+            targets = [
+                GpuTarget(self.gpu_id(local), self.gpu_name(local), visible[local])
+                for local in range(min(self.gpus, len(visible)))
+            ]
             gpus = nvml_samples(targets, {process.pid for process in tree}) if targets else []
         for gpu in gpus:
             gpu["node"] = self.placement.node_name
@@ -277,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--every", type=float, required=True, help="seconds between samples (0: none)")
     parser.add_argument("--gpus", type=int, default=0, help="GPUs per node")
     parser.add_argument("--simulated", action="store_true", help="the GPUs are placeholders (a test cluster)")
+    parser.add_argument("--gpu-ids", default="", help="the GPUs' numbers in the run's charts, comma-separated")
+    parser.add_argument("--gpu-name", action="append", default=[], help="a GPU's name, once per GPU, in order")
+    parser.add_argument("--node-name", default="", help="the node's name in the samples (default: Slurm's)")
     parser.add_argument("--out", required=True, help="the first node's file; node k writes its own beside it")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the trainer's command line")
     args = parser.parse_args(argv)
@@ -287,10 +306,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         placement = placement_from_environment()
     except ConfigError:
         placement = None  # the trainer reports a bad placement itself; nothing to sample meanwhile
+    if placement is not None and args.node_name:
+        placement = dataclasses.replace(placement, node_name=args.node_name)
     if placement is not None and args.every > 0:
         trainer_pid = os.getpid()
         out = Path(protocol.node_events_name(args.out, placement.node_rank) if placement.node_rank else args.out)
-        sampler = NodeSampler(trainer_pid, placement, args.gpus, args.simulated, out.resolve().parent)
+        gpu_ids = tuple(int(part) for part in args.gpu_ids.split(",") if part.strip())
+        sampler = NodeSampler(
+            trainer_pid, placement, args.gpus, args.simulated, out.resolve().parent, gpu_ids, tuple(args.gpu_name)
+        )
         if os.fork() == 0:
             for stop_signal in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(stop_signal, signal.SIG_IGN)

@@ -51,7 +51,11 @@ def test_it_never_double_books_on_sqlite(transactional_db, owner, other_user):
     hammer(env, [owner.pk, other_user.pk], dataset.pk)
     assert loadgen.check_allocations() == []
     assert Run.objects.count() == PROCESSES * RUNS_PER_PROCESS
-    assert Run.objects.filter(state=Run.State.DONE).count() == PROCESSES * RUNS_PER_PROCESS
+    unfinished = [
+        f"{run.name}: {run.state}, {run.device_request_text()}, {[t.reason for t in run.transitions.all()]}"
+        for run in Run.objects.exclude(state=Run.State.DONE)
+    ]
+    assert not unfinished, unfinished  # each with how it got there
     # (No count of held GPUs against the 8 simulated: the session's Celery worker may heartbeat
     # into this database meanwhile and lend its own 2; check_allocations covers every host.)
 

@@ -32,12 +32,17 @@ class AttemptFiles:
     def batch_script(self) -> Path:
         return self.run_dir / protocol.batch_script_name(self.attempt)
 
+    @property
+    def system(self) -> Path:
+        """The first node's `system` samples, written by the sampler beside its trainer."""
+        return self.run_dir / protocol.system_events_name(self.attempt)
+
     def node_events(self) -> list[Path]:
         """The other nodes' outcome files, node 1 first."""
         return sorted(self.run_dir.glob(protocol.node_events_glob(self.attempt)))
 
     def system_events(self) -> list[Path]:
-        """The system samples each node wrote beside its trainer (Slurm), the first node's first."""
-        first = self.run_dir / protocol.system_events_name(self.attempt)
+        """The system samples each node wrote beside its trainer, the first node's first."""
+        first = self.system
         others = sorted(self.run_dir.glob(protocol.node_system_events_glob(self.attempt)))
         return [first, *others] if first.exists() else others

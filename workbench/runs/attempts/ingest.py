@@ -111,19 +111,21 @@ def ingest(run: Run, tail: EventTail, ledger: IngestLedger, event_filter: EventF
 
 
 def ingest_earlier_attempts(run: Run, attempt: int) -> None:
-    """Stores what earlier attempts' trainers wrote and their (killed) workers did not store."""
+    """Stores what earlier attempts' trainers and samplers wrote and their (killed) workers did not store."""
     event_filter = EventFilter(run)
     for earlier in range(1, attempt):
-        path = AttemptFiles(run.run_dir, earlier).events
-        if not path.exists():
-            continue
-        ledger = IngestLedger(run, earlier)
-        offset = ledger.offset()
-        if offset is None:
-            continue  # from before ledgers: its worker stored it as far as it could, as before
-        events = ingest(run, EventTail(path, offset), ledger, event_filter)
-        if events:
-            log.info("run %s: stored %d events that attempt %d left behind", run.pk, len(events), earlier)
+        files = AttemptFiles(run.run_dir, earlier)
+        sources = [(files.events, IngestLedger(run, earlier), event_filter)]
+        sources += [(path, IngestLedger(run, earlier, events=path), SystemOnly()) for path in files.system_events()]
+        for path, ledger, keep in sources:
+            offset = ledger.offset() if path.exists() else None
+            if offset is None:
+                continue  # none, or from before ledgers: its worker stored it as far as it could
+            events = ingest(run, EventTail(path, offset), ledger, keep)
+            if events:
+                log.info(
+                    "run %s: stored %d lines of %s that attempt %d left behind", run.pk, len(events), path.name, earlier
+                )
 
 
 def ingest_current_attempt(run: Run) -> int:

@@ -4,7 +4,9 @@ The scheduler placed the run on this host and sent `tasks.train_run`; this modul
 trainer (`python -m trainer train`) in a session of its own with CUDA_VISIBLE_DEVICES set to
 exactly the granted GPUs, follows the events file it writes in the run folder (so events survive
 the worker), stops it with grace when an abort or pause is asked for, and ends the attempt by
-the outcome table.
+the outcome table. The trainer starts through the system sampler (trainer/system_samples.py), as
+each node of a Slurm job does: its samples of the run's GPUs and the trainer's processes land in
+the attempt's `system` file beside the events, and are stored the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -25,11 +28,18 @@ from workbench.runs import scheduler, series
 from workbench.runs.attempts import gates, outcome
 from workbench.runs.attempts.config import granted_device_config, run_config
 from workbench.runs.attempts.files import AttemptFiles
-from workbench.runs.attempts.ingest import EventFilter, IngestLedger, ingest, ingest_earlier_attempts, snapshot
+from workbench.runs.attempts.ingest import (
+    EventFilter,
+    IngestLedger,
+    SystemOnly,
+    ingest,
+    ingest_earlier_attempts,
+    snapshot,
+)
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.lifecycle import interrupt
 from workbench.runs.models import Run
-from workbench.runs.system_sampler import SystemSampler
+from workbench.workers.models import Device
 from workbench.workers.processes import EventTail, GracefulStop, start_child
 
 log = logging.getLogger(__name__)
@@ -90,9 +100,11 @@ def run_attempt(*, run_id: int, attempt: int) -> str:
     # Before the new trainer writes anything: the series stays in order, steps increasing.
     ingest_earlier_attempts(run, attempt)
     files = AttemptFiles(run.run_dir, attempt)
-    devices = granted_device_config(list(run.devices.order_by("kind", "index")))
+    granted = list(run.devices.order_by("kind", "index"))
+    devices = granted_device_config(granted)
     files.launch.write_text(json.dumps({**run_config(run), "devices": devices.devices}, indent=2))
-    argv = [sys.executable, "-m", "trainer", "train", "--config", str(files.launch), "--events", str(files.events)]
+    argv = sampler_argv(granted, files) + ["--", sys.executable, "-m", "trainer", "train"]
+    argv += ["--config", str(files.launch), "--events", str(files.events)]
     if attempt > 1:
         argv.append("--resume")
     ledger = IngestLedger(run, attempt)
@@ -108,11 +120,23 @@ def run_attempt(*, run_id: int, attempt: int) -> str:
     return follow(run, process, files, ledger)
 
 
+def sampler_argv(granted: list[Device], files: AttemptFiles) -> list[str]:
+    """The system sampler the trainer starts through: the run's own GPUs, by the numbers and names
+    the workers' inventory gives them (the host's), sampled every few seconds."""
+    gpus = [device for device in granted if device.kind == Device.Kind.GPU]
+    argv = [sys.executable, "-m", "trainer.system_samples", "--every", str(settings.SYSTEM_SAMPLE_SECONDS)]
+    argv += ["--gpus", str(len(gpus)), "--out", str(files.system), "--node-name", socket.gethostname()]
+    if gpus:
+        argv += ["--gpu-ids", ",".join(str(gpu.index) for gpu in gpus)]
+        argv += [arg for gpu in gpus for arg in ("--gpu-name", gpu.name)]
+    if any(gpu.simulated for gpu in gpus):
+        argv.append("--simulated")
+    return argv
+
+
 def follow(run: Run, process: subprocess.Popen, files: AttemptFiles, ledger: IngestLedger) -> str:
     """Follows the attempt's trainer to its end, then ends the attempt by the outcome table."""
-    # `system` events (the run's own GPUs, the trainer's CPU and memory) every few seconds beside it.
-    with SystemSampler(run, settings.SYSTEM_SAMPLE_SECONDS, pid=process.pid):
-        ending = watch(run, process, EventTail(files.events), ledger)
+    ending = watch(run, process, Tails(run, files, ledger))
     # Every series event is stored by now: the snapshot is complete before the run is seen to end.
     snapshot(run)
     decided = outcome.decide(ending)
@@ -121,14 +145,31 @@ def follow(run: Run, process: subprocess.Popen, files: AttemptFiles, ledger: Ing
     return outcome.end_attempt(run, decided)
 
 
-def watch(run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLedger) -> outcome.Ending:
+class Tails:
+    """The attempt's two files the watch stores as they grow: the trainer's events and the
+    sampler's `system` samples beside them, each with its ledger (exactly once across workers)."""
+
+    def __init__(self, run: Run, files: AttemptFiles, ledger: IngestLedger) -> None:
+        self.run = run
+        self.events = (EventTail(files.events), ledger, EventFilter(run))
+        self.system = (EventTail(files.system), IngestLedger(run, files.attempt, events=files.system), SystemOnly())
+        self.system[1].start()
+
+    def store(self) -> list[dict]:
+        """What the trainer wrote since the last call, stored; the samples beside it too."""
+        events = ingest(self.run, *self.events)
+        ingest(self.run, *self.system)
+        return events
+
+
+def watch(run: Run, process: subprocess.Popen, tails: Tails) -> outcome.Ending:
     """Stores the trainer's events until it exits; a watch that ends any other way (the database
     gone, a bug) takes the trainer with it, so that nothing runs that nobody follows."""
     stop = GracefulStop.of_process(
         process, grace_seconds=settings.RUN_STOP_GRACE_SECONDS, name=f"run {run.pk}'s trainer"
     )
     try:
-        return _watch(run, process, tail, ledger, stop)
+        return _watch(run, process, tails, stop)
     except BaseException as error:
         stop.now()
         with contextlib.suppress(Exception):  # the database may be what failed: then lost-worker ends it
@@ -137,17 +178,14 @@ def watch(run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLe
         raise
 
 
-def _watch(
-    run: Run, process: subprocess.Popen, tail: EventTail, ledger: IngestLedger, stop: GracefulStop
-) -> outcome.Ending:
-    event_filter = EventFilter(run)
+def _watch(run: Run, process: subprocess.Popen, tails: Tails, stop: GracefulStop) -> outcome.Ending:
     last_status: dict = {}
     stop_request = ""
     next_stop_check = 0.0
     stored_since_snapshot = 0
     while True:
         code = process.poll()
-        events = ingest(run, tail, ledger, event_filter)
+        events = tails.store()
         if events:
             stored_since_snapshot += len(events)
             if stored_since_snapshot >= series.SNAPSHOT_ROWS:
