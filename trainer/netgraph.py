@@ -17,6 +17,7 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from trainer.networks import InputSpec, NetworkError, build_model
+from trainer.tracing import ThreadTracer
 from trainer.zoo import is_timm
 
 # One word of detail per layer type, read from the module (kernel, stride, width...).
@@ -90,12 +91,12 @@ def _tracer(name: str) -> fx.Tracer:
     """torch.fx's tracer; for the zoo's networks with timm's own list of what not to trace into
     (its padding helpers and attention blocks branch on sizes, which a symbolic trace cannot)."""
     if not is_timm(name):
-        return fx.Tracer()
+        return ThreadTracer()
     from timm.layers import _fx as timm_fx  # timm: loaded only where this runs
 
     leaves = tuple(timm_fx.get_notrace_modules())
 
-    class TimmTracer(fx.Tracer):
+    class TimmTracer(ThreadTracer):
         def is_leaf_module(self, module: nn.Module, qualified_name: str) -> bool:
             return isinstance(module, leaves) or super().is_leaf_module(module, qualified_name)
 
@@ -108,6 +109,7 @@ def network_graph(name: str, spec: InputSpec) -> dict[str, Any]:
     with torch.device("meta"):
         model = build_model(name, spec).eval()
     try:
+        # A tracer that leaves the web process's other threads alone (trainer/tracing.py).
         traced = fx.GraphModule(model, _tracer(name).trace(model))
     except (fx.proxy.TraceError, TypeError, RuntimeError, NotImplementedError) as exc:
         # Said in the graph's place, not a server error: the rest of the form still works.
