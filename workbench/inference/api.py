@@ -17,8 +17,9 @@ from rest_framework.views import APIView
 
 from datasets.images import ImageRefused
 from workbench.core import openapi
+from workbench.core.errors import RequestError
 from workbench.core.parsers import JSONObjectParser
-from workbench.inference import activations, engine, exports, renderers, services
+from workbench.inference import activations, engine, exports, renderers, services, validators
 from workbench.inference.models import InferenceJob
 from workbench.inference.selectors import job_for, jobs_visible_to
 from workbench.runs.selectors import run_for
@@ -68,14 +69,10 @@ def _checkpoint_classifier(run, which: str):
 
 
 def _min_score(request) -> float:
-    raw = request.data.get("min_score", "0.05") or "0.05"
     try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ValidationError({"min_score": [f"{str(raw)[:40]!r} is not a number"]}) from None
-    if not 0 <= value <= 1:
-        raise ValidationError({"min_score": ["must be between 0 and 1"]})
-    return value
+        return validators.check_min_score(request.data.get("min_score"))
+    except RequestError as error:
+        raise drf_error(error) from None
 
 
 def _open_upload(request, field: str = "image"):
@@ -98,14 +95,10 @@ def _open_upload(request, field: str = "image"):
 
 
 def _top_k(request) -> int:
-    raw = request.data.get("top_k", "5") or "5"
     try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise ValidationError({"top_k": [f"{raw!r} is not a whole number"]}) from None
-    if not 1 <= value <= 100:
-        raise ValidationError({"top_k": ["must be between 1 and 100"]})
-    return value
+        return validators.check_top_k(request.data.get("top_k"))
+    except RequestError as error:
+        raise drf_error(error) from None
 
 
 UPLOAD_SCHEMA = {
@@ -428,6 +421,9 @@ EXPORT_STATE = inline_serializer(
         "detail": serializers.CharField(),
         "retry_after": serializers.IntegerField(required=False),
         "size": serializers.IntegerField(required=False),
+        "check": serializers.DictField(
+            required=False, allow_null=True, help_text="when ready: the comparison with PyTorch the export passed"
+        ),
     },
 )
 
@@ -468,7 +464,8 @@ class Download(APIView):
             return Response(body, status=202, headers={"Retry-After": str(EXPORT_RETRY_SECONDS)})
         path = export.path
         if request.query_params.get("status", "").lower() in ("1", "true", "yes"):
-            return Response({"state": "ready", "detail": f"{path.name} is ready.", "size": path.stat().st_size})
+            body = {"state": "ready", "detail": f"{path.name} is ready.", "size": path.stat().st_size}
+            return Response({**body, "check": exports.export_check(path)})
         return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 
 
