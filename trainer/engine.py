@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer import finetune
+from trainer import finetune, protocol
 from trainer.augment import TrainAugment, check_recipe
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
@@ -398,13 +398,12 @@ def validate_and_maybe_save(run: Run, *, snapshot: bool) -> dict[str, float] | N
             save_checkpoint(run)
         return None
     result = evaluate(run)
-    watched = result
     if run.ema is not None:
         # The average is what the checkpoints hold and exports ship: it picks the best; both
         # are reported, the average's as ema_<metric>, for the live page's two curves.
-        watched = evaluate(run, model=run.ema.module)
-        result = {**result, **{f"ema_{name}": number for name, number in watched.items()}}
-    value = watched[run.best_metric]
+        averaged = evaluate(run, model=run.ema.module)
+        result = {**result, **{protocol.checkpoint_series(name, averaged=True): v for name, v in averaged.items()}}
+    value = result[protocol.checkpoint_series(run.best_metric, averaged=run.ema is not None)]
     better = improves(run.best_metric, value, run.best)
     if better:
         run.best = value

@@ -136,6 +136,20 @@ TASK_METRICS = {
     DETECTION: ("map", "map_50", "map_75", "mar_100"),
     SEGMENTATION: ("miou", "pixel_accuracy", "dice", "val_loss"),
 }
+
+
+def best_metric_of(task: str, requested: str) -> str:
+    """The metric the best checkpoint and early stopping watch on a dataset of `task`: the
+    requested one when it is the task's; the classification default (top1) on another task's
+    dataset means that task's first. ValueError naming the task's metrics otherwise."""
+    metrics = TASK_METRICS[task]
+    if requested in metrics:
+        return requested
+    if requested == "top1" and task != CLASSIFICATION:
+        return metrics[0]
+    raise ValueError(f"{requested!r} is not a metric of {task} ({', '.join(metrics)})")
+
+
 METRIC_DIRECTION = {
     "top1": "max",
     "top5": "max",
@@ -148,6 +162,19 @@ METRIC_DIRECTION = {
     "dice": "max",
     "val_loss": "min",
 }
+# With a weights' average on (solver.ema_decay, trainer/ema.py) the checkpoints hold the average:
+# a validation event reports its metrics as ema_<metric> beside the raw weights', and the
+# average's picks best.pt. `checkpoint_series` is the one rule of which name that is; the run
+# page, its API and the runs list read "best" by it (workbench/runs/selectors.py).
+EMA_PREFIX = "ema_"
+
+
+def checkpoint_series(metric: str, *, averaged: bool) -> str:
+    """The validation event's key whose value picks best.pt for `metric`: the average's
+    (`ema_top1`) when the run averages its weights, `metric` itself otherwise."""
+    return f"{EMA_PREFIX}{metric}" if averaged else metric
+
+
 # The index stored for "no class here" in a segmentation mask, and ignored by loss and metrics.
 IGNORE_INDEX = 255
 # The smallest image side the detection and segmentation networks take (their backbones' stride).

@@ -160,3 +160,12 @@ def under_preset(raw: dict[str, Any]) -> dict[str, Any]:
         elif key not in raw:
             merged[key] = value
     return merged
+
+
+def averages_weights(raw: dict[str, Any]) -> bool:
+    """Whether a config as sent (its preset filled in) keeps a weights' average (EMA): then the
+    checkpoints hold the average, and best.pt is chosen on its metrics (trainer.protocol.
+    checkpoint_series). A run's stored config leaves out the fields its preset gives."""
+    solver = under_preset(raw).get("solver")
+    decay = solver.get("ema_decay") if isinstance(solver, dict) else None
+    return isinstance(decay, int | float) and not isinstance(decay, bool) and decay > 0

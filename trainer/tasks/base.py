@@ -10,10 +10,11 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from trainer import protocol
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.networks import InputSpec
-from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION, TASK_MIN_SIDE
+from trainer.protocol import METRIC_DIRECTION, TASK_MIN_SIDE
 
 
 class TaskError(ConfigError):
@@ -60,11 +61,10 @@ class Task(Protocol):
 def best_metric_for(task: Task, requested: str) -> str:
     """The metric the best checkpoint and early stopping watch: the requested one when it is the
     task's; the classification default on another task's dataset means that task's first."""
-    if requested in task.metrics:
-        return requested
-    if requested == "top1" and task.name != CLASSIFICATION:
-        return task.metrics[0]
-    raise TaskError(f"{requested!r} is not a metric of {task.name} ({', '.join(task.metrics)})", field="best_metric")
+    try:
+        return protocol.best_metric_of(task.name, requested)
+    except ValueError as error:
+        raise TaskError(str(error), field="best_metric") from None
 
 
 def check_task_network(task: Task, name: str, spec: InputSpec) -> None:

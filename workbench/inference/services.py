@@ -31,6 +31,7 @@ from workbench.core.errors import RequestError
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
+from workbench.runs.selectors import best_metric_of
 from workbench.runs.templatetags.numbers import metric, metric_name
 from workbench.workers.processes import start_child
 
@@ -56,12 +57,19 @@ def checkpoint_choices(*, run: Run) -> list[dict]:
     if not snapshots and not has_best:
         return []
     index = protocol.read_index(run.run_dir)
+    # The metric that chose "best" first: a detector's mAP, a segmentation network's mIoU (with
+    # only the loss shown, "best" read as worse than "last" whenever the loss still fell).
+    chosen = best_metric_of(run)
+    shown_metrics = ("top1", "val_loss") if chosen in ("top1", "val_loss") else (chosen, "val_loss")
 
     def describe(meta: dict | None) -> str:
         meta = meta or {}
-        # In the pages' words and numbers ("top-1 97.75%, val. loss 0.0812"), as on the run page.
-        parts = [f"{metric_name(key)} {metric(meta[key], key)}" for key in ("top1", "val_loss") if key in meta]
-        return f" ({', '.join(parts)})" if parts else ""
+        # In the pages' words and numbers ("top-1 97.75%, val. loss 0.0812"), as on the run page;
+        # a run with a weights' average (EMA) holds the average: its numbers are the average's.
+        averaged = any(key.startswith(protocol.EMA_PREFIX) for key in meta)
+        held = {key: protocol.checkpoint_series(key, averaged=averaged) for key in shown_metrics}
+        parts = [f"{metric_name(key)} {metric(meta[name], key)}" for key, name in held.items() if name in meta]
+        return f" ({', '.join(parts)}{' of the EMA' if averaged else ''})" if parts else ""
 
     best = index.get("best") or {}
     choices = []

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from trainer.config import ALL_NETWORKS, NETWORKS, RANGES, default_of, networks_of, shown
-from trainer.protocol import CLASSIFICATION, TASK_MIN_SIDE, TASK_NETWORKS
+from trainer.protocol import CLASSIFICATION, TASK_MIN_SIDE, TASK_NETWORKS, best_metric_of
 from trainer.recipes import recipe_refusal, under_preset
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
@@ -77,7 +77,8 @@ def check_network_fits(
 def check_images_take(*, config: Any, dataset) -> None:
     """The crop and the recipe's augmentations apply to the dataset's images: a crop no larger
     than they are (the random resized crop's size too), no colour jitter on grey images, no
-    recipe augmentation on a detection or segmentation dataset (trainer/recipes.py's rule)."""
+    recipe augmentation on a detection or segmentation dataset (trainer/recipes.py's rule), and
+    a best metric of the dataset's task (trainer/protocol.py's rule)."""
     if dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
         return
     config = under_preset(config)  # a preset's fields, where the request leaves them out
@@ -92,6 +93,12 @@ def check_images_take(*, config: Any, dataset) -> None:
     )
     if refusal:
         raise RequestError(f"config.{refusal[0]}", refusal[1])
+    best = _setting(config, "best_metric")
+    if isinstance(best, str):
+        try:
+            best_metric_of(dataset.task or CLASSIFICATION, best)
+        except ValueError as error:
+            raise RequestError("config.best_metric", str(error)) from None
 
 
 def check_task_network(*, network: str, dataset) -> None:

@@ -12,6 +12,9 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
+from trainer import protocol
+from trainer.early_stop import improves
+from trainer.recipes import averages_weights
 from workbench.runs.models import Run
 from workbench.runs.slurm_status import controller_status, parse_job_name, partition_snapshot
 from workbench.slurm.commands import expand_hostlist
@@ -24,6 +27,52 @@ def runs_visible_to(user) -> QuerySet[Run]:
 def run_for(user, pk: int) -> Run:
     """The run, or Http404 for both a missing one and someone else's."""
     return get_object_or_404(runs_visible_to(user), pk=pk)
+
+
+# ----------------------------------------------------------------------------- the best checkpoint
+
+
+def best_metric_of(run: Run) -> str:
+    """The metric the run's best checkpoint follows: its config's, and on a detection or
+    segmentation dataset the classification default means the task's first (trainer.protocol.
+    best_metric_of, the trainer's rule)."""
+    metric = (run.config or {}).get("best_metric") or "top1"
+    try:
+        return protocol.best_metric_of(run.dataset.task or protocol.CLASSIFICATION, metric)
+    except ValueError:
+        return metric  # a run stored before the rule was checked at submission: shown as it asked
+
+
+def reported_as(run: Run, metric: str) -> str:
+    """The validation events' key of `metric` for the weights the run's checkpoints hold: the
+    weights' average's (`ema_top1`) when it keeps one, the raw weights' otherwise."""
+    return protocol.checkpoint_series(metric, averaged=averages_weights(run.config or {}))
+
+
+def run_best(run: Run) -> dict | None:
+    """The best checkpoint's validation, in the series that chose it (trainer.protocol.
+    checkpoint_series): {metric, series, averaged, value, epoch, step}; None before the first.
+    The trainer's rule (trainer.early_stop.improves): the first validation strictly better than
+    every one before it, which is also the one an early-stopped run names as kept. The run page,
+    its API and the runs list read "best" here, so all of them say the same."""
+    metric = best_metric_of(run)
+    series = reported_as(run, metric)
+    found = None
+    rows = run.events.filter(kind=protocol.VALIDATION).order_by("seq").values_list(f"data__{series}", "epoch", "step")
+    for value, epoch, step in rows:
+        if isinstance(value, int | float) and improves(metric, value, found[0] if found else None):
+            found = (value, epoch, step)
+    if found is None:
+        return None
+    value, epoch, step = found
+    return {
+        "metric": metric,
+        "series": series,
+        "averaged": series != metric,
+        "value": value,
+        "epoch": epoch,
+        "step": step,
+    }
 
 
 def slurm_partition_for(user) -> dict | None:

@@ -7,6 +7,7 @@ from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
+from workbench.runs.selectors import run_best
 from workbench.runs.validators import MAX_NODES, MAX_PRIORITY, NotAllowed, RequestError, check_priority
 from workbench.workers.models import Device
 
@@ -51,13 +52,29 @@ class RunSerializer(serializers.ModelSerializer):
         return run.wait_reason_for(_viewer(self))
 
 
+class BestSerializer(serializers.Serializer):
+    """The best checkpoint's validation (selectors.run_best), as the run page shows it."""
+
+    metric = serializers.CharField(help_text="the metric best.pt is chosen by (config.best_metric, for the task)")
+    series = serializers.CharField(help_text="the validation series that chose it: ema_<metric> with EMA on")
+    averaged = serializers.BooleanField(help_text="true: the weights' average's (EMA), which the checkpoints hold")
+    value = serializers.FloatField()
+    epoch = serializers.FloatField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True)
+
+
 class RunDetailSerializer(RunSerializer):
     transitions = TransitionSerializer(many=True)
     host = serializers.CharField(source="host.hostname", default=None, allow_null=True)
     config = serializers.SerializerMethodField()
+    best = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "config", "host", "transitions", "last_seq"]
+        fields = [*RunSerializer.Meta.fields, "config", "host", "transitions", "last_seq", "best"]
+
+    @extend_schema_field(BestSerializer(allow_null=True))
+    def get_best(self, run: Run) -> dict | None:
+        return run_best(run)
 
     def get_config(self, run: Run) -> dict:
         # `pretrained` reads as the reference it came from (upload:<id>, run:<id>), never a server path.
