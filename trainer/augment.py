@@ -8,11 +8,16 @@ with few CPU cores is not bound by its loader (bench/bench_recipes.py measures t
                 -> TrivialAugment / RandAugment / AutoAugment, colour jitter (uint8)
                 -> normalise -> random erasing -> mixup / cutmix, label smoothing (soft targets)
 
-The policies and the jitter draw their operation once per group of GROUP images (v2 transforms
-draw once per call): per-image draws would cost a call per image, and a group of 8 keeps a
-batch's variety. Each step's draws come from a generator seeded by (seed, step, rank), so a
-resumed run sees the augmentations of an uninterrupted one, and the global RNG (dropout) is
-left as it was.
+The policies and the jitter draw their operation and magnitude for every image, as the papers
+and torchvision's references do: a v2 transform draws once per call, so each image is its own
+call. Measured on a CPU at 224 (one thread), a colour operation costs about the same per image
+alone as within a call of 8 (sharpness and equalize less alone), while a shear, translation or
+rotation costs ~2.6x (a sampling grid per call instead of one per group); batching those with a
+matrix per image gave no gain (a grid per image either way). docs/benchmarks.md ("Recipes") has
+the whole pipeline against torchvision's reference, before and after. On a GPU, a call per image
+is a few kernel launches per image: not measured here (no GPU).
+Each step's draws come from a generator seeded by (seed, step, rank), so a resumed run sees the
+augmentations of an uninterrupted one, and the global RNG (dropout) is left as it was.
 """
 
 from __future__ import annotations
@@ -27,8 +32,6 @@ from torchvision.transforms.v2 import functional as F
 
 from trainer.config import ConfigError, TrainConfig
 from trainer.recipes import recipe_augments, recipe_refusal
-
-GROUP = 8  # images that share one draw of a policy's operation and magnitude
 
 _POLICIES: dict[str, Callable[[], v2.Transform]] = {
     "trivialaugment": v2.TrivialAugmentWide,
@@ -73,7 +76,7 @@ class TrainAugment:
         steps = [policy()] if policy else []
         if d.color_jitter:
             steps.append(v2.ColorJitter(brightness=d.color_jitter, contrast=d.color_jitter, saturation=d.color_jitter))
-        self.per_group = v2.Compose(steps) if steps else None
+        self.per_image = v2.Compose(steps) if steps else None
         self.erase_p = d.random_erasing
         self.erasing = v2.RandomErasing(p=1.0)
         mixes = [v2.MixUp(alpha=d.mixup_alpha, num_classes=num_classes)] if d.mixup_alpha else []
@@ -104,8 +107,11 @@ class TrainAugment:
         if self.device_flip:
             flip = torch.rand(batch.shape[0]) < 0.5
             batch = torch.where(flip.to(batch.device)[:, None, None, None], batch.flip(-1), batch)
-        if self.per_group is not None:
-            batch = torch.cat([self.per_group(group) for group in batch.split(GROUP)])
+        if self.per_image is not None:
+            out = torch.empty_like(batch)
+            for index in range(batch.shape[0]):  # one call, so one draw, per image
+                out[index] = self.per_image(batch[index])
+            batch = out
         return batch
 
     def _resized_crops(self, batch: torch.Tensor) -> torch.Tensor:
@@ -140,7 +146,7 @@ class TrainAugment:
 def preview(image: np.ndarray, cfg: TrainConfig, *, copies: int = 8) -> list[np.ndarray]:
     """`copies` augmented versions of one C x H x W uint8 image, as training makes them: the
     loader's crop and flips, then the device's stage and random erasing (erased to black), each
-    as a different group of a batch would get it. H x W x C uint8 arrays, for the new-run form."""
+    as a different image of a batch would get it. H x W x C uint8 arrays, for the new-run form."""
     rng = np.random.default_rng(cfg.seed)
     crop = None if cfg.data.random_resized_crop else cfg.data.crop_size
     side = cfg.data.crop_size
