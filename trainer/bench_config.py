@@ -17,6 +17,7 @@ from typing import Any
 
 from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices, shown
 from trainer.protocol import CLASSIFICATION, task_of_network
+from trainer.zoo import is_timm, side_problem
 
 MODES = ("train", "forward")  # forward + backward + step, or forward only (serving)
 SYNTHETIC = "synthetic"
@@ -118,6 +119,12 @@ def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> Ben
         ("seed", 0, 2**31),
     ):
         _int_list(name, [getattr(cfg, name)], low=low, high=high)
+    for network in cfg.networks if cfg.synthetic else []:
+        # Said before anything is queued: a transformer's patch grid or a ConvNeXt's least side
+        # would otherwise fail every cell once the benchmark held its GPUs.
+        problem = is_timm(network) and side_problem(network, cfg.image_size)
+        if problem:
+            raise ConfigError(problem, field="image_size")
     if cfg.memory_capacity_mb is not None:
         _int_list("memory_capacity_mb", [cfg.memory_capacity_mb], high=1 << 24)
     cfg.devices = parse_devices(cfg.devices)

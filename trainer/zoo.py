@@ -119,6 +119,20 @@ def size_problem(network: str, height: int, width: int) -> str | None:
     )
 
 
+def side_problem(network: str, side: int) -> str | None:
+    """Why `network` cannot take side x side images, in benchmark mode's words (its synthetic
+    images' `image_size`), naming the sides it takes; None when it can."""
+    entry = zoo_entry(network)
+    if side < entry.min_side:
+        return f"{network} needs images of at least {entry.min_side}x{entry.min_side}: use {entry.min_side} or more"
+    multiple = entry.multiple
+    if multiple == 1 or side % multiple == 0:
+        return None
+    below, above = side // multiple * multiple, (side // multiple + 1) * multiple
+    sides = f"{below} or {above}" if below else str(above)
+    return f"{network} needs sides that are multiples of {multiple} (its patch grid): use {sides}"
+
+
 def build_timm(network: str, *, channels: int, height: int, width: int, num_classes: int) -> Any:
     """`timm.create_model(name, pretrained=False, ...)` for the dataset's channels and classes;
     transformers are built for the images' own size (their position embeddings depend on it)."""

@@ -96,7 +96,10 @@ def first_conv_filters(model) -> dict[str, Any] | None:
 def _activation(name: str, module, out, labels: list[str]) -> dict[str, Any]:
     """One chosen layer's output for the image: its stats and a picture of it (or bars)."""
     if out is None:
-        return {"name": name, "type": type(module).__name__, "error": "not reached"}
+        # A layer the forward pass never calls: timm's transformers compute attention fused
+        # (scaled_dot_product_attention) and skip their attn_drop module, for one.
+        message = "not reached: this network's forward pass does not call this layer, so it has no output to show"
+        return {"name": name, "type": type(module).__name__, "error": message}
     values = out[0].numpy()
     entry = {"name": name, "type": type(module).__name__, "shape": list(values.shape), "stats": _stats(values)}
     if values.ndim == 1 and values.size <= MAX_BARS:
