@@ -4,19 +4,26 @@ checkpoint by their own metric, and a network of another task is refused before 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 from PIL import Image
 
 from tests.support.task_data import make_task_folder
 from trainer.checkpoint import CheckpointStore
 from trainer.config import ConfigError, config_from_dict
+from trainer.data import ShardedSampler
+from trainer.distributed import free_port
 from trainer.engine import prepare
 from trainer.events import ListReporter
 from trainer.inference import load_checkpoint_predictor
 from trainer.protocol import EXIT_DONE, TASK_METRICS
 from trainer.run import train
 from trainer.targets import decode_boxes, decode_mask, encode_boxes, encode_mask
+from trainer.tasks.detection import MeanAP
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +54,8 @@ def test_it_round_trips_box_and_mask_records():
 
 
 def test_it_trains_a_detector_on_two_ranks_and_keeps_the_best_by_map(tmp_path):
-    folder = make_task_folder(tmp_path / "ds", task="detection", train=8, val=4)
+    # An odd validation split: the ranks' shards differ by one image (it crashed gloo, issue 22).
+    folder = make_task_folder(tmp_path / "ds", task="detection", train=8, val=3)
     reporter = ListReporter()
     cfg = config(tmp_path, folder, "fasterrcnn_mobilenet_v3_large_320_fpn", devices=["cpu", "cpu"])
     assert train(cfg, reporter=reporter) == EXIT_DONE, reporter.events[-1]
@@ -63,6 +71,42 @@ def test_it_trains_a_detector_on_two_ranks_and_keeps_the_best_by_map(tmp_path):
     (found,) = detector.detect([Image.new("RGB", (128, 96))], min_score=0.0)
     assert all(0 <= b["box"][0] <= b["box"][2] <= 128 and 0 <= b["box"][1] <= b["box"][3] <= 96 for b in found)
     assert {b["label"] for b in found} <= {"square", "disc"}
+
+
+def _found(images: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """A stand-in detector: it finds image 1's square exactly and nothing in images 0 and 2."""
+    box = torch.tensor([[8.0, 8.0, 24.0, 24.0]])
+    return [
+        {"boxes": box, "scores": torch.tensor([0.9]), "labels": torch.tensor([1])}
+        if int(image[0, 0, 0]) == 1
+        else {"boxes": torch.zeros(0, 4), "scores": torch.zeros(0), "labels": torch.zeros(0, dtype=torch.long)}
+        for image in images
+    ]
+
+
+def _score_split(rank: int, world: int, port: int, out: str) -> None:
+    """One rank's validation of a 3-image split, each image with one square (class 0)."""
+    if world > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    evaluator = MeanAP(torch.device("cpu"))
+    for index, _ in ShardedSampler(3, rank=rank, world=world, shuffle=False):
+        image = torch.full((1, 3, 32, 32), float(index))
+        evaluator.update(_found, image, [{"boxes": torch.tensor([[8.0, 8.0, 24.0, 24.0]]),
+                                          "labels": torch.tensor([0]), "ignore": torch.tensor([False])}])  # fmt: skip
+    result = evaluator.compute(world=world)
+    with open(f"{out}/{world}-{rank}.json", "w") as file:
+        json.dump(result, file)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def test_it_counts_every_validation_image_once_when_the_ranks_shards_differ(tmp_path):
+    # 3 images on 2 ranks: rank 0 holds images 0 and 2, rank 1 image 1, the only one found.
+    mp.spawn(_score_split, args=(2, free_port(), str(tmp_path)), nprocs=2)
+    _score_split(0, 1, 0, str(tmp_path))
+    one, *ranks = (json.loads((tmp_path / name).read_text()) for name in ("1-0.json", "2-0.json", "2-1.json"))
+    assert ranks == [one, one]  # every rank reports what one process measures
+    assert one["mar_100"] == pytest.approx(1 / 3)  # 1 of 3 squares: none missed or counted twice
 
 
 def test_it_trains_a_segmentation_network_and_reports_miou(tmp_path):

@@ -32,6 +32,7 @@ from trainer.tasks.base import as_rgb, check_task_network, image_tensor, seeded,
 
 # Below this score a detection does not count as one in the run's words ("no box scored above").
 SCORE_FLOOR = 0.05
+MAP_SERIES = TASK_METRICS[DETECTION]  # the COCO numbers a validation reports
 
 
 def _builder(name: str) -> Callable[..., nn.Module]:
@@ -102,41 +103,70 @@ def train_transform(cfg: TrainConfig, height: int, width: int) -> v2.Transform:
 
 
 class MeanAP:
-    """COCO mAP over the split (torchmetrics reduces over the ranks at compute)."""
+    """COCO mAP over the split, scored once on rank 0 and sent to the others.
+
+    Each rank keeps its shard's detections and targets on the CPU; `compute` gathers them on
+    rank 0 in one collective whatever the shard sizes. torchmetrics' own sync makes one collective
+    per image, so an odd split (shards one image apart) put the ranks out of step and gloo aborted.
+    """
 
     def __init__(self, device: torch.device) -> None:
-        from torchmetrics.detection import MeanAveragePrecision  # lazily: a second of import for detection only
-
-        self.metric = MeanAveragePrecision(box_format="xyxy", iou_type="bbox", backend="faster_coco_eval").to(device)
-        self.scored = 0  # detections at or above SCORE_FLOOR
+        self.device = device
+        self.predictions: list[dict[str, torch.Tensor]] = []
+        self.targets: list[dict[str, torch.Tensor]] = []
         self.notes: list[str] = []
 
     def update(self, model: nn.Module, x: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> None:
         predictions = model(list(as_rgb(x)))
-        self.scored += sum(int((p["scores"] >= SCORE_FLOOR).sum()) for p in predictions)
-        self.metric.update(
-            [
-                {key: p[key].float() if key != "labels" else p[key] for key in ("boxes", "scores", "labels")}
-                for p in predictions
-            ],
-            [{"boxes": t["boxes"], "labels": t["labels"] + 1, "iscrowd": t["ignore"].long()} for t in targets],
-        )
+        self.predictions += [
+            {key: (p[key] if key == "labels" else p[key].float()).cpu() for key in ("boxes", "scores", "labels")}
+            for p in predictions
+        ]
+        self.targets += [
+            {"boxes": t["boxes"].cpu(), "labels": t["labels"].cpu() + 1, "iscrowd": t["ignore"].long().cpu()}
+            for t in targets
+        ]
 
     def compute(self, *, world: int) -> dict[str, float]:
-        found = self.metric.compute()
-        scored = torch.tensor([self.scored], device=found["map"].device)
-        if world > 1:
-            torch.distributed.all_reduce(scored)
+        if world == 1:
+            return self._score([(self.predictions, self.targets)])
+        rank = torch.distributed.get_rank()
+        shards: list | None = [None] * world if rank == 0 else None
+        torch.distributed.gather_object((self.predictions, self.targets), shards, dst=0)
+        result = self._score(shards) if rank == 0 else dict.fromkeys(MAP_SERIES, 0.0)
+        values = torch.tensor([result[name] for name in MAP_SERIES], dtype=torch.float64, device=self.device)
+        torch.distributed.broadcast(values, src=0)
+        return dict(zip(MAP_SERIES, values.tolist(), strict=True))
+
+    def _score(self, shards: list) -> dict[str, float]:
+        from torchmetrics.detection import MeanAveragePrecision  # lazily: a second of import for detection only
+
+        # Rank r holds the split's images r, r + world, ... (the unshuffled ShardedSampler):
+        # interleaved back, the images come in the split's order, as one process scores them.
+        predictions, targets = [], []
+        for k in range(max(len(shard[0]) for shard in shards)):
+            for shard_predictions, shard_targets in shards:
+                if k < len(shard_predictions):
+                    predictions.append(shard_predictions[k])
+                    targets.append(shard_targets[k])
+        # No sync at compute: the shards are all here already, and only rank 0 scores.
+        metric = MeanAveragePrecision(
+            box_format="xyxy", iou_type="bbox", backend="faster_coco_eval", sync_on_compute=False
+        )
+        metric.update(predictions, targets)
+        found = metric.compute()
+        self._explain(found, scored=sum(int((p["scores"] >= SCORE_FLOOR).sum()) for p in predictions))
         # COCO's -1 means "no ground truth to judge by": the run says so instead of charting -1.
-        result = {name: max(0.0, float(found[name])) for name in ("map", "map_50", "map_75", "mar_100")}
-        if int(scored.item()) == 0:
+        return {name: max(0.0, float(found[name])) for name in MAP_SERIES}
+
+    def _explain(self, found: dict[str, torch.Tensor], *, scored: int) -> None:
+        if scored == 0:
             self.notes.append(
                 f"no box scored above {SCORE_FLOOR} on the validation images: the detector has not found anything "
                 f"yet; if this lasts, check the class table and the box sizes"
             )
         elif float(found["map"]) < 0:
             self.notes.append("the validation split holds no boxes to judge by: its mAP is shown as 0")
-        return result
 
 
 class DetectionTask:
