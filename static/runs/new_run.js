@@ -115,6 +115,7 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
   }
   if (asked !== networksAsked) return; // an answer for a dataset or crop size no longer chosen
   if ($("errors-network").textContent.startsWith(unchecked)) $("errors-network").textContent = "";
+  if (!zoo) showTask(body.task);
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
     if (!fit && (zoo || row.dataset.network !== "custom")) continue; // the other answer's row
@@ -525,3 +526,25 @@ async function previewAugmentations() {
 }
 $("augment-preview-button").addEventListener("click", previewAugmentations);
 showPresetSource(); // a form shown again keeps its edited fields: the preset is not applied anew
+
+// ------------------------------------------------------------------ the dataset's task
+// Best metric: the task's own names (the select carries trainer/protocol.py TASK_METRICS), not
+// top-1 meaning mAP. The presets and the recipe's augmentations are classification's (the fields
+// marked by forms_recipe.CLASSIFICATION_ONLY): another task's dataset is not offered them, as the
+// validator would refuse them, and their disabled fields are not sent.
+const metricSelect = form.elements.best_metric;
+const taskMetrics = JSON.parse(metricSelect.dataset.taskMetrics);
+function showTask(task) {
+  const metrics = taskMetrics[task] || taskMetrics.classification;
+  for (const option of metricSelect.options) {
+    option.hidden = !metrics.includes(option.value);
+    option.disabled = option.hidden;
+  }
+  if (!metrics.includes(metricSelect.value)) metricSelect.value = metrics[0];
+  const classification = task === "classification";
+  for (const input of form.querySelectorAll("[data-classification-only]")) {
+    input.disabled = !classification;
+    fieldBox(input.name).hidden = !classification;
+  }
+  $("preset-source").hidden = !classification;
+}

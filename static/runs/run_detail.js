@@ -17,9 +17,15 @@ const LOG_LINES = 500;
 const $ = (id) => document.getElementById(id);
 const store = new SeriesStore();
 const view = { x: $("x-axis").value, smoothing: Number($("smoothing").value), log: $("log-loss").checked };
-// `best`: the best validation of the metric that picks best.pt ({value, epoch}); `earlyStop`: where
-// an early-stopped run stopped and the best it kept, from the trainer's final status.
-const header = { state: page.state, progress: null, progressAt: 0, best: null, epoch: null, earlyStop: page.early_stop };
+// `best`: the best validation of the series that picks best.pt ({value, epoch}): page.best_series,
+// the weights' average's (ema_top1) when the run keeps one (selectors.run_best says the same on the
+// server, which gives the first value); `earlyStop`: where an early-stopped run stopped and the
+// best it kept, from the trainer's final status.
+const header = {
+  state: page.state, progress: null, progressAt: 0, epoch: null, earlyStop: page.early_stop,
+  best: page.best ? { value: page.best.value, epoch: page.best.epoch } : null,
+};
+const bestSeries = page.best_series || page.best_metric;
 const higherIsBetter = page.best_metric_higher ?? page.best_metric === "top1";
 
 async function fetchRange(names, x, start, end) {
@@ -33,13 +39,21 @@ async function fetchRange(names, x, start, end) {
   return new Map(Object.entries(data.series).map(([name, s]) => [name, s.points]));
 }
 
+// The validation chart's axis names the task's metrics (mAP, mIoU), as its title does.
+function specOf(name) {
+  const spec = CHARTS[name];
+  if (name !== "accuracy" || !page.metric_chart) return spec;
+  const { yaxis } = spec.layout;
+  return { ...spec, layout: { ...spec.layout, yaxis: { ...yaxis, title: { ...yaxis.title, text: page.metric_chart.axis } } } };
+}
 const charts = [...document.querySelectorAll("[data-chart]")].map(
-  (el) => new ChartView(el, CHARTS[el.dataset.chart], view, { fetchRange }),
+  (el) => new ChartView(el, specOf(el.dataset.chart), view, { fetchRange }),
 );
 
 // ---------------------------------------------------------------- header
 
 function setState(state) {
+  trackElapsed(state);
   header.state = state;
   const badge = $("run-state").querySelector(".status");
   badge.textContent = state;
@@ -123,18 +137,36 @@ function setProgress(percent) {
   $("run-percent").textContent = `${Math.round(percent)}%`;
 }
 
+// Elapsed: the wall time the run has spent running over all its attempts (start-up and validation
+// included; the server sums its timeline), counted on here while it runs. The trainer's progress
+// events time the training loop of the current attempt only: that stands in the tooltip.
+const elapsed = {
+  base: page.started_at === null ? null : page.elapsed_seconds, // "–" for a run that never started
+  since: page.state === "running" ? Date.now() : null,
+};
+function elapsedNow() {
+  if (elapsed.base === null) return null;
+  return elapsed.base + (elapsed.since === null ? 0 : (Date.now() - elapsed.since) / 1000);
+}
+function trackElapsed(state) {
+  const now = elapsedNow() ?? 0;
+  if (state === "running" && elapsed.since === null) Object.assign(elapsed, { base: now, since: Date.now() });
+  else if (state !== "running" && elapsed.since !== null) Object.assign(elapsed, { base: now, since: null });
+}
+function showElapsed() {
+  const seconds = elapsedNow();
+  if (seconds !== null) $("run-elapsed").textContent = formatDuration(seconds);
+}
+
 function tick() {
-  if (header.progress && header.state === "running") {
-    const elapsed = header.progress.elapsed + (Date.now() - header.progressAt) / 1000;
-    $("run-elapsed").textContent = formatDuration(elapsed);
-  }
+  if (header.state === "running") showElapsed();
 }
 
 function applyProgress(event) {
   header.progress = event;
   header.progressAt = Date.now();
   setProgress(event.percent);
-  $("run-elapsed").textContent = formatDuration(event.elapsed);
+  $("run-elapsed").title = `training loop of this attempt: ${formatDuration(event.elapsed)}`;
   $("run-eta").textContent = header.state === "running" ? formatDuration(event.eta_seconds) : "–";
 }
 
@@ -260,7 +292,7 @@ function apply(event, logs) {
   if (SERIES_TYPES.has(event.type)) {
     store.addEvent(event);
     if (event.type === "metrics" && typeof event.epoch === "number") header.epoch = event.epoch;
-    if (event.type === "validation") considerBest(event[page.best_metric], event.epoch);
+    if (event.type === "validation") considerBest(event[bestSeries], event.epoch);
   } else if (event.type === "progress") {
     applyProgress(event);
   } else if (event.type === "log") {
@@ -291,7 +323,7 @@ function considerBest(value, epoch) {
 
 // After a downsampled replay the header's figures come from the series (min/max keep the best).
 function summarise() {
-  const watched = store.get(page.best_metric);
+  const watched = store.get(bestSeries);
   if (watched) watched.value.forEach((value, i) => considerBest(value, watched.epoch[i]));
   const loss = store.get("loss");
   const last = loss ? loss.epoch[loss.epoch.length - 1] : null;
@@ -309,14 +341,16 @@ function afterApply(logs) {
   scheduleDraw();
 }
 
-// One best: the kept checkpoint's, in the metric that chose it ("top-1 96.40% at epoch 8").
+// One best: the kept checkpoint's, in the metric that chose it ("top-1 96.40% at epoch 8"), and
+// whose weights it is: "(EMA)" when the average's picked it, as the template writes it.
 function showBest() {
   const stop = header.earlyStop;
   const best = stop && typeof stop.best === "number" ? { value: stop.best, epoch: stop.best_epoch } : header.best;
   if (best === null) return;
   const metric = stop ? stop.metric : page.best_metric;
   const at = typeof best.epoch === "number" ? ` at epoch ${epochText(best.epoch)}` : "";
-  $("run-best").textContent = `${metricName(metric)} ${formatMetric(metric, best.value)}${at}${stop ? " (kept)" : ""}`;
+  const notes = [page.best_averaged ? "EMA" : "", stop ? "kept" : ""].filter(Boolean).join(", ");
+  $("run-best").textContent = `${metricName(metric)} ${formatMetric(metric, best.value)}${at}${notes ? ` (${notes})` : ""}`;
 }
 
 class RunStream {
@@ -454,6 +488,7 @@ document.querySelectorAll("[data-action]").forEach((button) => {
 });
 
 setState(page.state);
+showElapsed();
 document.querySelectorAll("#run-timeline time[datetime]").forEach((at) => { at.textContent = formatDate(at.dateTime); });
 if (typeof page.eta_seconds === "number" && page.state === "running") $("run-eta").textContent = formatDuration(page.eta_seconds);
 // Plotly loads while the socket brings the history; the charts mount once both are there (or

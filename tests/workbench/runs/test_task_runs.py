@@ -51,3 +51,25 @@ def test_it_lists_the_tasks_networks_with_their_parameters_and_follows_the_tasks
     run = Run.objects.get(pk=create(owner_client, detection, "ssdlite320_mobilenet_v3_large").json()["id"])
     page = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert '"best_metric": "map"' in page and '"best_metric_higher": true' in page
+
+
+def test_it_refuses_a_best_metric_the_datasets_task_does_not_report_before_anything_is_queued(
+    owner_client, owner, detection
+):
+    body = {"dataset": detection.pk, "network": "fasterrcnn_mobilenet_v3_large_320_fpn", "epochs": 1,
+            "batch_size": 4, "gpus": "cpu", "config": {"best_metric": "val_loss"}}  # fmt: skip
+    refused = owner_client.post(reverse("api-runs"), body, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json()["config"] == [
+        "best_metric: 'val_loss' is not a metric of detection (map, map_50, map_75, mar_100)"
+    ]
+    digits = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.READY, image_width=8,
+                                    image_height=8, channels=1, labels=["0", "1"])  # fmt: skip
+    body = {"dataset": digits.pk, "network": "lenet", "epochs": 1, "batch_size": 4, "gpus": "cpu",
+            "config": {"best_metric": "miou"}}  # fmt: skip
+    assert owner_client.post(reverse("api-runs"), body, content_type="application/json").status_code == 400
+    assert not Run.objects.exists()
+    # The classification default on another task's dataset means that task's first metric.
+    body = {**body, "dataset": detection.pk, "network": "fasterrcnn_mobilenet_v3_large_320_fpn",
+            "config": {"best_metric": "top1"}}  # fmt: skip
+    assert owner_client.post(reverse("api-runs"), body, content_type="application/json").status_code == 201

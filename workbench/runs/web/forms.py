@@ -11,7 +11,6 @@ from django.conf import settings
 from datasets.models import Dataset
 from trainer.config import (
     ALL_NETWORKS,
-    BEST_METRICS,
     LR_POLICIES,
     MAX_LIST,
     MEAN_MODES,
@@ -20,11 +19,13 @@ from trainer.config import (
     default_of,
     plain_number,
 )
+from trainer.protocol import TASK_METRICS
 from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.runs.executors import executor_named
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
 from workbench.runs.services import resolve_placement
+from workbench.runs.templatetags.numbers import METRIC_NAMES
 from workbench.runs.validators import (
     RequestError,
     WholeTextField,
@@ -223,8 +224,12 @@ class RunForm(RecipeForm, StartFromForm):
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], label="Mixed precision")
     channels_last = forms.BooleanField(required=False)
     compile = forms.BooleanField(required=False, label="torch.compile")
+    # Every task's metrics (trainer/protocol.py TASK_METRICS, the trainer's own list); new_run.js
+    # offers the chosen dataset's task's only ("top1" on a detection dataset meant mAP, unsaid).
     best_metric = forms.ChoiceField(
-        choices=[(m, m) for m in BEST_METRICS], help_text="the best checkpoint's; early stopping's"
+        choices=[(m, METRIC_NAMES.get(m, m)) for m in dict.fromkeys(m for ms in TASK_METRICS.values() for m in ms)],
+        help_text="the best checkpoint's; early stopping's",
+        widget=forms.Select(attrs={"data-task-metrics": json.dumps(TASK_METRICS)}),
     )
     early_stopping_patience = trainer_number(
         "early_stopping_patience",

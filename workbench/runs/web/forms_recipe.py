@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django import forms
 
-from trainer.recipes import AUTO_AUGMENTS, PRESETS, WHERE
+from trainer.recipes import AUTO_AUGMENTS, PRESETS, RECIPE_OFF, WHERE
 from workbench.runs.validators import trainer_number
 
 # Each recipe field -> its path in the trainer config (forms.CONFIG_PATH takes them in).
@@ -29,6 +29,12 @@ PREVIEW_FIELDS = ("dataset", "crop_size", "random_flip", "vertical_flip") + tupl
     name
     for name in RECIPE_PATH
     if name not in ("preset", "mixup_alpha", "cutmix_alpha", "label_smoothing", "ema_decay")
+)
+
+# The form's fields only a classification dataset takes: the presets (classifiers' recipes), the
+# recipe augmentations and the random resized crop's own settings.
+CLASSIFICATION_ONLY = ("preset", "rrc_scale", "rrc_ratio") + tuple(
+    name for name, path in RECIPE_PATH.items() if path in RECIPE_OFF
 )
 
 
@@ -105,6 +111,10 @@ class RecipeForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # The presets and the recipe's augmentations are classification's (trainer/recipes.py
+        # RECIPE_OFF, the validator's rule): new_run.js hides and disables them for another task.
+        for name in CLASSIFICATION_ONLY:
+            self.fields[name].widget.attrs["data-classification-only"] = ""
         # The loader's own augmentations say where they run too, beside the device's.
         for name in ("crop_size", "random_flip", "vertical_flip"):
             if name in self.fields:

@@ -12,13 +12,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from trainer import protocol
 from workbench.runs import series
 from workbench.runs.models import Run
 from workbench.runs.pretrained import weights_source_for
-from workbench.runs.selectors import run_for, runs_visible_to
+from workbench.runs.selectors import best_metric_of, reported_as, run_best, run_for, runs_visible_to
 
 MAX_REQUEST_POINTS = 20_000
 COMPARE_MAX_RUNS = 12
@@ -39,6 +40,25 @@ COMPARE_SERIES = [
 X_CHOICES = [("step", "Step"), ("epoch", "Epoch"), ("time", "Time since start"), ("images", "Images seen")]
 # "All": a grid of the runs' charts, one per series some run has, as on the run page.
 ALL_SERIES = "all"
+# The validation chart of the run page names its task's metrics (trainer/protocol.py TASK_METRICS):
+# "accuracy" for a detector's mAP or a segmenter's mIoU said what they are not.
+METRIC_CHART = {
+    protocol.CLASSIFICATION: {
+        "title": "Accuracy (validation)",
+        "axis": "accuracy",
+        "label": "Top-1 and top-5 accuracy",
+    },
+    protocol.DETECTION: {
+        "title": "mAP and mAR (validation)",
+        "axis": "mAP / mAR",
+        "label": "mAP, mAP50, mAP75 and mAR@100",
+    },
+    protocol.SEGMENTATION: {
+        "title": "mIoU, pixel accuracy and Dice (validation)",
+        "axis": "mIoU / pixel accuracy / Dice",
+        "label": "mIoU, pixel accuracy and Dice",
+    },
+}
 
 
 def key_settings(run: Run) -> dict:
@@ -77,17 +97,6 @@ def early_stop_of(run: Run) -> dict | None:
     }
 
 
-def best_metric_of(run: Run) -> str:
-    """The metric the run's best checkpoint follows: its config's, and on a detection or
-    segmentation dataset the classification default means the task's first (as the trainer's
-    tasks.base.best_metric_for decides)."""
-    metric = (run.config or {}).get("best_metric") or "top1"
-    task = run.dataset.task
-    if metric not in protocol.TASK_METRICS.get(task, ()) and metric == "top1":
-        return protocol.TASK_METRICS[task][0]
-    return metric
-
-
 def run_label(run: Run) -> str:
     settings = key_settings(run)
     parts = [settings["network"]]
@@ -96,6 +105,34 @@ def run_label(run: Run) -> str:
     if settings["lr"] is not None:
         parts.append(f"lr {settings['lr']:g}")
     return f"{run.name} (#{run.pk}: {', '.join(parts)})"
+
+
+def _best_facts(run: Run) -> dict:
+    """The best checkpoint's metric, the series that chose it (the weights' average's with EMA on:
+    ema_top1) and its best so far; the page goes on from there with the live events."""
+    metric = best_metric_of(run)
+    series = reported_as(run, metric)
+    return {
+        "best_metric": metric,
+        "best_series": series,
+        "best_averaged": series != metric,
+        "best_metric_higher": protocol.METRIC_DIRECTION[metric] == "max",
+        "best": run_best(run),
+    }
+
+
+def running_seconds(run: Run) -> float:
+    """The wall time the run has spent running, over all its attempts (start-up, data loading and
+    validation included): from its timeline. The trainer's progress events count the training
+    loop of the current attempt only, which is not what a finished run's "Elapsed" means."""
+    total, since = 0.0, None
+    for to_state, at in run.transitions.order_by("at", "pk").values_list("to_state", "at"):
+        if since is not None:
+            total += (at - since).total_seconds()
+        since = at if to_state == Run.State.RUNNING else None
+    if since is not None:  # running now
+        total += (timezone.now() - since).total_seconds()
+    return total
 
 
 @login_required
@@ -108,9 +145,10 @@ def run_detail(request, pk: int):
         "state": run.state,
         "progress": early_stop["progress"] if early_stop else run.progress,
         "early_stop": early_stop,
-        "best_metric": best_metric_of(run),
-        "best_metric_higher": protocol.METRIC_DIRECTION[best_metric_of(run)] == "max",
+        **_best_facts(run),
         "task": run.dataset.task,
+        "metric_chart": METRIC_CHART.get(run.dataset.task, METRIC_CHART[protocol.CLASSIFICATION]),
+        "elapsed_seconds": running_seconds(run),
         "eta_seconds": run.eta_seconds,
         "epochs": (run.config or {}).get("epochs"),
         "started_at": run.started_at.timestamp() if run.started_at else None,

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from trainer import protocol
 from workbench.runs import services
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import run_for, runs_visible_to
+from workbench.runs.selectors import reported_as, run_for, runs_visible_to
 from workbench.runs.web.forms import RunEditForm
 
 SPARK_POINTS = 40
@@ -68,10 +68,12 @@ def run_summary(run: Run) -> dict:
         .values_list("data__loss", flat=True)
         if isinstance(loss, int | float)
     ]
+    # Validation of the weights the checkpoints hold: the average's with EMA on, as the run page's best.
+    val_loss, top1 = reported_as(run, "val_loss"), reported_as(run, "top1")
     validations = list(
         RunEvent.objects.filter(run_id=run.pk, kind=protocol.VALIDATION)
         .order_by("seq")
-        .values_list("data__val_loss", "data__top1")
+        .values_list(f"data__{val_loss}", f"data__{top1}")
     )
     val_losses = [v for v, _ in validations if isinstance(v, int | float)]
     accuracies = [a for _, a in validations if isinstance(a, int | float)]
@@ -83,6 +85,7 @@ def run_summary(run: Run) -> dict:
         "last_accuracy": accuracies[-1] if accuracies else None,
         "best_accuracy": max(accuracies) if accuracies else None,
         "sparkline": sparkline_points(losses),
+        "averaged": top1 != "top1",
     }
     cache.set(key, summary, 24 * 3600)
     return summary
