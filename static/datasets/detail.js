@@ -2,7 +2,7 @@
 // histogram (Plotly), and the paged gallery read from the LMDBs.
 import { getJSON } from "../workbench/http.js";
 import { plotlyTexts } from "../workbench/plotly_text.js";
-import { formatDuration } from "../workbench/format.js";
+import { formatDuration, formatWhole } from "../workbench/format.js";
 
 const root = document.getElementById("dataset");
 const ACTIVE = ["pending", "building"];
@@ -65,7 +65,8 @@ function drawHistogram() {
   }));
   window.Plotly.newPlot(holder, traces, {
     barmode: "stack", margin: { t: 10, r: 10, b: 60, l: 50 },
-    xaxis: { type: "category", title: { text: "class" } }, yaxis: { title: { text: "images" } },
+    // A detection dataset counts boxes per class, not images.
+    xaxis: { type: "category", title: { text: "class" } }, yaxis: { title: { text: holder.dataset.unit || "images" } },
     legend: { orientation: "h" },
   }, { displaylogo: false, responsive: true });
 }
@@ -134,29 +135,50 @@ function binNames(histogram) {
   return histogram.counts.map((_, i) => (edges[i + 1] === null ? `${edges[i]}+` : `${edges[i]}–${edges[i + 1]}`));
 }
 
+// Objects are whole: the bin [1, 2) is "1" and [3, 5) is "3–4" ("1–2" and "1+" read as one or two).
+function countBinNames(histogram) {
+  const edges = histogram.edges;
+  return histogram.counts.map((_, i) => {
+    if (edges[i + 1] === null) return `${edges[i]}+`;
+    return edges[i + 1] - 1 === edges[i] ? `${edges[i]}` : `${edges[i]}–${edges[i + 1] - 1}`;
+  });
+}
+
 function drawLabelStats() {
   const source = document.getElementById("label-stats-data");
-  if (!source || !window.Plotly) return;
+  if (!source) return;
   const stats = JSON.parse(source.textContent);
+  if (stats.objects_per_image) {
+    const names = countBinNames(stats.objects_per_image);
+    const counts = stats.objects_per_image.counts;
+    setText("objects-per-image", "Images by their number of objects: " + names
+      .map((name, i) => [name, counts[i]]).filter(([, n]) => n)
+      .map(([name, n]) => `${formatWhole(n)} with ${name}`).join(", "));
+  }
+  if (!window.Plotly) return;
+  // Room on the right and automargin: a long last bin label ("57.6–64"), tilted, ran past the edge.
   const layout = (x, y) => ({
-    margin: { t: 30, r: 10, b: 50, l: 50 }, height: 240,
-    xaxis: { type: "category", title: { text: x } }, yaxis: { title: { text: y } },
+    margin: { t: 30, r: 40, b: 50, l: 50 }, height: 240,
+    xaxis: { type: "category", title: { text: x }, automargin: true }, yaxis: { title: { text: y } },
   });
-  const bars = (id, title, histogram, x) => {
+  const bars = (id, title, histogram, x, y = "boxes", names = binNames) => {
     const holder = document.getElementById(id);
     if (!holder || !histogram) return;
-    window.Plotly.newPlot(holder, [{ type: "bar", x: binNames(histogram), y: histogram.counts }],
-      { ...layout(x, "boxes"), title: { text: title } }, { displaylogo: false, responsive: true });
+    window.Plotly.newPlot(holder, [{ type: "bar", x: names(histogram), y: histogram.counts }],
+      { ...layout(x, y), title: { text: title } }, { displaylogo: false, responsive: true });
   };
   bars("stats-box-width", "Box width", stats.box_width, "pixels");
   bars("stats-box-height", "Box height", stats.box_height, "pixels");
   bars("stats-box-aspect", "Box aspect (width / height)", stats.box_aspect, "aspect");
-  bars("stats-objects", "Objects per image", stats.objects_per_image, "objects");
+  // Each image counted once, in the bin of its number of objects.
+  bars("stats-objects", "Objects per image", stats.objects_per_image, "objects", "images", countBinNames);
   const heat = document.getElementById("stats-centres");
   if (heat && stats.box_centres) {
     window.Plotly.newPlot(heat, [{ type: "heatmap", z: stats.box_centres, colorscale: "Blues" }],
-      { margin: { t: 30, r: 10, b: 30, l: 30 }, height: 240, title: { text: "Box centres" },
-        yaxis: { autorange: "reversed" } }, { displaylogo: false, responsive: true });
+      { margin: { t: 30, r: 10, b: 50, l: 50 }, height: 240, title: { text: "Box centres" },
+        // The cells are tenths of the image: say so, or 0..9 reads as pixels.
+        xaxis: { title: { text: "tenths of the width" } },
+        yaxis: { autorange: "reversed", title: { text: "tenths of the height" } } }, { displaylogo: false, responsive: true });
   }
   const areas = document.getElementById("stats-areas");
   if (areas && stats.class_areas) {

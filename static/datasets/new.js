@@ -1,7 +1,7 @@
 // The "New dataset" wizard: steps, archive upload with progress, resize preview, summary.
 // Without JavaScript the form still works (all steps shown, server paths only).
 import { getJSON, postForm, sendJSON, sendWithProgress } from "../workbench/http.js";
-import { formatBytes } from "../workbench/format.js";
+import { formatBytes, formatWhole } from "../workbench/format.js";
 
 const form = document.getElementById("dataset-wizard");
 form.classList.add("js");
@@ -225,6 +225,8 @@ function showModes(data) {
   mark();
 }
 
+let lastPreview = null; // what the server read from the source: the confirm step names its task
+
 async function loadPreview() {
   const box = document.getElementById("preview");
   const errors = document.getElementById("preview-errors");
@@ -241,6 +243,7 @@ async function loadPreview() {
     setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
     setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
     showModes(data);
+    lastPreview = data;
     showLabelCheck(data.label_check);
     const classes = Object.entries(data.classes || {});
     setText("preview-status", "One of your images, before and after resizing."
@@ -299,6 +302,11 @@ function showLabelCheck(check) {
     tr.append(...cells);
     return tr;
   }));
+  // The classes the dataset gets once the table is applied: a rename or a merge changes no row
+  // above, so without this line "counts follow" showed nothing following.
+  const unit = check.task === "detection" ? "objects" : "images";
+  setText("class-table-result", `The dataset gets ${check.labels.length} class${check.labels.length === 1 ? "" : "es"}: `
+    + `${check.labels.map((label) => `${label.name} (${formatWhole(label.count)} ${unit})`).join(", ")}.`);
   const report = check.report;
   document.getElementById("label-check-problems").replaceChildren(
     ...Object.entries(report.counts).map(([kind, n]) => listItem(`${n} ${kind}: ${report.meaning[kind]}`)),
@@ -318,6 +326,16 @@ function updateClassMap() {
   loadPreview();
 }
 
+// The task and label format as the preview read them: "Detect from the source" twice told a new
+// user nothing about what the build would make.
+function taskWords(value) {
+  const check = lastPreview?.label_check;
+  const detected = form.elements.task.value === "auto" ? " (detected from the source)" : "";
+  if (check) return `${check.task}, ${check.format} labels${detected}`;
+  if (lastPreview && form.elements.task.value === "auto") return `classification${detected}`;
+  return `${value("task")} (${value("format")})`;
+}
+
 function fillSummary() {
   const table = document.getElementById("summary");
   const value = (name) => {
@@ -331,7 +349,7 @@ function fillSummary() {
     ["Source", sourceChoice() === "upload" ? document.getElementById("upload-status").textContent : sourcePath.value],
     ["Image size", `${value("image_width")} × ${value("image_height")}, ${value("channels")}`],
     ["Resize mode", value("resize_mode")],
-    ["Task (labels)", `${value("task")} (${value("format")})`],
+    ["Task (labels)", taskWords(value)],
     ["Class table", classMapField.value || "as in the source"],
     ["Validation / test", `${value("val_percent")}% / ${value("test_percent")}%`],
     ["Images per class", `at least ${value("min_per_class")}${value("max_per_class") ? `, at most ${value("max_per_class")}` : ""}`],

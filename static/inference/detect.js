@@ -92,7 +92,9 @@ if (card) {
       return group;
     }));
     document.getElementById("detect-summary").textContent =
-      `${shown.length} of ${answer.boxes.length} boxes shown (score ≥ ${min.toFixed(2)}) · ${answer.checkpoint}`;
+      `${shown.length} of ${answer.boxes.length} boxes shown (score ≥ ${min.toFixed(2)})${hiddenNote(shown, on)} · ${answer.checkpoint}`;
+    // An empty table under "0 of 23 boxes" read as if the page had failed: no rows, no table.
+    document.getElementById("detect-table").hidden = !shown.length;
     document.querySelector("#detect-table tbody").replaceChildren(...shown.map((b) => {
       const tr = document.createElement("tr");
       for (const value of [b.label, percent(b.score), b.box.map((v) => v.toFixed(1)).join(", ")]) {
@@ -102,6 +104,17 @@ if (card) {
       }
       return tr;
     }));
+  }
+
+  // Why nothing is drawn: an undertrained detector's boxes all score under the default 0.50, and
+  // a new user saw a bare image with no hint that the slider would show them.
+  function hiddenNote(shown, on) {
+    if (shown.length) return "";
+    if (!answer.boxes.length) return ": the network found nothing scoring 0.05 or more in this image";
+    const kept = answer.boxes.filter((b) => on.has(b.label));
+    if (!kept.length) return ": every box is of a class turned off above";
+    const best = Math.max(...kept.map((b) => b.score));
+    return `: the highest score is ${percent(best)}; move the slider below it to see the boxes`;
   }
 
   dropImage(zone, fileInput, detect);

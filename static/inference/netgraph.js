@@ -118,6 +118,11 @@ export function networkGraph(card) {
       return;
     }
     if (call !== latest) return;
+    if (graph.not_drawn) { // a detector or segmentation network: the reason, as a note, not an error
+      canvas.replaceChildren();
+      summary.textContent = graph.not_drawn;
+      return;
+    }
     const layers = graph.nodes.filter((n) => n.type !== "Input" && n.type !== "Parameter").length;
     summary.textContent = `${graph.network}: ${layers} layers, ${formatCount(graph.params)} parameters; `
       + `input ${shapeText(graph.input)} → output ${shapeText(graph.output)} (class scores).`;

@@ -1,6 +1,7 @@
 // A detector's or segmentation network's job: detect-many and segment-many results, or a test
 // (per-class AP or IoU table, precision-recall curves, the worst images first).
 import { getJSON } from "../workbench/http.js";
+import { formatWhole } from "../workbench/format.js";
 import { followJob, percent, skippedNote, sortable } from "./common.js";
 import { plotlyText } from "../workbench/plotly_text.js";
 
@@ -47,7 +48,7 @@ function showTest(r) {
     ? [["mAP@[.5:.95]", r.map], ["mAP50", r.map_50], ["mAP75", r.map_75], ["mAR@100", r.mar_100]]
     : [["mIoU", r.miou], ["Dice", r.dice], ["Pixel accuracy", r.pixel_accuracy]];
   document.getElementById("test-metrics").replaceChildren(...[...metrics.map(([n, v]) => [n, percent(v)]),
-    ["Images", r.count]].map(([name, value]) => {
+    ["Images", formatWhole(r.count)]].map(([name, value]) => {
     const box = document.createElement("div");
     box.className = "metric";
     const b = document.createElement("b");
@@ -62,7 +63,7 @@ function showTest(r) {
     : [["label", "Class"], ["pixels", "Pixels", "number"], ["iou", "IoU", "number"], ["dice", "Dice", "number"], ["accuracy", "Pixel accuracy", "number"]];
   header(table, columns);
   const render = (rows) => table.tBodies[0].replaceChildren(...rows.map((c) => cells(document.createElement("tr"),
-    columns.map(([key], i) => (i === 0 || key === "instances" || key === "pixels" ? c[key] : orNone(c[key]))))));
+    columns.map(([key], i) => (i === 0 ? c[key] : key === "instances" || key === "pixels" ? formatWhole(c[key]) : orNone(c[key]))))));
   render(r.per_class);
   sortable(table, () => r.per_class, render);
   legend(document.getElementById("test-legend"), r.legend);

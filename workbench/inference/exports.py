@@ -234,6 +234,17 @@ def _dataset_images(run: Run):
         db.close()
 
 
+def export_check(path: Path) -> dict | None:
+    """The comparison with PyTorch on the dataset's images that a built export passed (its
+    export.json's `dataset_check`), for the download page to state; None for a bundle."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            name = next((n for n in archive.namelist() if n.endswith("/export.json")), None)
+            return json.loads(archive.read(name)).get("dataset_check") if name else None
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None  # the zip is still offered; only the statement is left out
+
+
 def _export_paths(*, run: Run, fmt: str, checkpoint: str) -> tuple[Path, Path]:
     """The checkpoint file and the zip its export is cached in (named after the file and its
     modification time, so a rewritten checkpoint gets a new export)."""

@@ -23,6 +23,7 @@ class NetworkInput:
     width: int
     classes: int
     layers: str = "[]"  # the custom network's layers as JSON text (hashable, for the cache)
+    task: str = CLASSIFICATION  # the dataset's: a detector's or segmentation network's graph is not drawn
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -39,6 +40,7 @@ def input_for(*, network: str, dataset: Dataset, crop_size: int | None, custom_l
         width=side or dataset.image_width,
         classes=max(1, len(dataset.labels or [])),
         layers=json.dumps(custom_layers or [], sort_keys=True),
+        task=dataset.task,
     )
 
 
@@ -60,6 +62,11 @@ def graph_of(spec: NetworkInput) -> dict:
     from trainer.netgraph import network_graph  # torch: loaded only where this runs
     from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
+    if spec.task != CLASSIFICATION:
+        # Said, not failed: asked as a classifier, the answer was a 400 listing every classifier
+        # (torch.fx cannot trace the box and mask heads, whose flow depends on the data).
+        why = "detection and segmentation networks are not drawn: their heads cannot be traced layer by layer"
+        return {"network": spec.network, "not_drawn": f"No graph: {why}."}
     field = "custom_layers" if spec.network == "custom" else "network"
     layers = json.loads(spec.layers)
     if spec.network == "custom" and not layers:

@@ -30,25 +30,31 @@ def trained(tmp_path_factory) -> dict:
     return {"dataset": folder, "run_dir": run_dir, "meta": json.loads((folder / "dataset.json").read_text())}
 
 
-@pytest.fixture
-def digits_run(trained, owner) -> Run:
-    """A done run of `owner` whose folder holds the trained checkpoints and dataset."""
+def done_run(trained: dict, owner, *, name: str, network: str, config: dict) -> Run:
+    """A done run of `owner` whose folder holds `trained`'s checkpoints and dataset (a module's
+    trainer run, copied so each test has its own rows and folders)."""
     meta = trained["meta"]
     dataset = Dataset.objects.create(
-        owner=owner, name="digits", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+        owner=owner, name=name, status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
         labels=meta["labels"], splits=meta["splits"],
     )  # fmt: skip
     # Rows are rolled back after each test and their ids used again; a folder left by an earlier
     # test under the same id must not mix into this one.
     shutil.rmtree(dataset.path, ignore_errors=True)
     shutil.copytree(trained["dataset"], dataset.path)
-    run = run_create(owner=owner, dataset=dataset, name="digits lenet", network="lenet",
-                     config={"epochs": 2, "batch_size": 32}, device_request={"kind": "cpu"})  # fmt: skip
+    run = run_create(owner=owner, dataset=dataset, name=name, network=network, config=config,
+                     device_request={"kind": "cpu"})  # fmt: skip
     Run.objects.filter(pk=run.pk).update(state=Run.State.DONE, progress=1.0)
     run.refresh_from_db()
     shutil.rmtree(run.run_dir, ignore_errors=True)
     shutil.copytree(Path(trained["run_dir"]) / "checkpoints", run.run_dir / "checkpoints")
     return run
+
+
+@pytest.fixture
+def digits_run(trained, owner) -> Run:
+    """A done run of `owner` whose folder holds the trained checkpoints and dataset."""
+    return done_run(trained, owner, name="digits lenet", network="lenet", config={"epochs": 2, "batch_size": 32})
 
 
 TASK_NETWORKS = {"detection": "fasterrcnn_mobilenet_v3_large_320_fpn", "segmentation": "lraspp_mobilenet_v3_large"}
