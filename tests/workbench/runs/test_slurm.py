@@ -4,13 +4,18 @@ the real follower process (manage.py follow_slurm) following the jobs, real trai
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 
 import pytest
 import torch
+from django.core.management import call_command
 
+from datasets.models import Dataset
 from tests.conftest import ServiceProcess, child_env
+from tests.datasets.conftest import IMPORT_ROOT
+from tests.support import shapes as drawn
 from tests.support.slurm_cluster import (
     GPUS_PER_NODE,
     NODES,
@@ -258,10 +263,24 @@ def test_it_fails_a_run_whose_job_reached_its_time_limit(slurm, owner, make_data
     assert run.attempt == 1
 
 
-def test_it_aborts_a_run_whose_job_was_cancelled_in_slurm(slurm, owner, make_dataset):
-    dataset = make_dataset(owner)
-    run = submit(owner, dataset, gpus="1")
-    wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
+def test_it_trains_a_segmentation_net_over_two_nodes_and_aborts_when_cancelled_in_slurm(
+    slurm, owner, settings, tmp_path
+):
+    # A task network on Slurm as on the local worker (issue 22): over two nodes, its mIoU and its
+    # GPUs' samples from both nodes stored, then the job cancelled in Slurm.
+    settings.IMPORT_ROOTS = [IMPORT_ROOT]
+    source = drawn.write_voc_masks(IMPORT_ROOT / tmp_path.name, drawn.make_shapes(12, size=(32, 32)))
+    out = io.StringIO()
+    call_command("import_dataset", str(source), "--task", "segmentation", "--image-size", "32x32",
+                 "--owner", owner.username, "--sync", stdout=out, stderr=io.StringIO())  # fmt: skip
+    dataset = Dataset.objects.get(pk=int(out.getvalue().splitlines()[0]))
+    config = {**LONG_CONFIG, "val_interval": 1, "data": {"num_workers": 0}}
+    run = run_submit(owner=owner, dataset=dataset, name="segment on slurm", network="lraspp_mobilenet_v3_large",
+                     config=config, gpus="1", executor="slurm", nodes=2)  # fmt: skip
+    wait_for(lambda: run.events.filter(kind="validation").exists(), "a validation on Slurm", timeout=300)
+    assert 0 <= run.events.filter(kind="validation").first().data["miou"] <= 1
+    wait_for(lambda: {e.data["node_rank"] for e in run.events.filter(kind="system")} == {0, 1}, "both nodes' samples")
+    run.refresh_from_db()
     slurm.command("scancel", run.slurm_job_id)
     wait_for_state(run, Run.State.ABORTED, Run.State.FAILED, timeout=180)
     assert run.state == Run.State.ABORTED
