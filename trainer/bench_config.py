@@ -16,13 +16,28 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices, shown
-from trainer.protocol import CLASSIFICATION, task_of_network
+from trainer.protocol import (
+    CLASSIFICATION,
+    DETECTION,
+    SEGMENTATION,
+    TASK_MIN_SIDE,
+    TASK_NETWORKS,
+    layout_refusal,
+    task_of_network,
+)
 from trainer.zoo import is_timm, side_problem
 
 MODES = ("train", "forward")  # forward + backward + step, or forward only (serving)
 SYNTHETIC = "synthetic"
 MAX_CELLS = 512
 MAX_GPUS = 64  # a benchmark's widest column
+# Every built-in network of every task: each cell takes its task's step (trainer/tasks/, the
+# loss and forward a run of that task uses) on random targets of that task, or on a dataset's.
+BENCHMARK_NETWORKS = (
+    *(name for name in NETWORKS if name != "custom"),
+    *TASK_NETWORKS[DETECTION],
+    *TASK_NETWORKS[SEGMENTATION],
+)
 
 
 @dataclass
@@ -91,18 +106,22 @@ def _names(name: str, values: Any, allowed: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def _check_task_network(cfg: BenchmarkConfig, network: str) -> None:
+    """A detection or segmentation network trains whole on each GPU (the engine's rule too) and
+    takes images of at least TASK_MIN_SIDE a side."""
+    refusal = layout_refusal(network, cfg.model_parallel)  # the runs' rule
+    if refusal:
+        raise ConfigError(refusal, field="model_parallel")
+    if task_of_network(network) != CLASSIFICATION and cfg.synthetic and cfg.image_size < TASK_MIN_SIDE:
+        raise ConfigError(
+            f"{network} needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}: use {TASK_MIN_SIDE} or more",
+            field="image_size",
+        )
+
+
 def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> BenchmarkConfig:
     """Checks every field (ConfigError names the first bad one); returns cfg."""
-    for network in cfg.networks if isinstance(cfg.networks, list) else []:
-        task = task_of_network(str(network))
-        if task != CLASSIFICATION:
-            # A benchmark's step is a classifier's (logits, cross-entropy); a detector's is its own.
-            raise ConfigError(
-                f"{network} is a {task} network: benchmark mode measures classification networks only; "
-                f"a {task} run's page shows its images/s",
-                field="networks",
-            )
-    cfg.networks = _names("networks", cfg.networks, tuple(n for n in NETWORKS if n != "custom"))
+    cfg.networks = _names("networks", cfg.networks, BENCHMARK_NETWORKS)
     cfg.precisions = _names("precisions", cfg.precisions, PRECISIONS)
     cfg.modes = _names("modes", cfg.modes, MODES)
     cfg.gpu_counts = _int_list("gpu_counts", cfg.gpu_counts, high=MAX_GPUS)
@@ -119,6 +138,8 @@ def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> Ben
         ("seed", 0, 2**31),
     ):
         _int_list(name, [getattr(cfg, name)], low=low, high=high)
+    for network in cfg.networks:
+        _check_task_network(cfg, network)
     for network in cfg.networks if cfg.synthetic else []:
         # Said before anything is queued: a transformer's patch grid or a ConvNeXt's least side
         # would otherwise fail every cell once the benchmark held its GPUs.

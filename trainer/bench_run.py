@@ -21,12 +21,22 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainer.batch_size import search_batch_size, train_step_fits
+from trainer.batch_size import search_batch_size
 from trainer.bench_config import BenchmarkConfig, benchmark_from_dict
-from trainer.bench_trial import Group, autocast_for, build, group_trials, input_spec, torch_device
+from trainer.bench_trial import (
+    Group,
+    autocast_for,
+    build,
+    group_trials,
+    input_spec,
+    measure_task_step,
+    step,
+    synthetic_batch,
+    torch_device,
+)
 from trainer.distributed import free_port
 from trainer.events import Events
-from trainer.footprint import MiB, measure_step, parameter_bytes
+from trainer.footprint import MiB, parameter_bytes
 from trainer.memory import OutOfMemory, is_oom
 from trainer.protocol import CELL, EXIT_FAILED, LARGEST_BATCH, RUNNING, Outcome
 from trainer.stopping import StopFlag
@@ -120,17 +130,27 @@ def largest_batch(cfg: BenchmarkConfig, group: Group) -> dict:
     if devices[0].type == "cpu" and cfg.memory_capacity_mb is None:
         return {**result, "message": "the CPU has no memory limit to find; give simulated GPUs a capacity"}
     built = build(cfg, Group(group.network, group.precision, "train", 1), spec, devices, cfg.batch_sizes[0], 1)
+    autocast = autocast_for(devices[0], group.precision)
     if devices[0].type == "cuda":
-        fits = train_step_fits(
-            built.plain, (spec.channels, spec.height, spec.width), spec.num_classes, devices[0], group.precision
-        )
+
+        def fits(batch: int) -> bool:
+            try:
+                x, y = synthetic_batch(built.task, spec, batch, devices[0], cfg.channels_last)
+                step(built, x, y, autocast)
+                torch.cuda.synchronize(devices[0])
+                return True
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
+                if not is_oom(exc):
+                    raise
+                return False
+            finally:
+                built.optimizer.zero_grad(set_to_none=True)
+                torch.cuda.empty_cache()
     else:
-        autocast = autocast_for(devices[0], group.precision)
         buckets = parameter_bytes(built.plain) if cfg.processes(group.gpus) > 1 else 0
 
         def fits(batch: int) -> bool:
-            x = torch.zeros(batch, spec.channels, spec.height, spec.width)
-            need = measure_step(built.plain, x, autocast, stage_modules=built.stage_blocks)
+            need = measure_task_step(built, spec, batch, autocast, train=True, cfg=cfg)
             need[0] += buckets
             return max(need) <= cfg.memory_capacity_mb * MiB
 

@@ -1,5 +1,7 @@
 """One benchmark cell in one process: build the network for a batch size, run warm-up steps (not
 timed), then timed steps, and say what it cost; an out-of-memory is a result, not an error.
+Every task's network is measured with its task's own step (trainer/tasks/: the loss a run of that
+task minimises, the forward its inference calls), on random targets of the task or a dataset's.
 
 `trainer.bench_run` calls `group_trials` in every process of a group (one process per GPU, or per
 group of GPUs when the network is split) and combines the ranks' results into the table's cell.
@@ -21,14 +23,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer.bench_config import BenchmarkConfig
-from trainer.config import config_from_dict
-from trainer.data import DevicePrefetcher, build_data
+from trainer.config import ConfigError, config_from_dict
+from trainer.data import DevicePrefetcher, build_data, move
 from trainer.dataset_folder import load_dataset_folder
 from trainer.footprint import check_capacity, measure_step, parameter_bytes
 from trainer.memory import is_oom
-from trainer.networks import InputSpec, build_model
+from trainer.networks import InputSpec
 from trainer.parallel import split_model
-from trainer.tasks import task_for
+from trainer.protocol import task_of_network
+from trainer.tasks import Task, task_for
 
 _TRIED = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)")
 _UNIT = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10}
@@ -49,6 +52,7 @@ class Group:
 
 @dataclass
 class Built:
+    task: Task  # the network's: its loss and forward are the step's
     model: nn.Module  # what a step calls (DDP when several processes train)
     plain: nn.Module
     stage_blocks: list[list[nn.Module]]
@@ -74,7 +78,8 @@ def autocast_for(device: torch.device, precision: str) -> Callable[[], contextli
 
 def build(cfg: BenchmarkConfig, group: Group, spec: InputSpec, devices: list[torch.device], batch: int, world: int):
     torch.manual_seed(cfg.seed)
-    model = build_model(group.network, spec)
+    task = task_for(task_of_network(group.network))
+    model = task.build_model(group.network, spec)
     fmt = torch.channels_last if cfg.channels_last else torch.preserve_format
     blocks: list[list[nn.Module]] = []
     if len(devices) > 1:
@@ -91,16 +96,21 @@ def build(cfg: BenchmarkConfig, group: Group, spec: InputSpec, devices: list[tor
         wrapped = DistributedDataParallel(model, device_ids=[devices[0].index] if single else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9) if train else None
     scaler = torch.amp.GradScaler(devices[0].type, enabled=group.precision == "fp16")
-    return Built(wrapped, model, blocks, optimizer, scaler)
+    return Built(task, wrapped, model, blocks, optimizer, scaler)
 
 
-def synthetic_batches(spec: InputSpec, batch: int, device: torch.device, channels_last: bool) -> Iterator:
-    """One batch made on the device and fed again and again: the engine's ceiling, no input cost."""
+def synthetic_batch(task: Task, spec: InputSpec, batch: int, device: torch.device, channels_last: bool):
+    """A random normalised batch and random targets of `task` (labels, boxes or masks), on the device."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(batch, spec.channels, spec.height, spec.width, generator=gen).to(device)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, spec.num_classes, (batch,), generator=gen).to(device)
+    return x, move(task.synthetic_targets(spec, batch, gen), device)
+
+
+def synthetic_batches(task: Task, spec: InputSpec, batch: int, device: torch.device, channels_last: bool) -> Iterator:
+    """One batch made on the device and fed again and again: the engine's ceiling, no input cost."""
+    x, y = synthetic_batch(task, spec, batch, device, channels_last)
     while True:
         yield x, y, 0.0
 
@@ -121,6 +131,11 @@ def dataset_batches(cfg: BenchmarkConfig, group: Group, batch: int, rank: int, w
         check_paths=False,
     )
     info = load_dataset_folder(cfg.data)
+    if info.task != task_of_network(group.network):
+        raise ConfigError(
+            f"{group.network} is a {task_of_network(group.network)} network; this dataset is for {info.task}",
+            field="networks",
+        )
     data = build_data(
         train_cfg, info, task=task_for(info.task), rank=rank, world=world, pin_memory=device.type == "cuda"
     )
@@ -131,18 +146,18 @@ def dataset_batches(cfg: BenchmarkConfig, group: Group, batch: int, rank: int, w
         start = time.perf_counter()
         for images, labels in DevicePrefetcher(data.train_loader, device):
             wait = time.perf_counter() - start
-            yield normalize(images.to(device, non_blocking=True)), labels.to(device, non_blocking=True), wait
+            yield normalize(images.to(device, non_blocking=True)), move(labels, device), wait
             start = time.perf_counter()
         epoch += 1
 
 
-def step(built: Built, x: torch.Tensor, y: torch.Tensor, autocast) -> None:
+def step(built: Built, x: torch.Tensor, y, autocast) -> None:
     if built.optimizer is None:
         with torch.no_grad(), autocast():
-            built.model(x)
+            built.task.forward(built.model, x)
         return
     with autocast():
-        loss = nn.functional.cross_entropy(built.model(x), y)
+        loss, _parts = built.task.loss(built.model, x, y)
     built.scaler.scale(loss).backward()
     built.scaler.step(built.optimizer)
     built.scaler.update()
@@ -175,13 +190,12 @@ def timed_trial(cfg: BenchmarkConfig, group: Group, batch: int, *, rank: int, wo
     names = [str(d) for d in devices]
     need = None
     if devices[0].type == "cpu":  # no allocator to ask: measure the step (and enforce a capacity)
-        probe = next(synthetic_batches(spec, batch, devices[0], cfg.channels_last))[0]
-        need = measure_step(built.plain, probe, autocast, train=group.mode == "train", stage_modules=built.stage_blocks)
+        need = measure_task_step(built, spec, batch, autocast, train=group.mode == "train", cfg=cfg)
         if world > 1 and group.mode == "train":
             need[0] += parameter_bytes(built.plain)  # DDP's gradient buckets
         check_capacity(need, cfg.memory_capacity_mb, batch=batch, devices=names)
     if cfg.synthetic:
-        batches = synthetic_batches(spec, batch, devices[0], cfg.channels_last)
+        batches = synthetic_batches(built.task, spec, batch, devices[0], cfg.channels_last)
     else:
         batches = dataset_batches(cfg, group, batch, rank, world, devices[0])
     try:
@@ -201,6 +215,18 @@ def timed_trial(cfg: BenchmarkConfig, group: Group, batch: int, *, rank: int, wo
     if devices[0].type == "cuda":
         need = [torch.cuda.max_memory_allocated(d) for d in devices]
     return {"ok": True, "images": batch * cfg.steps, "seconds": seconds, "wait": wait, "stage_memory": need}
+
+
+def measure_task_step(built: Built, spec: InputSpec, batch: int, autocast, *, train: bool, cfg) -> list[int]:
+    """Bytes one step of the built network needs at `batch` (trainer.footprint.measure_step),
+    through its task's loss in training and its task's forward when serving."""
+    x, y = synthetic_batch(built.task, spec, batch, torch.device("cpu"), cfg.channels_last)
+    task = built.task
+
+    def call(model: nn.Module, batch_x: torch.Tensor) -> object:
+        return task.loss(model, batch_x, y)[0] if train else task.forward(model, batch_x)
+
+    return measure_step(built.plain, x, autocast, train=train, stage_modules=built.stage_blocks, call=call)
 
 
 def trial(cfg: BenchmarkConfig, group: Group, batch: int, *, rank: int, world: int, devices) -> dict:

@@ -44,13 +44,16 @@ def measure_step(
     *,
     train: bool = True,
     stage_modules: Sequence[Sequence[nn.Module]] = (),
+    call: Callable[[nn.Module, torch.Tensor], object] | None = None,
 ) -> list[int]:
     """Bytes one step of `model` on batch `x` needs, per stage (one entry when it is whole).
 
     Train: 3 x the weights (weights, gradients, SGD momentum) + the tensors saved for backward.
     Forward only: the weights + twice the largest activation (one layer's input and output).
     `stage_modules`: the blocks of each stage of a split network, to attribute activations.
+    `call(model, x)`: the step's forward (a task's loss with its targets); `model(x)` by default.
     """
+    forward = call or (lambda module, batch: module(batch))
     stages = [list(group) for group in stage_modules] or [[model]]
     current = [0]
     saved = [0] * len(stages)
@@ -77,10 +80,10 @@ def measure_step(
     try:
         if train:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast():
-                model(x)
+                forward(model, x)
         else:
             with torch.no_grad(), autocast():
-                model(x)
+                forward(model, x)
     finally:
         for handle in handles:
             handle.remove()

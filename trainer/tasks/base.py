@@ -57,6 +57,12 @@ class Task(Protocol):
 
     def evaluator(self, info: DatasetInfo, device: torch.device) -> Evaluator: ...
 
+    def forward(self, model: nn.Module, x: torch.Tensor) -> Any:
+        """The model's answer for a normalised batch in eval mode (benchmark mode's serving step)."""
+
+    def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> Any:
+        """Random targets of this task for `batch` images of `spec` (benchmark mode's data)."""
+
 
 def best_metric_for(task: Task, requested: str) -> str:
     """The metric the best checkpoint and early stopping watch: the requested one when it is the

@@ -90,3 +90,9 @@ class ClassificationTask:
 
     def evaluator(self, info: DatasetInfo, device: torch.device) -> TopK:
         return TopK(info.num_classes, device)
+
+    def forward(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return model(x)
+
+    def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.randint(0, spec.num_classes, (batch,), generator=generator)

@@ -206,3 +206,22 @@ class DetectionTask:
 
     def evaluator(self, info: DatasetInfo, device: torch.device) -> MeanAP:
         return MeanAP(device)
+
+    def forward(self, model: nn.Module, x: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        return model(list(as_rgb(x)))
+
+    def synthetic_targets(
+        self, spec: InputSpec, batch: int, generator: torch.Generator
+    ) -> list[dict[str, torch.Tensor]]:
+        """One to four boxes per image, each a fifth to a half of the image's side, in the loader's
+        layout (xyxy pixels, 0-based labels, no ignore regions)."""
+        side = torch.tensor([spec.width, spec.height, spec.width, spec.height], dtype=torch.float32)
+        targets = []
+        for _ in range(batch):
+            count = int(torch.randint(1, 5, (1,), generator=generator))
+            corner = torch.rand(count, 2, generator=generator) * 0.5
+            size = 0.2 + torch.rand(count, 2, generator=generator) * 0.3
+            boxes = torch.cat([corner, corner + size], dim=1) * side
+            labels = torch.randint(0, spec.num_classes, (count,), generator=generator)
+            targets.append({"boxes": boxes, "labels": labels, "ignore": torch.zeros(count, dtype=torch.bool)})
+        return targets

@@ -179,3 +179,10 @@ class SegmentationTask:
 
     def evaluator(self, info: DatasetInfo, device: torch.device) -> ConfusionMatrix:
         return ConfusionMatrix(info.num_classes, device)
+
+    def forward(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return model(x)["out"]
+
+    def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> torch.Tensor:
+        # Stored masks are uint8 class indices (255 = ignore), as the loader gives them.
+        return torch.randint(0, spec.num_classes, (batch, spec.height, spec.width), generator=generator).byte()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
-from trainer.bench_config import MODES
-from trainer.config import NETWORKS, PRECISIONS
+from trainer.bench_config import BENCHMARK_NETWORKS, MODES
+from trainer.config import PRECISIONS
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.runs.validators import WholeTextField
 
-NETWORK_CHOICES = [(name, name) for name in NETWORKS if name != "custom"]
+NETWORK_CHOICES = [(name, name) for name in BENCHMARK_NETWORKS]
 
 
 class BenchmarkForm(forms.Form):

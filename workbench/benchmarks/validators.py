@@ -11,7 +11,7 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
-from trainer.protocol import CLASSIFICATION
+from trainer.protocol import task_of_network
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
@@ -73,11 +73,22 @@ def _dataset_of(value: str, owner) -> Dataset | None:
         raise RequestError("data", f"no dataset {shown(int(match.group(1)[:400]))} of yours")
     if dataset.status != Dataset.Status.READY:
         raise RequestError("data", f"dataset {dataset.pk} is {dataset.status}, not ready")
-    if dataset.task != CLASSIFICATION:
-        raise RequestError(
-            "data", f"dataset {dataset.pk} is a {dataset.task} dataset: benchmark mode reads classification ones only"
-        )
     return dataset
+
+
+def _check_networks_take(networks: Any, dataset: Dataset | None) -> None:
+    """Every network measured on a dataset is of the dataset's task (its step reads that task's
+    labels: boxes, masks or classes); synthetic data is made for each network's own task."""
+    if dataset is None or not isinstance(networks, list):
+        return
+    for network in networks:
+        task = task_of_network(str(network))
+        if task != dataset.task:
+            raise RequestError(
+                "networks",
+                f"{network} is a {task} network; dataset {dataset.pk} is for {dataset.task}: "
+                f"choose {dataset.task} networks, or synthetic data",
+            )
 
 
 def _layout(value: Any, gpus: list) -> tuple[str, int]:
@@ -113,6 +124,7 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
     if stages > 1 and request["gpus"] == DEFAULTS["gpus"]:
         request["gpus"] = [stages * int(request["layout"].split("x")[1])]
     dataset = _dataset_of(request["data"], owner)
+    _check_networks_take(request["networks"], dataset)
     cfg = BenchmarkConfig(
         run_dir="(checked later)",
         networks=request["networks"],

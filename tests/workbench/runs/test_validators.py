@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from trainer.config import RANGES
+from workbench.benchmarks.validators import validate_benchmark_request
 from workbench.runs.models import Run
 from workbench.runs.validators import first_repeat
 
@@ -227,7 +228,7 @@ def test_it_finds_a_value_listed_twice_by_value_whatever_its_type():
     assert first_repeat(list(range(100_000))) is None
 
 
-def test_it_refuses_to_split_a_detector_or_benchmark_one_naming_why(api, owner):
+def test_it_refuses_to_split_a_detector_or_benchmark_it_as_a_classifier_naming_why(api, owner):
     from datasets.models import Dataset
 
     boxes = Dataset.objects.create(owner=owner, name="boxes", status=Dataset.Status.READY, task="detection",
@@ -242,11 +243,15 @@ def test_it_refuses_to_split_a_detector_or_benchmark_one_naming_why(api, owner):
             "(data parallel over all of them), not split over several; give 1"
         ]
     }
-    benchmark = _post(api, "api-benchmarks", {"networks": [network]}).json()
-    assert benchmark == {"networks": [f"{network} is a detection network: benchmark mode measures classification "
-                                      "networks only; a detection run's page shows its images/s"]}  # fmt: skip
-    on_boxes = _post(api, "api-benchmarks", {"data": f"dataset:{boxes.pk}"}).json()
-    assert on_boxes == {
-        "data": [f"dataset {boxes.pk} is a detection dataset: benchmark mode reads classification ones only"]
-    }
+    # Benchmark mode measures it (synthetic boxes, or the dataset's), but not as a classifier's data.
+    on_boxes = _post(api, "api-benchmarks", {"data": f"dataset:{boxes.pk}", "networks": ["resnet18", network]})
+    assert on_boxes.json() == {
+        "networks": [f"resnet18 is a classification network; dataset {boxes.pk} is for detection: "
+                     "choose detection networks, or synthetic data"]
+    }  # fmt: skip
+    split = _post(api, "api-benchmarks", {"networks": [network], "layout": "2x1"}).json()
+    assert split == {"layout": [f"{network} is a detection network: it trains whole on each GPU (data parallel "
+                                "over all of them), not split over several; give 1"]}  # fmt: skip
+    request = validate_benchmark_request({"data": f"dataset:{boxes.pk}", "networks": [network]}, owner=owner)
+    assert request["networks"] == [network] and request["dataset"] == boxes.pk
     assert not Run.objects.exists()
