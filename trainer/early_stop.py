@@ -83,12 +83,16 @@ def early_stop_outcome(stopper: EarlyStopping, cfg: TrainConfig, *, step: int, e
     watches, at its epoch). The rule's own best moves only by more than the delta, so it may be
     an earlier, lower one: naming it beside the kept one made the run contradict itself."""
     kept, kept_epoch = stopper.kept, stopper.kept_epoch
+    # With a weights' average on, the rule watches the average's metric, which the checkpoints hold.
+    averaged = cfg.solver.ema_decay > 0
+    watched = f"{stopper.metric} of the weights' average (EMA)" if averaged else stopper.metric
     message = (
-        f"stopped early at epoch {plain(epoch)} of {plain(cfg.epochs)}: {stopper.metric} has not improved by more "
+        f"stopped early at epoch {plain(epoch)} of {plain(cfg.epochs)}: {watched} has not improved by more "
         f"than {stopper.min_delta:g} for {stopper.patience} validation{'s' if stopper.patience > 1 else ''}"
     )
     if kept is not None:
-        message += f"; the best checkpoint is kept: {metric_text(stopper.metric, kept)} at epoch {plain(kept_epoch)}"
+        value = metric_text(stopper.metric, kept) + (" (EMA)" if averaged else "")
+        message += f"; the best checkpoint is kept: {value} at epoch {plain(kept_epoch)}"
     return Outcome.done(
         message,
         step=step,

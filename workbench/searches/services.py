@@ -29,7 +29,7 @@ from workbench.runs.models import Run, RunEvent
 from workbench.runs.validators import validate_trainer_config
 from workbench.searches import studies
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used
+from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used, objective_series
 from workbench.searches.validators import (
     DEFAULT_PARALLEL,
     DEFAULT_TRIALS,
@@ -347,10 +347,11 @@ def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
     if trial is None or trial.reason:
         return None
     search = trial.search
+    series = objective_series(trial.run, search.objective)  # the EMA's, when the trial keeps one
     reports = [
-        (max(1, round(event.epoch)), float(event.data[search.objective]))
+        (max(1, round(event.epoch)), float(event.data[series]))
         for event in events
-        if event.epoch is not None and isinstance(event.data.get(search.objective), (int, float))
+        if event.epoch is not None and isinstance(event.data.get(series), (int, float))
     ]
     if not reports:
         return None

@@ -18,9 +18,8 @@ SPACE = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}}
 def _search(owner, dataset, **options) -> Search:
     dataset.status = "building"  # the trial runs queue and never start
     dataset.save()
-    options = {"trials": 4, "parallel": 2, "sampler": "random", "seed": 2, **options}
-    search = search_create(owner=owner, dataset=dataset, name="s", network="lenet", config=TINY_CONFIG, space=SPACE,
-                           gpus="2", **options)  # fmt: skip
+    options = {"trials": 4, "parallel": 2, "sampler": "random", "seed": 2, "config": TINY_CONFIG, **options}
+    search = search_create(owner=owner, dataset=dataset, name="s", network="lenet", space=SPACE, gpus="2", **options)
     return search_advance(search_id=search.pk)
 
 
@@ -66,3 +65,16 @@ def test_it_prunes_a_trial_worse_than_the_others_at_its_rung(transactional_db, o
     search = search_advance(search_id=search.pk)
     assert search.trials.get(number=2).state == Trial.State.PRUNED and search.state == Search.State.DONE
     assert search.reason == "all 3 trials ended; the best is trial 0 (val_loss 0.4)"
+
+
+def test_it_reads_a_trials_objective_from_its_weights_average_when_it_keeps_one(transactional_db, owner, dataset):
+    # The trial's checkpoints, exports and "best" are the average's (solver.ema_decay): so is its value.
+    config = {**TINY_CONFIG, "solver": {**TINY_CONFIG["solver"], "ema_decay": 0.9}}
+    search = _search(owner, dataset, trials=1, parallel=1, config=config)
+    (trial,) = search.trials.all()
+    event = {"type": "validation", "step": 3, "epoch": 1.0, "val_loss": 0.9, "ema_val_loss": 0.3, "top1": 0.5}
+    run_events_append(run_id=trial.run_id, events=[event])
+    assert Trial.objects.get(pk=trial.pk).value == 0.3  # reported to the pruner at its rung
+    Run.objects.filter(pk=trial.run_id).update(state=Run.State.DONE)
+    search = search_advance(search_id=search.pk)
+    assert search.trials.get().value == 0.3 and search.reason.endswith("(val_loss 0.3)")
