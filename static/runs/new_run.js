@@ -547,4 +547,7 @@ function showTask(task) {
     fieldBox(input.name).hidden = !classification;
   }
   $("preset-source").hidden = !classification;
+  // The preview draws a classifier's augmentations (the server says why for another task).
+  $("augment-preview-button").parentElement.hidden = !classification;
+  $("augment-preview").hidden = !classification;
 }

@@ -89,6 +89,7 @@ def start_run(page, network: str, name: str, placement: str) -> int:
     page.check(f"input[name=network][value={network}]")
     # The form speaks the task's words: its own best metric (not top-1), no classifier's recipe.
     assert page.input_value("[name=best_metric]") in ("map", "miou") and page.is_hidden("[name=mixup_alpha]")
+    assert page.is_hidden("#augment-preview-button")  # a classifier's preview: not offered here
     # A detector's or segmentation network's graph is said not to be drawn: no error listing classifiers.
     page.wait_for_selector("#network-graph .netgraph-summary:has-text('No graph: detection and segmentation')")
     assert page.inner_text("#network-graph .netgraph-error") == ""

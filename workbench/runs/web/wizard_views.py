@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from datasets.images import to_png_bytes
 from datasets.models import Dataset
 from trainer.config import NETWORKS, ConfigError, config_from_dict, networks_of
-from trainer.protocol import TASK_MIN_SIDE
+from trainer.protocol import CLASSIFICATION, DETECTION, TASK_MIN_SIDE
 from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
 from workbench.runs import services
@@ -327,6 +327,14 @@ def augment_preview(request):
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     dataset = cleaned.pop("dataset")
+    if dataset.task != CLASSIFICATION:
+        # The preview draws a classifier's loader and recipe; these runs augment each image
+        # jointly with its boxes or mask instead (trainer/tasks/: flip, scale jitter, crop).
+        why = (
+            f"this is a {dataset.task} dataset: its runs flip, scale-jitter and crop each image together "
+            f"with its {'boxes' if dataset.task == DETECTION else 'mask'}, which this preview does not draw"
+        )
+        return JsonResponse({"errors": {"__all__": why}}, status=400)
     data = {RECIPE_PATH.get(name, f"data.{name}").split(".")[1]: v for name, v in cleaned.items() if v is not None}
     try:
         check_images_take(config={"data": data}, dataset=dataset)

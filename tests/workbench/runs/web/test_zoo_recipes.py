@@ -9,6 +9,7 @@ import io
 from django.core.management import call_command
 from django.urls import reverse
 
+from datasets.models import Dataset
 from workbench.runs.models import Run
 from workbench.runs.web import wizard_views
 
@@ -67,7 +68,7 @@ def test_it_sweeps_over_presets_keeping_what_the_request_sends(owner_client, dat
     )
 
 
-def test_it_previews_eight_augmented_copies_of_a_training_image(owner_client, dataset):
+def test_it_previews_eight_augmented_copies_of_a_training_image(owner, owner_client, dataset):
     url = reverse("run-new-augment-preview")
     fields = {
         "dataset": dataset.pk,
@@ -81,6 +82,11 @@ def test_it_previews_eight_augmented_copies_of_a_training_image(owner_client, da
     assert len(set(body["images"])) > 1
     refused = owner_client.post(url, {**fields, "color_jitter": "0.4"})
     assert refused.status_code == 400 and "grey" in refused.json()["errors"]["color_jitter"]
+    boxes = Dataset.objects.create(owner=owner, name="boxes", status=Dataset.Status.READY, task="detection",
+                                   labels=["square"], image_width=64, image_height=64, channels=3)  # fmt: skip
+    refused = owner_client.post(url, {"dataset": boxes.pk, "crop_size": "32"})
+    assert refused.status_code == 400
+    assert "flip, scale-jitter and crop each image together with its boxes" in refused.json()["errors"]["__all__"]
     page = owner_client.get(reverse("run-new")).content.decode()
     assert 'id="presets"' in page and "transfer_learning_tutorial" in page
     assert "runs on the device, on the uint8 batch" in page and "runs in the loader (CPU workers)" in page
