@@ -30,12 +30,12 @@ def trained(tmp_path_factory) -> dict:
     return {"dataset": folder, "run_dir": run_dir, "meta": json.loads((folder / "dataset.json").read_text())}
 
 
-def done_run(trained: dict, owner, *, name: str, network: str, config: dict) -> Run:
+def done_run(trained: dict, owner, *, name: str, network: str, config: dict, dataset_name: str = "digits") -> Run:
     """A done run of `owner` whose folder holds `trained`'s checkpoints and dataset (a module's
     trainer run, copied so each test has its own rows and folders)."""
     meta = trained["meta"]
     dataset = Dataset.objects.create(
-        owner=owner, name=name, status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+        owner=owner, name=dataset_name, status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
         labels=meta["labels"], splits=meta["splits"],
     )  # fmt: skip
     # Rows are rolled back after each test and their ids used again; a folder left by an earlier
