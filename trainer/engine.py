@@ -348,7 +348,9 @@ def train_one_epoch(run: Run, epoch: int) -> bool:
             if run.ema is not None:
                 run.ema.update(run.model_without_ddp, step=run.step)
             run.step += 1
-            if run.step % cfg.metrics_interval == 0:
+            # Every metrics_interval steps, and at the epoch's (or run's) last step, so a run
+            # shorter than one interval still draws its loss, learning-rate and speed curves.
+            if run.step % cfg.metrics_interval == 0 or run.step >= end_step:
                 if run.world > 1:
                     run.meter.average_over_ranks()
                 if run.rank == 0:

@@ -53,6 +53,10 @@ def test_it_learns_real_digits_with_lenet(tmp_path, digits):
     assert final["type"] == "status" and final["state"] == "done" and final["exit_code"] == 0
     metrics = reporter.of_type("metrics")
     assert metrics[0]["loss"] > metrics[-1]["loss"]
+    # Every 20 steps, and at each epoch's last step (the loss curve has a point per epoch, even
+    # when an epoch is shorter than the interval).
+    assert {m["epoch"] for m in metrics} >= {1.0, 2.0, 3.0, 4.0}
+    assert any(m["step"] % 20 for m in metrics) and all(m["step"] % 20 == 0 or m["epoch"] % 1 == 0 for m in metrics)
     assert {
         "step",
         "epoch",
