@@ -103,6 +103,7 @@ const zooNames = Object.keys(networkInfo).filter((name) => name.startsWith("timm
 async function loadNetworks(zoo = null, asked = ++networksAsked) {
   const d = dataset();
   if (!d) return;
+  if (!zoo) showTaskRows(d.task);
   const crop = form.elements.crop_size.value;
   const unchecked = "Could not check which networks take this dataset's images";
   let body;
@@ -151,6 +152,16 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
   }
   const next = zoo ? zooNames.indexOf(zoo[zoo.length - 1]) + 1 : 0;
   if (next < zooNames.length) loadNetworks(zooNames.slice(next, next + ZOO_CHUNK), asked);
+}
+
+// The dataset's task is known before any fits answer: another task's rows are hidden at once, so
+// the table never shows a detection dataset the classifiers while the server measures.
+function showTaskRows(task) {
+  for (const row of document.querySelectorAll("#network-table tbody tr")) {
+    const own = (networkInfo[row.dataset.network] || {}).task || "classification";
+    row.hidden = own !== task;
+    if (row.hidden) row.querySelector("input[name=network]").checked = false;
+  }
 }
 
 function showNetwork() {

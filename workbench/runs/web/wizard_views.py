@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from datasets.images import to_png_bytes
 from datasets.models import Dataset
 from trainer.config import NETWORKS, ConfigError, config_from_dict, networks_of
-from trainer.protocol import CLASSIFICATION, DETECTION, TASK_MIN_SIDE
+from trainer.protocol import CLASSIFICATION, DETECTION, TASK_MIN_SIDE, task_of_network
 from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.ids import parse_id
 from workbench.runs import services
@@ -53,6 +53,7 @@ def dataset_facts(dataset: Dataset) -> dict:
         "classes": len(dataset.labels or []),
         "train": train,
         "images": dataset.image_count,
+        "task": dataset.task,
     }
 
 
@@ -91,7 +92,7 @@ def render_new_run(request, form: RunForm, *, cloned_from: int | None = None, **
         "cloned_from": cloned_from,
         "datasets": {str(d.pk): dataset_facts(d) for d in datasets},
         "network_info": {
-            name: {"description": text, "sizes": sizes, "family": network_family(name)}
+            name: {"description": text, "sizes": sizes, "family": network_family(name), "task": task_of_network(name)}
             for name, (text, sizes) in NETWORK_INFO.items()
         },
         "has_datasets": datasets.exists(),
