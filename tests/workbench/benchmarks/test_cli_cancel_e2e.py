@@ -1,6 +1,7 @@
 """`manage.py benchmark --wait` end to end on the suite's real worker (it queues, waits printing
-its progress, then prints the table), and cancelling a running benchmark: its trainer is
-stopped, the cells measured so far are kept and its GPUs are given back."""
+its progress, then prints the table; a classifier's and a segmentation network's), and
+cancelling a running benchmark: its trainer is stopped, the cells measured so far are kept and
+its GPUs are given back."""
 
 from __future__ import annotations
 
@@ -31,9 +32,12 @@ def test_it_waits_for_a_benchmark_from_the_command_line_and_prints_its_table(cel
     assert [(r["gpus"], r["batch_size"], r["status"]) for r in rows] == [("1", "8", "ok"), ("1", "16", "ok")]
     assert all(float(r["images_per_sec"]) > 0 for r in rows)
 
+    # A segmentation network, as a classifier (issue 22): measured with its task's step on random masks.
     table = io.StringIO()
-    call_command("benchmark", "--owner", owner.username, *SMALL, "--batch-sizes", "4", "--wait", stdout=table,
+    call_command("benchmark", "--owner", owner.username, "--network", "lraspp_mobilenet_v3_large", "--image-size",
+                 "32", "--steps", "1", "--warmup-steps", "0", "--batch-sizes", "4", "--wait", stdout=table,
                  stderr=io.StringIO())  # fmt: skip
+    assert Benchmark.objects.latest("pk").state == Benchmark.State.DONE
     assert "| batch / GPU | 1 GPU |" in table.getvalue() and "| 4 | " in table.getvalue()
 
 

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
 from trainer import bench_table
-from trainer.config import NETWORKS, PRECISIONS
+from trainer.bench_config import BENCHMARK_NETWORKS
+from trainer.config import PRECISIONS
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.selectors import benchmark_payload, cells_of
 from workbench.benchmarks.services import benchmark_submit
@@ -23,8 +24,12 @@ class Command(BaseCommand):
     help = "Measure training images/s of networks against GPU count and per-GPU batch size."
 
     def add_arguments(self, parser):
-        networks = [n for n in NETWORKS if n != "custom"]
-        parser.add_argument("--network", action="append", choices=networks, help="repeat for several networks")
+        parser.add_argument(
+            "--network",
+            action="append",
+            choices=BENCHMARK_NETWORKS,
+            help="repeat for several networks (a detection or segmentation network is measured with its task's step)",
+        )
         parser.add_argument("--image-size", type=int, help="synthetic images' side (default 224)")
         parser.add_argument("--gpus", help="GPU counts, the columns: 1,2,4 (default 1)")
         parser.add_argument("--batch-sizes", help="per-GPU batch sizes, the rows: 32,64,128,256")
