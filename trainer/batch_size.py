@@ -38,28 +38,16 @@ def search_batch_size(fits: Callable[[int], bool], *, start: int = 1, limit: int
     return good
 
 
-def train_step_fits(
-    model: nn.Module,
-    shape: tuple[int, int, int],
-    num_classes: int,
-    device: torch.device,
-    precision: str = "fp32",
-    channels_last: bool = False,
+def step_fits(
+    step: Callable[[int], None], device: torch.device, optimizer: torch.optim.Optimizer
 ) -> Callable[[int], bool]:
-    """A probe: one forward + backward + SGD step at batch b on random data."""
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-9, momentum=0.9)
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    """A probe: whether `step(b)`, one forward + backward + optimizer step at batch b, fits the
+    device; an out-of-memory is False, anything else is raised. The gradients and what the failed
+    step left behind are freed before the next probe, so a miss never makes the next one miss."""
 
     def fits(batch: int) -> bool:
         try:
-            x = torch.randn(batch, *shape, device=device).contiguous(memory_format=memory_format)
-            y = torch.randint(0, num_classes, (batch,), device=device)
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            step(batch)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             return True
@@ -74,6 +62,30 @@ def train_step_fits(
                 torch.cuda.empty_cache()
 
     return fits
+
+
+def train_step_fits(
+    model: nn.Module,
+    shape: tuple[int, int, int],
+    num_classes: int,
+    device: torch.device,
+    precision: str = "fp32",
+    channels_last: bool = False,
+) -> Callable[[int], bool]:
+    """A classifier's probe: one forward + backward + SGD step at batch b on random data."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-9, momentum=0.9)
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+
+    def step(batch: int) -> None:
+        x = torch.randn(batch, *shape, device=device).contiguous(memory_format=memory_format)
+        y = torch.randint(0, num_classes, (batch,), device=device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return step_fits(step, device, optimizer)
 
 
 def find_batch_size(cfg: TrainConfig, *, limit: int = 4096, save: bool = True) -> int:

@@ -106,6 +106,23 @@ def _names(name: str, values: Any, allowed: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def task_mismatch(network: str, dataset_task: str) -> str | None:
+    """Why `network` cannot be measured on a dataset of `dataset_task` (its step reads that task's
+    labels: classes, boxes or masks), or None."""
+    task = task_of_network(network)
+    return None if task == dataset_task else f"{network} is a {task} network; this dataset is for {dataset_task}"
+
+
+def _dataset_task(folder: str) -> str | None:
+    """The task a dataset folder's dataset.json names (None when it cannot be read: loading the
+    folder says why, by name)."""
+    try:
+        meta = json.loads((Path(folder) / "dataset.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta.get("task", CLASSIFICATION) if isinstance(meta, dict) else None
+
+
 def _check_task_network(cfg: BenchmarkConfig, network: str) -> None:
     """A detection or segmentation network trains whole on each GPU (the engine's rule too) and
     takes images of at least TASK_MIN_SIDE a side."""
@@ -169,6 +186,11 @@ def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> Ben
         raise ConfigError("required (the folder for the benchmark's files)", field="run_dir")
     if check_paths and not cfg.synthetic and not Path(cfg.data).is_dir():
         raise ConfigError(f"dataset folder {Path(cfg.data).name!r} not found", field="data")
+    dataset_task = _dataset_task(cfg.data) if check_paths and not cfg.synthetic else None
+    for network in cfg.networks if dataset_task else []:
+        refusal = task_mismatch(network, dataset_task)
+        if refusal:
+            raise ConfigError(refusal, field="networks")
     return cfg
 
 

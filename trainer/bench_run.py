@@ -10,6 +10,7 @@ every cell measured so far.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import logging
 import multiprocessing as mp
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainer.batch_size import search_batch_size
+from trainer.batch_size import search_batch_size, step_fits
 from trainer.bench_config import BenchmarkConfig, benchmark_from_dict
 from trainer.bench_trial import (
     Group,
@@ -132,20 +133,15 @@ def largest_batch(cfg: BenchmarkConfig, group: Group) -> dict:
     built = build(cfg, Group(group.network, group.precision, "train", 1), spec, devices, cfg.batch_sizes[0], 1)
     autocast = autocast_for(devices[0], group.precision)
     if devices[0].type == "cuda":
+        # Memory, not the loss scale, is the question: a disabled scaler keeps no state, so an fp16
+        # probe that ran out mid-step never leaves an unscale or a skipped step to the next one.
+        probe = dataclasses.replace(built, scaler=torch.amp.GradScaler("cuda", enabled=False))
 
-        def fits(batch: int) -> bool:
-            try:
-                x, y = synthetic_batch(built.task, spec, batch, devices[0], cfg.channels_last)
-                step(built, x, y, autocast)
-                torch.cuda.synchronize(devices[0])
-                return True
-            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
-                if not is_oom(exc):
-                    raise
-                return False
-            finally:
-                built.optimizer.zero_grad(set_to_none=True)
-                torch.cuda.empty_cache()
+        def one_step(batch: int) -> None:
+            x, y = synthetic_batch(built.task, spec, batch, devices[0], cfg.channels_last)
+            step(probe, x, y, autocast)
+
+        fits = step_fits(one_step, devices[0], built.optimizer)
     else:
         buckets = parameter_bytes(built.plain) if cfg.processes(group.gpus) > 1 else 0
 

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.bench_config import BenchmarkConfig
+from trainer.bench_config import BenchmarkConfig, task_mismatch
 from trainer.config import ConfigError, config_from_dict
 from trainer.data import DevicePrefetcher, build_data, move
 from trainer.dataset_folder import load_dataset_folder
@@ -101,11 +101,13 @@ def build(cfg: BenchmarkConfig, group: Group, spec: InputSpec, devices: list[tor
 
 def synthetic_batch(task: Task, spec: InputSpec, batch: int, device: torch.device, channels_last: bool):
     """A random normalised batch and random targets of `task` (labels, boxes or masks), on the device."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(batch, spec.channels, spec.height, spec.width, generator=gen).to(device)
+    # Made on the device: the largest-batch finder's probes would otherwise copy gigabytes.
+    x = torch.randn(
+        batch, spec.channels, spec.height, spec.width, generator=torch.Generator(device).manual_seed(0), device=device
+    )
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    return x, move(task.synthetic_targets(spec, batch, gen), device)
+    return x, move(task.synthetic_targets(spec, batch, torch.Generator().manual_seed(0)), device)
 
 
 def synthetic_batches(task: Task, spec: InputSpec, batch: int, device: torch.device, channels_last: bool) -> Iterator:
@@ -131,11 +133,9 @@ def dataset_batches(cfg: BenchmarkConfig, group: Group, batch: int, rank: int, w
         check_paths=False,
     )
     info = load_dataset_folder(cfg.data)
-    if info.task != task_of_network(group.network):
-        raise ConfigError(
-            f"{group.network} is a {task_of_network(group.network)} network; this dataset is for {info.task}",
-            field="networks",
-        )
+    refusal = task_mismatch(group.network, info.task)  # validate_benchmark's rule, for a folder changed since
+    if refusal:
+        raise ConfigError(refusal, field="networks")
     data = build_data(
         train_cfg, info, task=task_for(info.task), rank=rank, world=world, pin_memory=device.type == "cuda"
     )

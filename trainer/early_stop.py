@@ -77,14 +77,16 @@ def improves(metric: str, value: float, best: float | None) -> bool:
     return value > best if METRIC_DIRECTION[metric] == "max" else value < best
 
 
-def early_stop_outcome(stopper: EarlyStopping, cfg: TrainConfig, *, step: int, epoch: float) -> Outcome:
+def early_stop_outcome(
+    stopper: EarlyStopping, cfg: TrainConfig, *, step: int, epoch: float, averaged: bool = False
+) -> Outcome:
     """A run ended by its rule: done, saying where it stopped of how many epochs and the one best
     a user can use, the best checkpoint's (`best.pt`: the best value of the metric the rule
     watches, at its epoch). The rule's own best moves only by more than the delta, so it may be
     an earlier, lower one: naming it beside the kept one made the run contradict itself."""
     kept, kept_epoch = stopper.kept, stopper.kept_epoch
-    # With a weights' average on, the rule watches the average's metric, which the checkpoints hold.
-    averaged = cfg.solver.ema_decay > 0
+    # `averaged`: the run keeps a weights' average (EMA), whose metric the rule watched, as the
+    # checkpoints hold it.
     watched = f"{stopper.metric} of the weights' average (EMA)" if averaged else stopper.metric
     message = (
         f"stopped early at epoch {plain(epoch)} of {plain(cfg.epochs)}: {watched} has not improved by more "

@@ -426,7 +426,7 @@ def fit(run: Run) -> Outcome:
         if run.step == before and not stopped:  # a loader that yields nothing would loop forever
             raise RuntimeError(f"epoch {epoch} produced no training batches (step {run.step})")
         if stopped and run.early is not None and run.early.triggered:
-            return early_stop_outcome(run.early, run.cfg, step=run.step, epoch=run.epoch)
+            return early_stop_outcome(run.early, run.cfg, step=run.step, epoch=run.epoch, averaged=run.ema is not None)
         if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"

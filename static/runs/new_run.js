@@ -162,6 +162,13 @@ function showTaskRows(task) {
     row.hidden = own !== task;
     if (row.hidden) row.querySelector("input[name=network]").checked = false;
   }
+  if (!form.querySelector("input[name=network]:checked")) {
+    // The task's first network until the fits say which take the images (a failed request
+    // must not leave a classifier chosen on a detection dataset).
+    const first = form.querySelector("#network-table tbody tr:not([hidden]) input[name=network]");
+    if (first) first.checked = true;
+    queueMicrotask(showNetwork); // after the module has run: showNetwork reads what is set up below
+  }
 }
 
 function showNetwork() {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.config import ConfigError, SolverConfig, TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.early_stop import EarlyStopping, early_stop_outcome
 from trainer.events import ListReporter
 from trainer.protocol import EXIT_DONE, best_checkpoint, latest_checkpoint
@@ -36,9 +36,7 @@ def test_it_counts_validations_without_an_improvement_larger_than_the_delta():
         "best_epoch": 6,
     }
     # With a weights' average, the rule watches the average's top-1 (which the checkpoints hold): said so.
-    averaged = early_stop_outcome(
-        stopper, TrainConfig(epochs=30, solver=SolverConfig(ema_decay=0.99)), step=600, epoch=6.0
-    )
+    averaged = early_stop_outcome(stopper, cfg, step=600, epoch=6.0, averaged=True)
     assert averaged.message == (
         "stopped early at epoch 6 of 30: top1 of the weights' average (EMA) has not improved by more than 0.01 "
         "for 2 validations; the best checkpoint is kept: top-1 70.90% (EMA) at epoch 6"

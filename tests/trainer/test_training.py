@@ -56,6 +56,7 @@ def test_it_learns_real_digits_with_lenet(tmp_path, digits):
     # Every 20 steps, and at each epoch's last step (the loss curve has a point per epoch, even
     # when an epoch is shorter than the interval).
     assert {m["epoch"] for m in metrics} >= {1.0, 2.0, 3.0, 4.0}
+    assert len({m["step"] for m in metrics}) == len(metrics)  # an interval's step that ends an epoch: once
     assert any(m["step"] % 20 for m in metrics) and all(m["step"] % 20 == 0 or m["epoch"] % 1 == 0 for m in metrics)
     assert {
         "step",

@@ -184,5 +184,8 @@ class SegmentationTask:
         return model(x)["out"]
 
     def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> torch.Tensor:
-        # Stored masks are uint8 class indices (255 = ignore), as the loader gives them.
-        return torch.randint(0, spec.num_classes, (batch, spec.height, spec.width), generator=generator).byte()
+        # Stored masks are uint8 class indices (255 = ignore), as the loader gives them; a benchmark's
+        # thousand synthetic classes do not fit a byte and stay whole numbers.
+        dtype = torch.uint8 if spec.num_classes <= IGNORE_INDEX else torch.long
+        shape = (batch, spec.height, spec.width)
+        return torch.randint(0, spec.num_classes, shape, generator=generator).to(dtype)

@@ -11,10 +11,10 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
-from trainer.protocol import task_of_network
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
+from workbench.runs.network_fit import check_task_network
 
 DEFAULTS: dict[str, Any] = {
     "networks": ["resnet50"],
@@ -76,19 +76,24 @@ def _dataset_of(value: str, owner) -> Dataset | None:
     return dataset
 
 
-def _check_networks_take(networks: Any, dataset: Dataset | None) -> None:
-    """Every network measured on a dataset is of the dataset's task (its step reads that task's
-    labels: boxes, masks or classes); synthetic data is made for each network's own task."""
-    if dataset is None or not isinstance(networks, list):
-        return
-    for network in networks:
-        task = task_of_network(str(network))
-        if task != dataset.task:
-            raise RequestError(
-                "networks",
-                f"{network} is a {task} network; dataset {dataset.pk} is for {dataset.task}: "
-                f"choose {dataset.task} networks, or synthetic data",
-            )
+def _check_networks_take(networks: list[str], dataset: Dataset | None) -> None:
+    """Every network measured on a dataset is of the dataset's task and takes its images (the
+    runs' rule: network_fit.check_task_network); synthetic data is made for each network's task."""
+    for network in networks if dataset is not None else []:
+        try:
+            check_task_network(network=network, dataset=dataset)
+        except RequestError as error:
+            raise RequestError("networks", error.errors[0][1]) from None
+
+
+def _check_config(cfg: BenchmarkConfig, dataset: Dataset | None) -> None:
+    """The trainer's own check of the config, then the dataset's task and images against each
+    network (after the names: a misspelt network is refused as unknown, not as another task's)."""
+    try:
+        validate_benchmark(cfg, check_paths=False)
+    except ConfigError as error:
+        raise RequestError(_FIELD_OF.get(error.field or "", error.field), error.message) from None
+    _check_networks_take(cfg.networks, dataset)
 
 
 def _layout(value: Any, gpus: list) -> tuple[str, int]:
@@ -124,7 +129,6 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
     if stages > 1 and request["gpus"] == DEFAULTS["gpus"]:
         request["gpus"] = [stages * int(request["layout"].split("x")[1])]
     dataset = _dataset_of(request["data"], owner)
-    _check_networks_take(request["networks"], dataset)
     cfg = BenchmarkConfig(
         run_dir="(checked later)",
         networks=request["networks"],
@@ -144,10 +148,7 @@ def validate_benchmark_request(data: dict[str, Any], *, owner) -> dict[str, Any]
         channels=request["channels"],
         num_classes=request["num_classes"],
     )
-    try:
-        validate_benchmark(cfg, check_paths=False)
-    except ConfigError as error:
-        raise RequestError(_FIELD_OF.get(error.field or "", error.field), error.message) from None
+    _check_config(cfg, dataset)
     request["time_budget_minutes"] = _whole(
         request, "time_budget_minutes", DEFAULT_TIME_BUDGET_MINUTES, 1, MAX_TIME_BUDGET_MINUTES
     )

@@ -32,16 +32,10 @@ def best_trial(search: Search) -> Trial | None:
     return search.trials.filter(state=Trial.State.COMPLETE, value__isnull=False).order_by(order, "number").first()
 
 
-def objective_series(run: Run, objective: str) -> str:
-    """The validation events' key a trial's objective is read from: the weights' average's
-    (`ema_top1`) when the trial keeps one, since its checkpoints, exports and "best" are the
-    average (workbench.runs.selectors.reported_as); the objective itself otherwise."""
-    return reported_as(run, objective)
-
-
 def final_objective(run: Run, objective: str) -> float | None:
-    """The objective of the run's last validation that reported it (its EMA's, when it keeps one)."""
-    series = objective_series(run, objective)
+    """The objective of the run's last validation that reported it: the weights' average's
+    (`ema_top1`) when the run keeps one, since its checkpoints, exports and "best" are the average."""
+    series = reported_as(run, objective)
     for data in (
         RunEvent.objects.filter(run=run, kind=protocol.VALIDATION).order_by("-seq").values_list("data", flat=True)
     ):

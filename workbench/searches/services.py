@@ -26,10 +26,11 @@ from workbench.core.errors import RequestError
 from workbench.core.groups import group_publish, search_group_name
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
+from workbench.runs.selectors import reported_as
 from workbench.runs.validators import validate_trainer_config
 from workbench.searches import studies
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used, objective_series
+from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used
 from workbench.searches.validators import (
     DEFAULT_PARALLEL,
     DEFAULT_TRIALS,
@@ -330,7 +331,8 @@ def _finish_if_spent(search: Search) -> None:
         return
     best = best_trial(search)
     if best is not None:
-        reason += f"; the best is trial {best.number} ({search.objective} {best.value:.4g})"
+        # Named as the trial's run reports it: ema_val_loss when the trial keeps a weights' average.
+        reason += f"; the best is trial {best.number} ({reported_as(best.run, search.objective)} {best.value:.4g})"
     Search.objects.filter(pk=search.pk, state=Search.State.RUNNING).update(
         state=Search.State.DONE, reason=reason, finished_at=timezone.now()
     )
@@ -347,7 +349,7 @@ def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
     if trial is None or trial.reason:
         return None
     search = trial.search
-    series = objective_series(trial.run, search.objective)  # the EMA's, when the trial keeps one
+    series = reported_as(trial.run, search.objective)  # the EMA's, when the trial keeps one
     reports = [
         (max(1, round(event.epoch)), float(event.data[series]))
         for event in events
@@ -363,7 +365,9 @@ def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
         Trial.objects.filter(pk=trial.pk).update(value=value, rung=step)
         if search.pruner == Search.Pruner.NONE or not reported.should_prune():
             continue
-        words = studies.prune_words(search, study, number=trial.number, value=value, step=step)
+        words = studies.prune_words(
+            search, study, number=trial.number, value=value, step=step, averaged=series != search.objective
+        )
         if Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING, reason="").update(reason=words):
             run_services.run_prune(run=trial.run, reason=words)
             return words

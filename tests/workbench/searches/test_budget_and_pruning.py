@@ -77,4 +77,4 @@ def test_it_reads_a_trials_objective_from_its_weights_average_when_it_keeps_one(
     assert Trial.objects.get(pk=trial.pk).value == 0.3  # reported to the pruner at its rung
     Run.objects.filter(pk=trial.run_id).update(state=Run.State.DONE)
     search = search_advance(search_id=search.pk)
-    assert search.trials.get().value == 0.3 and search.reason.endswith("(val_loss 0.3)")
+    assert search.trials.get().value == 0.3 and search.reason.endswith("(ema_val_loss 0.3)")
