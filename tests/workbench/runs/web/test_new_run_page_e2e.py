@@ -69,17 +69,24 @@ LONGEST_FITS = """() => [...document.querySelectorAll('#layer-table select, #new
 })"""
 
 
+MENU_AND_BUTTON = """() => ['new-layer-type', 'add-layer'].map((id) => {
+  const box = document.getElementById(id).getBoundingClientRect();
+  return {x: box.x, y: box.y, height: box.height};
+})"""
+
+
 def test_it_shows_the_custom_layer_menus_whole(live_server_url, page, owner):
     dataset = make_digits(owner, side=8)
     log_in(page, live_server_url, owner.username)
-    page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
+    open_new_run(page, live_server_url, dataset)  # the network fits redraw the table above the editor
     page.check("#network-custom")
     page.wait_for_function("document.querySelectorAll('#layer-table select').length === 8")
     fits = page.evaluate(LONGEST_FITS)
     assert len(fits) == 9 and all(fits), fits
-    # The menu to add a layer sits beside its button, not across the card above it.
-    menu, button = page.locator("#new-layer-type").bounding_box(), page.locator("#add-layer").bounding_box()
-    assert abs(menu["y"] - button["y"]) < button["height"] and menu["x"] < button["x"]
+    # The menu to add a layer sits beside its button, not across the card above it. Both boxes are
+    # read in one script: read one at a time, a layout shift between the reads moved one (CI saw 88 px).
+    menu, button = page.evaluate(MENU_AND_BUTTON)
+    assert abs(menu["y"] - button["y"]) < button["height"] and menu["x"] < button["x"], (menu, button)
 
 
 def test_it_states_limits_as_plain_numbers(live_server_url, page, owner):
