@@ -103,7 +103,11 @@ const zooNames = Object.keys(networkInfo).filter((name) => name.startsWith("timm
 async function loadNetworks(zoo = null, asked = ++networksAsked) {
   const d = dataset();
   if (!d) return;
-  if (!zoo) showTaskRows(d.task);
+  const table = $("network-table");
+  if (!zoo) {
+    showTaskRows(d.task);
+    table.dataset.fits = "checking"; // rows may still move as answers fill them in
+  }
   const crop = form.elements.crop_size.value;
   const unchecked = "Could not check which networks take this dataset's images";
   let body;
@@ -111,7 +115,10 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
     body = await getJSON(`${urls.networks}?dataset=${d.id}&crop_size=${encodeURIComponent(crop)}${zoo ? `&only=${encodeURIComponent(zoo.join(","))}` : ""}`);
   } catch (error) {
     // Said, not swallowed: without the fits the table cannot tell which networks take the images.
-    if (asked === networksAsked) $("errors-network").textContent = `${unchecked}: ${error.message}`;
+    if (asked === networksAsked) {
+      $("errors-network").textContent = `${unchecked}: ${error.message}`;
+      table.dataset.fits = "failed";
+    }
     return;
   }
   if (asked !== networksAsked) return; // an answer for a dataset or crop size no longer chosen
@@ -152,6 +159,7 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
   }
   const next = zoo ? zooNames.indexOf(zoo[zoo.length - 1]) + 1 : 0;
   if (next < zooNames.length) loadNetworks(zooNames.slice(next, next + ZOO_CHUNK), asked);
+  else table.dataset.fits = "done";
 }
 
 // The dataset's task is known before any fits answer: another task's rows are hidden at once, so
