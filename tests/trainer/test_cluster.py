@@ -1,6 +1,8 @@
 """One run over two "nodes": two `python -m trainer train --placement-from-environment` launchers
-(as srun starts them, one per node) of two gloo processes each reach the weights of one node with
-four processes, and a rank that dies on the second node ends the run naming it."""
+(as srun starts them, one per node) of two gloo processes each, and a rank that dies on the
+second node ends the run naming it. That two nodes of two reach the weights of one node with four
+processes is tests/workbench/runs/test_slurm.py's, through a real Slurm cluster (one end-to-end
+test of the path, not two)."""
 
 from __future__ import annotations
 
@@ -13,16 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.support.trainer_data import make_dataset_folder
-from trainer.checkpoint import CheckpointStore
 from trainer.cluster import NodePlacement, placement_from_environment
 from trainer.config import ConfigError
 from trainer.distributed import free_port
-from trainer.events import ListReporter
-from trainer.protocol import EXIT_DONE, EXIT_FAILED, EXIT_OK
-from trainer.run import train
+from trainer.protocol import EXIT_FAILED, EXIT_OK
 
 from .conftest import make_config
 
@@ -55,33 +53,6 @@ def start_nodes(tmp_path: Path, cfg, *, nodes: int = 2) -> list[subprocess.Popen
 
 def read_events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def test_it_reaches_the_weights_of_four_processes_with_two_nodes_of_two(tmp_path):
-    dataset = make_dataset_folder(tmp_path / "ds", num_classes=3, size=8, channels=1, train=48, val=9)
-    options = {"epochs": 1, "batch_size": 8, "metrics_interval": 2, "data": {"random_flip": True}}
-    options["solver"] = {"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9}
-
-    four = make_config(tmp_path / "four", dataset, devices="cpu x 4", **options)
-    reporter = ListReporter()
-    assert train(four, reporter=reporter) == EXIT_DONE, reporter.events[-1]
-
-    (tmp_path / "nodes").mkdir()
-    spanning = make_config(tmp_path / "nodes", dataset, devices="cpu x 2", nodes=2, **options)
-    launchers = start_nodes(tmp_path / "nodes", spanning)
-    assert [launcher.wait(timeout=600) for launcher in launchers] == [EXIT_DONE, EXIT_DONE]
-
-    one = CheckpointStore.load(CheckpointStore(tmp_path / "four").latest())
-    two = CheckpointStore.load(CheckpointStore(tmp_path / "nodes").latest())
-    assert one["step"] == two["step"] == 6
-    for key, value in one["model"].items():
-        torch.testing.assert_close(two["model"][key], value, rtol=1e-4, atol=1e-5)
-    # The first node reports the run; the second writes only its own outcome beside it.
-    events = read_events(tmp_path / "nodes" / "events.jsonl")
-    assert [m["step"] for m in events if m["type"] == "metrics"] == [2, 4, 6]
-    assert events[-1]["state"] == "done"
-    second = read_events(tmp_path / "nodes" / "events.node1.jsonl")
-    assert not [e for e in second if e["type"] == "metrics"] and second[-1]["state"] == "done"
 
 
 def test_it_ends_the_run_naming_a_rank_that_died_on_another_node(tmp_path):

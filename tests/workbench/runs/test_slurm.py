@@ -108,13 +108,15 @@ def test_it_trains_over_two_nodes_to_the_weights_of_four_processes(slurm, owner,
     config = {**TINY_CONFIG, "epochs": 1, "batch_size": 8, "metrics_interval": 2, "data": {"random_flip": True}}
     config["solver"] = {"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9}
     spanning = submit(owner, dataset, config=config, gpus="2", nodes=2, name="2 nodes x 2")
-    local = run_submit(owner=owner, dataset=dataset, name="local 4", network="lenet", config=config, gpus="cpu")
     assert spanning.device_request_text() == "2 nodes x 2 GPUs"
     wait_for_state(spanning, Run.State.DONE, Run.State.FAILED, Run.State.ABORTED, timeout=400)
     assert spanning.state == Run.State.DONE, spanning.error
     reasons = list(spanning.transitions.values_list("reason", flat=True))
     assert any(f"job {spanning.slurm_job_id}" in reason and "n[1-2]" in reason for reason in reasons), reasons
     assert metric_steps(spanning) == [2, 4, 6]
+    # The first node reports the run; the second writes only its own outcome beside it.
+    second = [json.loads(line) for line in (spanning.run_dir / "events-1.node1.jsonl").read_text().splitlines()]
+    assert not [e for e in second if e["type"] == "metrics"] and second[-1]["state"] == "done", second[-3:]
     launch = json.loads((spanning.run_dir / "launch-1.json").read_text())
     assert launch["nodes"] == 2 and launch["devices"] == ["cpu", "cpu"]
     # A sampler beside each node's trainer gives the run the charts of a local one: every GPU of
@@ -130,7 +132,6 @@ def test_it_trains_over_two_nodes_to_the_weights_of_four_processes(slurm, owner,
     from trainer.events import ListReporter
     from trainer.run import train
 
-    local.delete()
     four = make_config(spanning.run_dir.parent / "four", dataset.path, devices="cpu x 4", **config)
     assert train(four, reporter=ListReporter()) == 0
     one = CheckpointStore.load(CheckpointStore(four.run_dir).latest())
