@@ -95,6 +95,8 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     unfit = "tr[data-network=alexnet] .network-fit:has-text('needs images of at least')"
     page.wait_for_selector(unfit, timeout=120_000)
     page.wait_for_selector("text=Simulated GPU 1")  # the live devices table (polls /api/gpus/)
+    # Every fit answered (the zoo's come in chunks and move the rows): a click then lands.
+    page.wait_for_selector("#network-table[data-fits=done]", state="attached", timeout=120_000)
     # The custom network editor shows the shape after each layer.
     page.check("#network-custom")
     page.wait_for_function("document.querySelector('#layer-table tbody tr:last-child .shape').textContent === '3'")

@@ -86,6 +86,7 @@ def start_run(page, network: str, name: str, placement: str) -> int:
     answers the run's id."""
     page.click("#new-run")
     page.wait_for_selector(f"tr[data-network={network}] .network-fit:has-text('takes these')", timeout=60_000)
+    page.wait_for_selector("#network-table[data-fits=done]", state="attached", timeout=120_000)  # rows stop moving
     page.check(f"input[name=network][value={network}]")
     # The form speaks the task's words: its own best metric (not top-1), no classifier's recipe.
     assert page.input_value("[name=best_metric]") in ("map", "miou") and page.is_hidden("[name=mixup_alpha]")

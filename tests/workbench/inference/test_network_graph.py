@@ -80,6 +80,8 @@ def test_it_shows_the_graph_on_the_new_run_page_and_the_run_page(live_server_url
     # A chain of layers is folded into bands that fill the card's width, not a fifth of it.
     filled = "document.querySelector('#network-graph svg').getBoundingClientRect().width"
     assert page.evaluate(filled) >= 0.9 * page.evaluate("document.querySelector('.netgraph-canvas').clientWidth")
+    # Every fit answered: the zoo's answers move the rows, and a click between two missed its radio.
+    page.wait_for_selector("#network-table[data-fits=done]", state="attached", timeout=120_000)
     page.check("#network-resnet18")
     summary = "document.querySelector('#network-graph .netgraph-summary').textContent"
     page.wait_for_function(f"{summary}.startsWith('resnet18')")
