@@ -24,6 +24,8 @@ function params(trial) {
 }
 
 function renderTrials(search) {
+  // A trial's value is the weights' average's when its run keeps one (`series` says which key).
+  const averaged = (trial) => trial.series !== search.objective;
   const rows = search.trials.map((trial) => {
     const tr = document.createElement("tr");
     tr.dataset.number = trial.number;
@@ -44,7 +46,7 @@ function renderTrials(search) {
       box.addEventListener("change", () => (box.checked ? picked.add(box.value) : picked.delete(box.value)));
       pick.append(box);
     }
-    const value = trial.value === null ? "" : trial.value.toFixed(4);
+    const value = trial.value === null ? "" : `${trial.value.toFixed(4)}${averaged(trial) ? " (EMA)" : ""}`;
     tr.append(pick, cell(trial.number), cell(trial.state), cell(params(trial)), cell(value), cell(trial.rung ?? ""), run,
       cell(trial.reason));
     return tr;
@@ -55,7 +57,7 @@ function renderTrials(search) {
   document.getElementById("search-reason").textContent = search.reason;
   const best = search.best;
   document.getElementById("search-best").textContent = best
-    ? `trial ${best.number}, ${search.objective} ${best.value.toFixed(4)}` : "none yet";
+    ? `trial ${best.number}, ${search.objective} ${best.value.toFixed(4)}${averaged(best) ? " (EMA)" : ""}` : "none yet";
 }
 
 function renderPlots(figures) {

@@ -23,7 +23,15 @@ def search_for(user, pk: int) -> Search:
 
 
 def trials_of(search: Search) -> QuerySet[Trial]:
-    return search.trials.select_related("run").order_by("number")
+    return search.trials.select_related("run", "search").order_by("number")
+
+
+def trial_series(trial: Trial) -> str:
+    """The validation key the trial's value is read from: `ema_<objective>` when its run keeps a
+    weights' average (runs.selectors.reported_as). A search ranks each trial by the weights it
+    delivers, so one that varies the average (a recipe preset) ranks averaged and raw values side
+    by side, and the page and API mark which is which."""
+    return reported_as(trial.run, trial.search.objective) if trial.run_id else trial.search.objective
 
 
 def best_trial(search: Search) -> Trial | None:

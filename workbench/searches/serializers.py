@@ -3,7 +3,7 @@ from rest_framework import serializers
 
 from workbench.runs.web.serializers import RunCreateSerializer
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import best_trial, budget_words, gpu_hours_used, trials_of
+from workbench.searches.selectors import best_trial, budget_words, gpu_hours_used, trial_series, trials_of
 from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS
 
 
@@ -38,10 +38,16 @@ class SearchCreateSerializer(RunCreateSerializer):
 
 class TrialSerializer(serializers.ModelSerializer):
     run_state = serializers.CharField(source="run.state", default=None, allow_null=True)
+    series = serializers.SerializerMethodField(
+        help_text="the validation key `value` is read from: ema_<objective> when the trial keeps a weights' average"
+    )
 
     class Meta:
         model = Trial
-        fields = ["number", "state", "params", "value", "rung", "reason", "run", "run_state", "created_at"]
+        fields = ["number", "state", "params", "value", "series", "rung", "reason", "run", "run_state", "created_at"]
+
+    def get_series(self, trial: Trial) -> str:
+        return trial_series(trial)
 
 
 class SearchSerializer(serializers.ModelSerializer):

@@ -17,7 +17,14 @@ from workbench.runs.web.wizard_views import render_new_run, submitted_weights
 from workbench.searches.forms import SearchForm
 from workbench.searches.models import Search
 from workbench.searches.plots import search_figures
-from workbench.searches.selectors import best_trial, budget_words, search_for, searches_visible_to, trials_of
+from workbench.searches.selectors import (
+    best_trial,
+    budget_words,
+    search_for,
+    searches_visible_to,
+    trial_series,
+    trials_of,
+)
 from workbench.searches.services import search_create
 
 
@@ -41,10 +48,13 @@ def search_detail(request, pk: int):
             for action in ("pause", "resume", "abort", "train-best")
         },
     }
+    best = best_trial(search)
     context = {
         "search": search,
-        "trials": trials_of(search),
-        "best": best_trial(search),
+        # Each value marked "(EMA)" when it is the weights' average's (trial_series).
+        "trials": [(trial, trial_series(trial) != search.objective) for trial in trials_of(search)],
+        "best": best,
+        "best_averaged": best is not None and trial_series(best) != search.objective,
         "budget": budget_words(search),
         "page": page,
     }

@@ -3,11 +3,13 @@ rung is pruned, with the reason in words (no worker: the trial runs stay queued)
 
 from datetime import timedelta
 
+from django.test import Client
 from django.utils import timezone
 
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run, RunTransition
+from workbench.searches.management.commands.search import search_table
 from workbench.searches.models import Search, Trial
 from workbench.searches.selectors import budget_words
 from workbench.searches.services import search_advance, search_create
@@ -78,3 +80,10 @@ def test_it_reads_a_trials_objective_from_its_weights_average_when_it_keeps_one(
     Run.objects.filter(pk=trial.run_id).update(state=Run.State.DONE)
     search = search_advance(search_id=search.pk)
     assert search.trials.get().value == 0.3 and search.reason.endswith("(ema_val_loss 0.3)")
+    # The page and the API mark the value as the average's.
+    client = Client()
+    client.force_login(owner)
+    assert "0.3000 (EMA)" in client.get(f"/searches/{search.pk}/").content.decode()
+    answer = client.get(f"/api/searches/{search.pk}/").json()
+    assert answer["trials"][0]["series"] == answer["best"]["series"] == "ema_val_loss"
+    assert "best: trial 0, val_loss 0.3 (EMA)" in search_table(search)  # manage.py search's table
