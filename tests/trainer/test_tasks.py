@@ -135,3 +135,34 @@ def test_it_refuses_a_network_or_metric_of_another_task_before_anything_starts(t
         prepare(config(tmp_path, detection, "fasterrcnn_mobilenet_v3_large_fpn", model_parallel=2,
                        devices=["cpu", "cpu"]))  # fmt: skip
     assert error.value.field == "model_parallel"
+
+
+@pytest.mark.parametrize(
+    ("task_name", "network"),
+    [("segmentation", "lraspp_mobilenet_v3_large"), ("detection", "fasterrcnn_mobilenet_v3_large_320_fpn")],
+)
+def test_it_augments_a_sample_by_its_seed_alone_leaving_torchs_rng_as_it_was(tmp_path, task_name, network):
+    from trainer.dataset_folder import load_dataset_folder
+    from trainer.tasks import task_for
+
+    folder = make_task_folder(tmp_path / "data", task=task_name, size=64, train=4, val=2)
+    cfg = config_from_dict(
+        {"run_dir": "unused", "network": network, "data": {"dataset": str(folder)}}, check_paths=False
+    )
+    dataset = task_for(task_name).dataset(load_dataset_folder(folder), "train", cfg=cfg, train=True)
+
+    def flat(sample) -> torch.Tensor:
+        image, target = sample
+        parts = [image.flatten().float()]
+        parts += [target["boxes"].flatten()] if isinstance(target, dict) else [target.flatten().float()]
+        return torch.cat(parts)
+
+    torch.manual_seed(1)
+    first = flat(dataset[(0, 7)])
+    state = torch.get_rng_state()
+    torch.rand(5)  # another draw between: the sample's augmentation must not depend on it
+    assert torch.equal(flat(dataset[(0, 7)]), first)  # the seed alone decides it (resume sees the same)
+    torch.set_rng_state(state)
+    dataset[(0, 8)]
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's stream is left as it was
+    assert any(not torch.equal(flat(dataset[(0, seed)]), first) for seed in range(20, 30))  # seeds differ
