@@ -114,13 +114,15 @@ def task_mismatch(network: str, dataset_task: str) -> str | None:
 
 
 def _dataset_task(folder: str) -> str | None:
-    """The task a dataset folder's dataset.json names (None when it cannot be read: loading the
-    folder says why, by name)."""
+    """The task of a dataset folder, as the trainer reads it (a DIGITS folder is a classifier's);
+    None when the folder cannot be read: loading it for the cells says why, by name."""
+    # Imported here: the web process checks requests with this module and never reads a folder.
+    from trainer.dataset_folder import load_dataset_folder
+
     try:
-        meta = json.loads((Path(folder) / "dataset.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return load_dataset_folder(folder).task
+    except (OSError, ValueError):  # DatasetFolderError, and an unreadable LMDB's DatumError, are ValueErrors
         return None
-    return meta.get("task", CLASSIFICATION) if isinstance(meta, dict) else None
 
 
 def _check_task_network(cfg: BenchmarkConfig, network: str) -> None:
