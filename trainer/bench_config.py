@@ -116,8 +116,7 @@ def task_mismatch(network: str, dataset_task: str) -> str | None:
 def _dataset_task(folder: str) -> str | None:
     """The task of a dataset folder, as the trainer reads it (a DIGITS folder is a classifier's);
     None when the folder cannot be read: loading it for the cells says why, by name."""
-    # Imported here: the web process checks requests with this module and never reads a folder.
-    from trainer.dataset_folder import load_dataset_folder
+    from trainer.dataset_folder import load_dataset_folder  # reads LMDBs: not at the web process's import
 
     try:
         return load_dataset_folder(folder).task
