@@ -34,6 +34,11 @@ def trial_series(trial: Trial) -> str:
     return reported_as(trial.run, trial.search.objective) if trial.run_id else trial.search.objective
 
 
+def value_is_averaged(trial: Trial) -> bool:
+    """Whether the trial's value is its weights' average's, marked "(EMA)" where it is shown."""
+    return trial_series(trial) != trial.search.objective
+
+
 def best_trial(search: Search) -> Trial | None:
     """The best complete trial by the objective (the direction decides), None before one completes."""
     order = "-value" if search.direction == Search.Direction.MAXIMIZE else "value"

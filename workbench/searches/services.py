@@ -30,7 +30,7 @@ from workbench.runs.selectors import reported_as
 from workbench.runs.validators import validate_trainer_config
 from workbench.searches import studies
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used
+from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used, trial_series
 from workbench.searches.validators import (
     DEFAULT_PARALLEL,
     DEFAULT_TRIALS,
@@ -332,7 +332,7 @@ def _finish_if_spent(search: Search) -> None:
     best = best_trial(search)
     if best is not None:
         # Named as the trial's run reports it: ema_val_loss when the trial keeps a weights' average.
-        reason += f"; the best is trial {best.number} ({reported_as(best.run, search.objective)} {best.value:.4g})"
+        reason += f"; the best is trial {best.number} ({trial_series(best)} {best.value:.4g})"
     Search.objects.filter(pk=search.pk, state=Search.State.RUNNING).update(
         state=Search.State.DONE, reason=reason, finished_at=timezone.now()
     )

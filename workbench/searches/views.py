@@ -22,8 +22,8 @@ from workbench.searches.selectors import (
     budget_words,
     search_for,
     searches_visible_to,
-    trial_series,
     trials_of,
+    value_is_averaged,
 )
 from workbench.searches.services import search_create
 
@@ -51,10 +51,10 @@ def search_detail(request, pk: int):
     best = best_trial(search)
     context = {
         "search": search,
-        # Each value marked "(EMA)" when it is the weights' average's (trial_series).
-        "trials": [(trial, trial_series(trial) != search.objective) for trial in trials_of(search)],
+        # Each value marked "(EMA)" when it is the weights' average's.
+        "trials": [(trial, value_is_averaged(trial)) for trial in trials_of(search)],
         "best": best,
-        "best_averaged": best is not None and trial_series(best) != search.objective,
+        "best_averaged": best is not None and value_is_averaged(best),
         "budget": budget_words(search),
         "page": page,
     }

@@ -15,7 +15,7 @@ from workbench.core.ids import parse_id
 from workbench.runs.management.commands.train import Command as TrainCommand
 from workbench.runs.validators import RequestError, check_priority, command_error
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import best_trial, budget_words, trial_series, trials_of
+from workbench.searches.selectors import best_trial, budget_words, trials_of, value_is_averaged
 from workbench.searches.serializers import SearchDetailSerializer
 from workbench.searches.services import search_create
 from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS, parse_param
@@ -105,9 +105,9 @@ class Command(TrainCommand):
             raise CommandError(f"search {search.pk} ended {search.state} without a best: {search.reason}")
 
 
-def averaged_mark(search: Search, trial: Trial) -> str:
+def averaged_mark(trial: Trial) -> str:
     """ " (EMA)" after a value that is the weights' average's, as the search page marks it."""
-    return " (EMA)" if trial_series(trial) != search.objective else ""
+    return " (EMA)" if value_is_averaged(trial) else ""
 
 
 def search_table(search: Search) -> str:
@@ -115,7 +115,7 @@ def search_table(search: Search) -> str:
     lines = [f"search {search.pk} ({search.name}): {search.state}, {budget_words(search)}"]
     lines.append(f"{'trial':>5}  {'state':<9} {'run':>5} {'rung':>4}  {search.objective:>9}  parameters")
     for trial in trials_of(search):
-        value = "" if trial.value is None else f"{trial.value:.4g}" + averaged_mark(search, trial)
+        value = "" if trial.value is None else f"{trial.value:.4g}" + averaged_mark(trial)
         params = ", ".join(
             f"{name}={chosen!r}" if isinstance(chosen, str) else f"{name}={chosen:g}"
             for name, chosen in trial.params.items()
@@ -126,7 +126,7 @@ def search_table(search: Search) -> str:
         )
     best = best_trial(search)
     if best is not None:
-        lines.append(f"best: trial {best.number}, {search.objective} {best.value:.4g}{averaged_mark(search, best)}")
+        lines.append(f"best: trial {best.number}, {search.objective} {best.value:.4g}{averaged_mark(best)}")
     if search.reason:
         lines.append(search.reason)
     return "\n".join(lines)
