@@ -65,11 +65,19 @@ function showDataset() {
 function network() { const c = form.querySelector("input[name=network]:checked"); return c ? c.value : "lenet"; }
 
 
+// The fit's words in a box of two lines (the whole text on hover), so that an answer longer than
+// the sizes it replaces does not push the rows below it down while a person aims at one of them.
+function showFit(row, text) {
+  const box = row.querySelector(".network-fit .fit-text");
+  box.textContent = text;
+  box.title = text;
+}
+
 for (const row of document.querySelectorAll("#network-table tbody tr")) {
   const info = networkInfo[row.dataset.network];
   if (info) {
     row.querySelector(".network-description").textContent = info.description;
-    row.querySelector(".network-fit").textContent = info.sizes;
+    showFit(row, info.sizes);
   }
   row.addEventListener("click", (event) => {
     if (event.target.tagName !== "INPUT") row.querySelector("input").click();
@@ -137,9 +145,8 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
     if (!fit) continue;
     row.querySelector(".network-params").textContent = formatCount(fit.params);
     row.querySelector(".network-gflops").textContent = fit.gflops == null ? "–" : fit.gflops.toFixed(fit.gflops < 1 ? 3 : 1);
-    const cell = row.querySelector(".network-fit");
-    cell.textContent = fit.note || fit.problem || networkInfo[row.dataset.network].sizes;
-    cell.classList.toggle("bad", Boolean(fit.problem));
+    showFit(row, fit.note || fit.problem || networkInfo[row.dataset.network].sizes);
+    row.querySelector(".network-fit").classList.toggle("bad", Boolean(fit.problem));
     row.classList.toggle("unfit", Boolean(fit.problem));
     // A network that cannot take these images cannot be chosen; the reason stands in its row.
     const radio = row.querySelector("input[name=network]");

@@ -60,6 +60,37 @@ def test_it_unchooses_a_network_that_no_longer_fits_and_says_why(live_server_url
     assert "vgg16 cannot take this dataset's images" in page.inner_text("#errors-network")
 
 
+ROW_TOPS = """() => Object.fromEntries([...document.querySelectorAll('#network-table tbody tr:not([hidden])')]
+  .map((row) => [row.dataset.network, Math.round(row.getBoundingClientRect().top)]))"""
+
+
+def test_it_keeps_every_row_in_place_while_the_fits_come_in(live_server_url, page, owner):
+    dataset = make_digits(owner, side=8)
+    log_in(page, live_server_url, owner.username)
+    held = []  # the fits' requests, answered only after the rows' places before any answer are read
+
+    def hold(route) -> None:
+        if before is None:
+            held.append(route)
+        else:
+            route.continue_()
+
+    before = None
+    page.route("**/runs/new/networks/**", hold)
+    page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
+    page.wait_for_function("document.querySelector('#network-table').dataset.fits === 'checking'")
+    while not held:
+        page.wait_for_timeout(50)
+    before = page.evaluate(ROW_TOPS)
+    for route in held:
+        route.continue_()
+    page.wait_for_selector("#network-table[data-fits=done]", state="attached", timeout=90_000)
+    assert page.locator("#network-alexnet").is_disabled()  # the answers did fill the rows in
+    after = page.evaluate(ROW_TOPS)
+    moved = {name: (top, after.get(name)) for name, top in before.items() if after.get(name) != top}
+    assert not moved, moved
+
+
 LONGEST_FITS = """() => [...document.querySelectorAll('#layer-table select, #new-layer-type')].map((select) => {
   const probe = document.createElement('span');
   probe.style.font = getComputedStyle(select).font;
