@@ -344,29 +344,35 @@ def _finish_if_spent(search: Search) -> None:
 def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
     """A trial's run stored validation events: each reports the objective to Optuna at its epoch
     (the rung), and the pruner decides; a pruned trial's run is asked to stop with a checkpoint
-    and ends `pruned` with the reason in words. Returns that reason, or None."""
+    and ends `pruned` with the reason in words. Returns that reason, or None.
+
+    The pruner is given the raw weights' value at every rung, also for a trial that keeps a
+    weights' average: the average lags the weights early on, so in a search that varies it an
+    averaged trial's early values met raw ones at the same rung and lost for the lag alone. The
+    trial's shown value (and its final one, search_advance) stays the weights it delivers."""
     trial = Trial.objects.select_related("search", "run").filter(run_id=run_id, state=Trial.State.RUNNING).first()
     if trial is None or trial.reason:
         return None
     search = trial.search
-    series = reported_as(trial.run, search.objective)  # the EMA's, when the trial keeps one
+    shown = reported_as(trial.run, search.objective)  # the EMA's, when the trial keeps one
     reports = [
-        (max(1, round(event.epoch)), float(event.data[series]))
+        (max(1, round(event.epoch)), float(event.data[search.objective]), event.data.get(shown))
         for event in events
-        if event.epoch is not None and isinstance(event.data.get(series), (int, float))
+        if event.epoch is not None and isinstance(event.data.get(search.objective), (int, float))
     ]
     if not reports:
         return None
     study = studies.study_for(search)
     reported = optuna.trial.Trial(study, trial.study_trial_id)
     publish_changed(search.pk)  # its value and rung move on, pruned or not
-    for step, value in reports:
+    for step, value, delivered in reports:
         reported.report(value, step)
-        Trial.objects.filter(pk=trial.pk).update(value=value, rung=step)
+        shown_value = float(delivered) if isinstance(delivered, (int, float)) else value
+        Trial.objects.filter(pk=trial.pk).update(value=shown_value, rung=step)
         if search.pruner == Search.Pruner.NONE or not reported.should_prune():
             continue
         words = studies.prune_words(
-            search, study, number=trial.number, value=value, step=step, averaged=series != search.objective
+            search, study, number=trial.number, value=value, step=step, raw_of_averaged=shown != search.objective
         )
         if Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING, reason="").update(reason=words):
             run_services.run_prune(run=trial.run, reason=words)

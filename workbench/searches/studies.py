@@ -112,11 +112,12 @@ OBJECTIVE_WORDS = {Search.Objective.VAL_LOSS: "val loss", Search.Objective.TOP1:
 
 
 def prune_words(
-    search: Search, study: optuna.Study, *, number: int, value: float, step: int, averaged: bool = False
+    search: Search, study: optuna.Study, *, number: int, value: float, step: int, raw_of_averaged: bool = False
 ) -> str:
     """Why a trial was pruned, as close as the pruners let one say: its value at the rung against
     the other trials' values at the same epoch ("val loss 0.91 at epoch 2 is worse than 2 of the 3
-    trials at that rung"); `averaged`: the value is its weights' average's ("EMA val loss ...")."""
+    trials at that rung"); `raw_of_averaged`: the trial keeps a weights' average, whose value it
+    shows, and was judged by its raw weights' ("raw val loss ...", services.trial_report)."""
     others = [
         trial.intermediate_values[step]
         for trial in study.get_trials(deepcopy=False)
@@ -124,7 +125,7 @@ def prune_words(
     ]
     maximize = search.direction == Search.Direction.MAXIMIZE
     better = sum(1 for other in others if (other > value if maximize else other < value))
-    label = ("EMA " if averaged else "") + OBJECTIVE_WORDS.get(search.objective, search.objective)
+    label = ("raw " if raw_of_averaged else "") + OBJECTIVE_WORDS.get(search.objective, search.objective)
     pruner = Search.Pruner(search.pruner).label if search.pruner != Search.Pruner.ASHA else "ASHA"
     trials = f"{len(others)} trial{'s' if len(others) != 1 else ''}"
     return f"{label} {value:.3g} at epoch {step} is worse than {better} of the {trials} at that rung ({pruner})"

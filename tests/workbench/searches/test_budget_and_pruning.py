@@ -87,3 +87,29 @@ def test_it_reads_a_trials_objective_from_its_weights_average_when_it_keeps_one(
     answer = client.get(f"/api/searches/{search.pk}/").json()
     assert answer["trials"][0]["series"] == answer["best"]["series"] == "ema_val_loss"
     assert "best: trial 0, val_loss 0.3 (EMA)" in search_table(search)  # manage.py search's table
+
+
+def test_it_prunes_by_the_raw_weights_value_while_showing_the_averages(transactional_db, owner, dataset):
+    # The average lags the weights early on: judged by it, a trial that keeps one lost at the first
+    # rungs for the lag alone, against trials whose values were their raw weights'.
+    config = {**TINY_CONFIG, "solver": {**TINY_CONFIG["solver"], "ema_decay": 0.9}}
+    search = _search(owner, dataset, pruner="median", trials=3, parallel=3, config=config)
+    trials = list(search.trials.order_by("number"))
+
+    def validation(trial, epoch: int, raw: float, averaged: float) -> None:
+        event = {"type": "validation", "step": 3 * epoch, "epoch": float(epoch), "val_loss": raw,
+                 "ema_val_loss": averaged, "top1": 0.5}  # fmt: skip
+        run_events_append(run_id=trial.run_id, events=[event])
+
+    for trial, raws in zip(trials[:2], [(0.6, 0.4), (0.7, 0.5)], strict=True):
+        for epoch, raw in enumerate(raws, start=1):
+            validation(trial, epoch, raw, 0.3 if epoch == 1 else raw - 0.1)
+        Run.objects.filter(pk=trial.run_id).update(state=Run.State.DONE)
+    search_advance(search_id=search.pk)
+
+    validation(trials[2], 1, 0.55, 0.95)  # its average lags far behind, its weights do well
+    kept = Trial.objects.get(pk=trials[2].pk)
+    assert kept.state == Trial.State.RUNNING and kept.reason == "" and kept.value == 0.95  # shown: the average's
+    validation(trials[2], 2, 0.95, 0.5)
+    pruned = Trial.objects.get(pk=trials[2].pk)
+    assert pruned.reason == "raw val loss 0.95 at epoch 2 is worse than 2 of the 2 trials at that rung (Median)"
