@@ -20,10 +20,11 @@ from trainer.distributed import free_port
 from trainer.engine import prepare
 from trainer.events import ListReporter
 from trainer.inference import load_checkpoint_predictor
+from trainer.networks import InputSpec
 from trainer.protocol import EXIT_DONE, TASK_METRICS
 from trainer.run import train
 from trainer.targets import decode_boxes, decode_mask, encode_boxes, encode_mask
-from trainer.tasks.detection import MeanAP
+from trainer.tasks.detection import FINEST_STRIDE, MIN_CELLS, MeanAP, build_detector
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +43,20 @@ def config(tmp_path, folder, network: str, **fields):
             **fields,
         }
     )
+
+
+def test_it_gives_every_detector_at_least_min_cells_across_its_finest_feature_map():
+    for name, stride in FINEST_STRIDE.items():
+        model = build_detector(name, InputSpec(3, 48, 64, 2)).eval()
+        short = model.transform.min_size[0]
+        assert short == max(48, MIN_CELLS * stride), name
+        assert model.transform.max_size == -(-64 * short // 48), name  # the long side scaled alike
+        with torch.no_grad():  # the table's stride is the backbone's
+            features = model.backbone(torch.zeros(1, 3, 128, 128))
+        assert 128 // max(f.shape[-1] for f in features.values()) == stride, name
+    # Large enough images keep their own size (torchvision's 800 px default is not applied).
+    large = build_detector("fasterrcnn_mobilenet_v3_large_320_fpn", InputSpec(3, 200, 300, 2))
+    assert large.transform.min_size == (200,) and large.transform.max_size == 300
 
 
 def test_it_round_trips_box_and_mask_records():

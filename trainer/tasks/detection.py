@@ -39,13 +39,38 @@ def _builder(name: str) -> Callable[..., nn.Module]:
     return getattr(detection, name)
 
 
+# The stride of each detector's finest feature map (what its box heads see first); a test probes
+# the backbones so that this table cannot go stale. SSDlite resizes to its own 320 px.
+FINEST_STRIDE = {
+    "fasterrcnn_mobilenet_v3_large_320_fpn": 32,
+    "fasterrcnn_mobilenet_v3_large_fpn": 32,
+    "fasterrcnn_resnet50_fpn_v2": 4,
+    "retinanet_resnet50_fpn_v2": 8,
+    "fcos_resnet50_fpn": 8,
+}
+# Cells across the finest feature map below which a detector cannot place boxes: 64 px images
+# kept at 64 px gave the MobileNet detectors a 2x2 map and mAP50 0.06 after 240 steps of the
+# bench's shapes; upscaled to 128 (4x4), 0.68 (docs/benchmarks.md).
+MIN_CELLS = 4
+
+
+def detector_side(name: str, height: int, width: int) -> tuple[int, int]:
+    """The (short, long) sides `name`'s own transform resizes images to: the dataset's own (the
+    builders' default of 800 px costs small images ~40x the compute for nothing), but never under
+    MIN_CELLS cells of its finest feature map."""
+    short, long = min(height, width), max(height, width)
+    floor = MIN_CELLS * FINEST_STRIDE.get(name, 1)
+    if short >= floor:
+        return short, long
+    return floor, -(-long * floor // short)  # the long side scaled alike, rounded up
+
+
 def build_detector(name: str, spec: InputSpec) -> nn.Module:
     """`name` for the dataset's classes (+ background), without any downloaded weights; the
-    R-CNN, RetinaNet and FCOS transforms keep the dataset's own size (they upscale to 800 px by
-    default, which on small images costs ~40x the compute for nothing)."""
+    R-CNN, RetinaNet and FCOS transforms resize to `detector_side`."""
     kwargs: dict[str, Any] = {"weights": None, "weights_backbone": None, "num_classes": spec.num_classes + 1}
     if not name.startswith("ssdlite"):
-        kwargs.update(min_size=min(spec.height, spec.width), max_size=max(spec.height, spec.width))
+        kwargs["min_size"], kwargs["max_size"] = detector_side(name, spec.height, spec.width)
     return _builder(name)(**kwargs)
 
 

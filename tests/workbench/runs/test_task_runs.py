@@ -48,6 +48,10 @@ def test_it_lists_the_tasks_networks_with_their_parameters_and_follows_the_tasks
     assert body["networks"]["lenet"] == {"params": None, "problem": "", "other_task": True}
     for name in TASK_NETWORKS["detection"]:
         assert body["networks"][name]["problem"] == "" and body["networks"][name]["params"] > 1e6
+    # The MobileNet detectors see these 64x64 images at 128 (trainer.tasks.detection.detector_side).
+    upscaled = "upscaled inside to a short side of 128"
+    assert upscaled in body["networks"]["fasterrcnn_mobilenet_v3_large_320_fpn"]["note"]
+    assert upscaled not in body["networks"]["fasterrcnn_resnet50_fpn_v2"]["note"]
     run = Run.objects.get(pk=create(owner_client, detection, "ssdlite320_mobilenet_v3_large").json()["id"])
     page = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert '"best_metric": "map"' in page and '"best_metric_higher": true' in page

@@ -19,7 +19,7 @@ from trainer.config import (
     default_of,
     plain_number,
 )
-from trainer.protocol import TASK_METRICS
+from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
 from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.runs.executors import executor_named
 from workbench.runs.models import Run
@@ -72,9 +72,12 @@ NETWORK_INFO = {
     # Detection datasets' networks (torchvision's, trained from random weights here).
     "fasterrcnn_mobilenet_v3_large_320_fpn": (
         "Faster R-CNN, MobileNet-V3 FPN, low resolution: the quickest two-stage detector; CPUs can train it.",
-        "any size from 32×32",
+        "any size from 32×32; under 128 px upscaled to 128 inside",
     ),
-    "fasterrcnn_mobilenet_v3_large_fpn": ("Faster R-CNN, MobileNet-V3 FPN: quick and more accurate.", "from 32×32"),
+    "fasterrcnn_mobilenet_v3_large_fpn": (
+        "Faster R-CNN, MobileNet-V3 FPN: quick and more accurate.",
+        "from 32×32; under 128 px upscaled to 128 inside",
+    ),
     "fasterrcnn_resnet50_fpn_v2": ("Faster R-CNN, ResNet-50 FPN v2: the accurate two-stage baseline.", "from 32×32"),
     "retinanet_resnet50_fpn_v2": ("RetinaNet, ResNet-50 FPN v2: one stage, focal loss.", "from 32×32"),
     "fcos_resnet50_fpn": ("FCOS, ResNet-50 FPN: one stage, no anchors.", "from 32×32"),
@@ -93,7 +96,14 @@ def network_size_note(name: str, shape: tuple[int, int, int, int], problem: str)
     held for every dataset, "fine from 32×32", read as a warning on an 8×8 one)."""
     if problem:
         return problem
-    return f"takes these {shape[2]}×{shape[1]} images; {NETWORK_INFO[name][1]}"
+    note = f"takes these {shape[2]}×{shape[1]} images; {NETWORK_INFO[name][1]}"
+    if name in TASK_NETWORKS[DETECTION]:
+        from trainer.tasks.detection import detector_side  # torchvision's detectors: loaded for a detector's row only
+
+        short, _ = detector_side(name, shape[1], shape[2])
+        if short > min(shape[1], shape[2]):
+            note += f"; upscaled inside to a short side of {short} (its coarse feature map needs it)"
+    return note
 
 
 DEVICE_CHOICES = [
