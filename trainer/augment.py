@@ -23,6 +23,7 @@ augmentations of an uninterrupted one, and the global RNG (dropout) is left as i
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,10 +34,15 @@ from torchvision.transforms.v2 import functional as F
 from trainer.config import ConfigError, TrainConfig
 from trainer.recipes import recipe_augments, recipe_refusal
 
+# Bilinear, as torchvision's reference presets (presets.py, train.py's --interpolation) and timm
+# build them; the policies' own default, nearest, turns a rotated or sheared small image blocky.
 _POLICIES: dict[str, Callable[[], v2.Transform]] = {
-    "trivialaugment": v2.TrivialAugmentWide,
-    "randaugment": v2.RandAugment,
-    "autoaugment": v2.AutoAugment,
+    name: partial(policy, interpolation=v2.InterpolationMode.BILINEAR)
+    for name, policy in (
+        ("trivialaugment", v2.TrivialAugmentWide),
+        ("randaugment", v2.RandAugment),
+        ("autoaugment", v2.AutoAugment),
+    )
 }
 
 
