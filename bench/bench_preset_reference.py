@@ -119,7 +119,7 @@ class Digits(torch.utils.data.Dataset):
         return self.transform(self.images[index]), int(self.ys[index])
 
 
-def reference_loaders(split: dict, args, solver: dict, data: dict, classes: int):
+def reference_loaders(split: dict, args, data: dict, classes: int):
     """train.py's loaders: ClassificationPresetTrain / Eval (presets.py) and its mixup/cutmix collate."""
     side = args.side
     train_steps = [transforms.RandomResizedCrop(side, antialias=True)]
@@ -167,7 +167,7 @@ def reference(split: dict, args, seed: int) -> dict:
     solver, data = recipe(args)
     classes = 10
     torch.manual_seed(seed)
-    loader, val = reference_loaders(split, args, solver, data, classes)
+    loader, val = reference_loaders(split, args, data, classes)
     model = models.resnet18(num_classes=classes)
     criterion = nn.CrossEntropyLoss(label_smoothing=solver["label_smoothing"])
     optimizer = torch.optim.SGD(model.parameters(), lr=solver["base_lr"], momentum=solver["momentum"],
