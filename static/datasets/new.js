@@ -164,28 +164,45 @@ fileInput.addEventListener("change", async () => {
 
 // The options that keep the user's images as they are (their common size, grey when they all
 // are), read by the server from the images themselves; proposed until the user sets their own.
+// A proposal that arrives while the user is in one of these fields waits until they leave it:
+// written under their caret, it would merge with what they type ("8" typed over a proposed "8"
+// read 88, and the dataset was built 88 pixels wide).
 const SHAPE_FIELDS = ["image_width", "image_height", "channels"];
+const shapeField = (name) => form.querySelector(`[name=${name}]`);
 let shapeTouched = false;
+let waitingProposal = null;
 for (const name of SHAPE_FIELDS) {
   for (const type of ["input", "change"]) {
-    form.querySelector(`[name=${name}]`).addEventListener(type, (event) => { if (event.isTrusted) shapeTouched = true; });
+    shapeField(name).addEventListener(type, (event) => { if (event.isTrusted) shapeTouched = true; });
   }
+  shapeField(name).addEventListener("focusout", () => {
+    if (waitingProposal) applyProposal(waitingProposal);
+  });
+}
+
+const inShapeField = () => SHAPE_FIELDS.some((name) => document.activeElement === shapeField(name));
+
+function applyProposal(proposed) {
+  waitingProposal = null;
+  form.dataset.proposal = "dropped"; // what became of it, read by the wizard's browser tests
+  if (shapeTouched) return;
+  if (inShapeField()) { waitingProposal = proposed; form.dataset.proposal = "waiting"; return; }
+  form.dataset.proposal = "applied";
+  shapeField("image_width").value = proposed.width;
+  shapeField("image_height").value = proposed.height;
+  shapeField("channels").value = String(proposed.channels);
+  const note = document.getElementById("options-proposal");
+  note.textContent = `Proposed from your images: ${proposed.width}×${proposed.height}, `
+    + `${proposed.channels === 1 ? "grey" : "colour"} (${proposed.same_size} of the ${proposed.sampled} images looked at `
+    + "have this size). Change them to resize every image to another size.";
+  note.hidden = false;
 }
 
 async function proposeOptions() {
   if (shapeTouched || !sourceReady()) return;
   let data = null;
   try { data = await postForm(form.dataset.previewUrl, new FormData(form)); } catch { return; } // the preview step says why
-  const proposed = data.proposed;
-  if (!proposed || shapeTouched) return;
-  form.querySelector("[name=image_width]").value = proposed.width;
-  form.querySelector("[name=image_height]").value = proposed.height;
-  form.querySelector("[name=channels]").value = String(proposed.channels);
-  const note = document.getElementById("options-proposal");
-  note.textContent = `Proposed from your images: ${proposed.width}×${proposed.height}, `
-    + `${proposed.channels === 1 ? "grey" : "colour"} (${proposed.same_size} of the ${proposed.sampled} images looked at `
-    + "have this size). Change them to resize every image to another size.";
-  note.hidden = false;
+  if (data.proposed) applyProposal(data.proposed);
 }
 
 // The four resize modes side by side on the previewed image; "Use" picks one for the build.

@@ -177,3 +177,38 @@ def test_it_follows_a_build_over_its_websocket_without_polling(live_server_url, 
     assert page.inner_text("#progress-total") == "100" and page.inner_text("#progress-rate") == "12.5"
     assert page.get_attribute("#progress-bar", "style") == "width: 37%;"
     assert api_calls == []  # the page never polled the REST API
+
+
+def test_it_never_writes_a_proposed_size_into_the_field_the_user_is_typing_in(
+    live_server_url, celery_worker, page, owner, import_root
+):
+    # The proposal used to land between the select-all and the typed text: "8" typed over a
+    # proposed "8" read 88, and the dataset was built 88 pixels wide.
+    from tests.datasets.conftest import sklearn_digits_folders
+
+    root = sklearn_digits_folders(import_root / "digits", per_class=2)
+    log_in(page, live_server_url, owner.username)
+    previews, held = [], []  # the first preview checks the source; the second proposes the size
+
+    def hold_the_proposal(route) -> None:
+        previews.append(route.request.url)
+        if len(previews) == 2:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/datasets/new/preview/", hold_the_proposal)
+    page.goto(f"{live_server_url}/datasets/new/")
+    page.check("input[name=source_choice][value=server]")
+    page.fill("[name=source_path]", str(root))
+    page.click("#wizard-next")
+    while not held:
+        page.wait_for_timeout(50)
+    page.focus("[name=image_width]")
+    page.keyboard.press("Control+A")
+    held[0].continue_()
+    page.wait_for_selector("#dataset-wizard[data-proposal=waiting]", state="attached")
+    page.keyboard.type("12")
+    page.keyboard.press("Tab")
+    assert page.input_value("[name=image_width]") == "12"
+    assert page.get_attribute("#dataset-wizard", "data-proposal") == "dropped"  # the user chose their own size
