@@ -79,3 +79,26 @@ def _explained(lines: list[str], index: int) -> bool:
     """A comment on the import's own line: one above a group could be about anything (two
     such reasons had stopped being true when this rule was tightened)."""
     return "#" in lines[index]
+
+
+def test_it_starts_django_and_its_urls_without_importing_torch(tmp_path):
+    # Every manage.py command, daphne and the CLI beside `make run` load the URLs; torch (and
+    # torchvision) took 4 to 12 s of that on this machine, and only a worker that trains, checks
+    # weights or runs a model needs it. A view module that imports them at the top puts it back.
+    import os  # a child process: this one imported torch long ago
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, django; django.setup(); from django.urls import get_resolver; "
+        "get_resolver().url_patterns; from django.core import management; "
+        "management.get_commands(); "
+        "heavy = sorted(name for name in ('torch', 'torchvision', 'timm') if name in sys.modules); "
+        "print(','.join(heavy))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "workbench.settings", "WORKBENCH_DATA_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "", f"imported at start: {result.stdout.strip()}"

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import random
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from trainer import protocol
+from trainer.atomic import atomic_write, fsync_dir
 
 FORMAT = "workbench-trainer-checkpoint"
 VERSION = 1
@@ -47,31 +47,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, write: Any) -> None:
-    """Call `write(fileobj)` into a temp file next to `path`, fsync, rename over `path`, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 class CheckpointStore:
@@ -111,7 +86,7 @@ class CheckpointStore:
         except OSError:  # filesystems without hard links: copy instead
             atomic_write(tmp, lambda fh: fh.write(path.read_bytes()))
         os.replace(tmp, self.dir / protocol.BEST)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
 
     def _prune(self) -> None:
         for _, old in self.snapshots()[: -self.keep_last]:

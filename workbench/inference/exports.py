@@ -28,7 +28,7 @@ from pathlib import Path
 from celery import current_app
 from django.db import transaction
 
-from trainer.checkpoint import atomic_write
+from trainer.atomic import atomic_write
 from trainer.protocol import CLASSIFICATION
 from workbench.inference import networks
 from workbench.inference.services import InferenceError, checkpoint_path

@@ -5,7 +5,6 @@ file with the same shape). Each refusal is one line that names the file by its n
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from pathlib import Path
 
@@ -15,18 +14,7 @@ from torch import nn
 from trainer.networks import InputSpec, read_weights
 from trainer.protocol import task_of_network
 from trainer.tasks import task_for
-
-
-class WeightsError(ValueError):
-    """A file or a name the store refuses; the message is the one line to show."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from workbench.weights.files import WeightsError
 
 
 def load_state_dict(path: Path) -> dict[str, torch.Tensor]:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-from trainer.networks import BUILDERS
+from trainer.config import NETWORKS
 from trainer.protocol import TASK_NETWORKS
 from workbench.weights.catalog import NOT_PUBLISHED, Published, published_for, published_named
-from workbench.weights.checks import WeightsError, check_network, file_sha256
+from workbench.weights.files import WeightsError, file_sha256
 from workbench.weights.models import StoredWeights
 
 
@@ -25,7 +25,7 @@ def store_networks() -> list[str]:
     detection, segmentation) but its own LeNet and the user-defined one (their shapes depend on
     the dataset)."""
     others = [name for names in TASK_NETWORKS.values() for name in names]
-    return [name for name in BUILDERS if name not in NOT_PUBLISHED] + others
+    return [name for name in NETWORKS if name not in NOT_PUBLISHED] + others
 
 
 def _check_known(network: str) -> None:
@@ -92,6 +92,8 @@ def weights_import(*, source: Path, network: str, tag: str = "", created_by=None
     if not source.is_file():
         raise WeightsError(f"{source.name}: no such file")
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "-", tag).strip("-")[:100]
+    from workbench.weights.checks import check_network  # torch: imported only when a file is checked
+
     tensor_count = check_network(source, network)
     sha256 = file_sha256(source)
     published = next((item for item in published_for(network) if item.matches(sha256)), None)

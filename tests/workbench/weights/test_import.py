@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 
 from workbench.weights import catalog, services
 from workbench.weights.catalog import Published
-from workbench.weights.checks import file_sha256
+from workbench.weights.files import file_sha256
 from workbench.weights.models import StoredWeights
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workbench.weights.checks import WeightsError
+from workbench.weights.files import WeightsError
 from workbench.weights.models import StoredWeights
 from workbench.weights.services import store_networks, weights_discover, weights_fetch, weights_import
 
