@@ -176,3 +176,19 @@ def test_it_ends_a_two_process_run_with_the_config_error_when_its_weights_match_
     last = reporter.events[-1]
     assert last["state"] == "failed" and "resnet.pt matches none of the network's" in last["message"]
     assert not reporter.of_type("metrics")
+
+
+def test_it_forks_each_ranks_loader_workers_even_where_ranks_are_spawned(tmp_path, gray8):
+    # The launcher spawns the ranks, and a spawned process takes "spawn" as its default start
+    # method: the loaders' workers then imported torch anew, seconds each and again at every
+    # validation (6 steps of two ranks with two workers took 40 s instead of 2 here). Forked, as
+    # in a one-process run and under torchrun; the workers never touch a GPU.
+    from trainer.data import build_data
+    from trainer.dataset_folder import load_dataset_folder
+    from trainer.tasks import task_for
+
+    cfg = make_config(tmp_path / "run", gray8, devices="cpu x 2", data={"num_workers": 2})
+    info = load_dataset_folder(gray8)
+    data = build_data(cfg, info, task=task_for(info.task), rank=1, world=2)
+    for loader in (data.train_loader, data.val_loader):
+        assert loader.multiprocessing_context.get_start_method() == "fork"

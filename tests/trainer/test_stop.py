@@ -91,15 +91,16 @@ def check_stopped_and_resume(tmp_path: Path, cfg: TrainConfig, trainer: Trainer)
     assert resumed.metric_steps() == [stopped_at + 1, stopped_at + 2]
 
 
-def test_it_stops_on_sigterm_to_the_process_group_while_validation_starts_loader_workers(tmp_path, gray8):
+def test_it_stops_two_ranks_on_sigterm_to_the_process_group_while_validation_starts_loader_workers(tmp_path, gray8):
     # Validation after every step: its loader workers (not persistent) start anew each time, so
-    # the signal lands while some of them are starting, as it often did on real runs. One rank:
-    # two ranks with loader workers stopped the same way are tests/workbench/runs/test_stop_multi.py's
-    # (through the real worker, pause and abort), and a signal while two ranks start is below.
+    # the signal lands while some of them are starting, as it often did on real runs. Two ranks,
+    # each with its loader workers: the process group the runs app signals to pause or abort a
+    # run on two GPUs (tests/workbench/runs/test_worker_runs.py pauses, resumes and aborts through
+    # the real worker; a signal while two ranks start is below).
     cfg = make_config(
         tmp_path / "run",
         gray8,
-        devices="cpu x 1",
+        devices="cpu x 2",
         epochs=1000,
         val_interval=1 / STEPS_PER_EPOCH,
         snapshot_interval=0,
