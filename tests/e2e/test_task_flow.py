@@ -6,9 +6,10 @@ image detected (boxes, score slider, class filter) and segmented (overlay, opaci
 class under the pointer); a test on the test split; the ONNX export stated as checked against
 PyTorch and run here with onnxruntime. Tiny data (16 and 12 drawn 32x32 images, two epochs a run).
 
-The detector validates an even number of images: with an odd one, its two ranks hold different
-numbers of images, and torchmetrics' mAP, gathering its per-image states one collective call per
-image, aborts rank 1 (SIGABRT in gloo) - a trainer bug, reported with issue 22's walk."""
+The detector validates an even number of images: an odd one once aborted rank 1 in torchmetrics'
+per-image gather (SIGABRT in gloo), which this walk found. The detector's mAP is now scored once on
+rank 0 from gathered shards, and tests/trainer/test_tasks.py checks uneven shards; the even count
+keeps this walk on what it was written to check."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def zip_folder(folder: Path) -> Path:
 def task_zips(root: Path) -> tuple[Path, Path, Path]:
     """A KITTI zip where every third label file spells its squares "Square" and one label file has
     no image; a VOC zip of paletted masks; one more scene to detect and segment."""
-    # 16 images: 4 to validate, an even number (the module's note on two-GPU detection).
+    # 16 images: 4 to validate, an even number (the module's note).
     kitti = drawn.write_kitti(root / "streets", drawn.make_shapes(16, size=(SIDE, SIDE)))
     for path in sorted((kitti / "labels").glob("*.txt"))[::3]:
         path.write_text(path.read_text().replace("square ", "Square "))
