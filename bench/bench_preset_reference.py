@@ -41,10 +41,11 @@ from torchvision.transforms import v2
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.trainer_data import write_dataset_folder  # noqa: E402
-from trainer.config import config_from_dict  # noqa: E402
+from trainer.config import SolverConfig, config_from_dict  # noqa: E402
 from trainer.events import ListReporter  # noqa: E402
 from trainer.recipes import preset_values  # noqa: E402
 from trainer.run import train  # noqa: E402
+from trainer.solver import lr_at  # noqa: E402
 
 PRESET = "torchvision_resnet_v2"
 NETWORK = "resnet18"
@@ -173,12 +174,20 @@ def reference(split: dict, args, seed: int) -> dict:
     optimizer = torch.optim.SGD(model.parameters(), lr=solver["base_lr"], momentum=solver["momentum"],
                                 weight_decay=solver["weight_decay"])  # fmt: skip
     warmup_epochs = 1
-    scheduler = torch.optim.lr_scheduler.SequentialLR(
-        optimizer,
-        [torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=warmup_epochs),
-         torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs - warmup_epochs)],
-        milestones=[warmup_epochs],
-    )  # fmt: skip
+    per_epoch = per_step = None
+    if args.reference_schedule == "train.py":
+        per_epoch = torch.optim.lr_scheduler.SequentialLR(
+            optimizer,
+            [torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=warmup_epochs),
+             torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs - warmup_epochs)],
+            milestones=[warmup_epochs],
+        )  # fmt: skip
+    else:
+        # The trainer's steps in train.py's loop: whole batches only, and its rate per step (linear
+        # warm-up, cosine to 0), to see whether the two schedules make the accuracy gap.
+        steps = args.epochs * (len(split["train"][1]) // args.batch)
+        rates = SolverConfig(**solver)
+        per_step = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: lr_at(rates, i, steps) / rates.base_lr)
     # train.py's ExponentialMovingAverage: its decay adjusted to the batch, the update interval and
     # the epochs (adjust = world_size * batch_size * model_ema_steps / epochs).
     alpha = min(1.0, (1.0 - solver["ema_decay"]) * args.batch * EMA_STEPS / args.epochs)
@@ -191,17 +200,22 @@ def reference(split: dict, args, seed: int) -> dict:
         model.train()
         started = time.perf_counter()
         for step, (x, y) in enumerate(loader):
+            if per_step is not None and len(x) < args.batch:
+                continue  # the trainer drops each epoch's incomplete last batch
             loss = criterion(model(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            if per_step is not None:
+                per_step.step()
             if step % EMA_STEPS == 0:
                 ema.update_parameters(model)
                 if epoch < warmup_epochs:
                     ema.n_averaged.fill_(0)  # the average starts after the warm-up (train.py)
             if epoch:
                 images += len(x)
-        scheduler.step()
+        if per_epoch is not None:
+            per_epoch.step()
         if epoch:
             seconds += time.perf_counter() - started
     return {"top1": top1(model, val), "ema_top1": top1(ema.module, val), "images_per_sec": images / seconds}
@@ -214,17 +228,26 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="loader worker processes, both sides")
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument(
+        "--reference-schedule",
+        choices=("train.py", "ours"),
+        default="train.py",
+        help="ours: the reference loop takes the trainer's whole batches and per-step rate instead of train.py's",
+    )
     args = parser.parse_args()
     split = digits(args.side)
     root = Path(tempfile.mkdtemp(prefix="bench-preset-"))
-    rows = {"ours (trainer, preset)": [], "reference (train.py's loop)": []}
+    reference_name = (
+        "reference (train.py's loop)" if args.reference_schedule == "train.py" else "reference, ours' schedule"
+    )
+    rows = {"ours (trainer, preset)": [], reference_name: []}
     try:
         folder = write_dataset_folder(root / "digits", split, [str(d) for d in range(10)], name="digits")
         for seed in range(args.seeds):
             rows["ours (trainer, preset)"].append(
                 ours(folder, root / f"run-{seed}", args, seed=seed, train_count=len(split["train"][1]))
             )
-            rows["reference (train.py's loop)"].append(reference(split, args, seed))
+            rows[reference_name].append(reference(split, args, seed))
             for name, results in rows.items():
                 print(f"seed {seed} {name}: {results[-1]}", flush=True)
     finally:
