@@ -243,7 +243,7 @@ def build_data(
         # Forked, as in a one-process run and under torchrun: a rank started by the launcher's
         # spawn context inherits "spawn" as its default, and each of its workers then imported
         # torch anew (seconds each, on every validation's fresh workers: 6 steps of LeNet with
-        # two ranks of two workers took 40 s instead of 1). Workers never touch the GPU.
+        # two ranks of two workers took 40 s instead of 2). Workers never touch the GPU.
         multiprocessing_context=_LOADER_START if workers else None,
         collate_fn=task.collate,
     )

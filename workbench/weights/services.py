@@ -13,8 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from trainer.config import NETWORKS
-from trainer.protocol import TASK_NETWORKS
+from trainer.config import ALL_NETWORKS
 from workbench.weights.catalog import NOT_PUBLISHED, Published, published_for, published_named
 from workbench.weights.files import WeightsError, file_sha256
 from workbench.weights.models import StoredWeights
@@ -24,8 +23,7 @@ def store_networks() -> list[str]:
     """The networks the store files weights for: every network the trainer builds (classification,
     detection, segmentation) but its own LeNet and the user-defined one (their shapes depend on
     the dataset)."""
-    others = [name for names in TASK_NETWORKS.values() for name in names]
-    return [name for name in NETWORKS if name not in NOT_PUBLISHED] + others
+    return [name for name in ALL_NETWORKS if name not in NOT_PUBLISHED]
 
 
 def _check_known(network: str) -> None:
