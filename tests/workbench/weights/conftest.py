@@ -2,6 +2,8 @@ import pytest
 import torch
 import torchvision
 
+from workbench.weights.services import weights_import
+
 
 @pytest.fixture
 def store(settings, tmp_path):
@@ -20,3 +22,12 @@ def mobilenet_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("lab") / "lab-mobilenet.pth"
     torch.save(torchvision.models.mobilenet_v3_small(weights=None).state_dict(), path)
     return path
+
+
+@pytest.fixture
+def lab_weights(store, mobilenet_file, staff_user):
+    row, _ = weights_import(source=mobilenet_file, network="mobilenet_v3_small", tag="lab", created_by=staff_user)
+    # As if its library published its normalisation (a verified file's metadata).
+    row.mean, row.std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    row.save()
+    return row

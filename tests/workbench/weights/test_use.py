@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from datasets.models import Dataset
 from workbench.runs.models import Run
 from workbench.weights.models import StoredWeights
-from workbench.weights.services import weights_import
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def lab_weights(store, mobilenet_file, staff_user):
-    row, _ = weights_import(source=mobilenet_file, network="mobilenet_v3_small", tag="lab", created_by=staff_user)
-    # As if its library published its normalisation (a verified file's metadata).
-    row.mean, row.std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-    row.save()
-    return row
 
 
 def test_it_shows_staff_what_is_there_and_what_to_drop_in(client, staff_user, other_user, lab_weights):
@@ -71,3 +64,21 @@ def test_it_starts_a_run_from_weights_of_the_store_by_reference(owner_client, ow
     assert run.config["pretrained"] == str(lab_weights.file)  # what the trainer reads
     assert run.config["data"]["norm_std"] == [0.229, 0.224, 0.225] and run.config["freeze_backbone_epochs"] == 1
     assert StoredWeights.objects.count() == 1
+
+
+def test_it_starts_a_run_from_weights_of_the_store_from_the_command_line(owner, lab_weights):
+    dataset = Dataset.objects.create(owner=owner, name="photos", status=Dataset.Status.BUILDING)
+    argv = ["--dataset", str(dataset.pk), "--network", "mobilenet_v3_small", "--epochs", "1", "--gpus", "cpu"]
+
+    with pytest.raises(CommandError, match=r"^config: pretrained: no such weights"):
+        call_command("train", *argv, "--weights", "999", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="give --pretrained or --weights, not both"):
+        call_command("train", *argv, "--weights", str(lab_weights.pk), "--pretrained", "run:1", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("train", *argv, "--weights", str(lab_weights.pk), "--freeze-backbone-epochs", "1", stdout=out)
+
+    run = Run.objects.get(pk=int(out.getvalue()))
+    # What the API stores for the same request (test above): the file the trainer reads, the
+    # weights' own normalisation, the fine-tuning field.
+    assert run.config["pretrained"] == str(lab_weights.file)
+    assert run.config["data"]["norm_std"] == [0.229, 0.224, 0.225] and run.config["freeze_backbone_epochs"] == 1
