@@ -9,7 +9,10 @@ only --per-class training images per class; the rest of them are the validation 
 runs use the "fine-tune a small dataset" preset (same epochs, batch, solver, augmentations, seed);
 only `pretrained` (and the fine-tuning fields it allows) differ. A third run trains from scratch
 and a fourth fine-tunes at a rate chosen for scratch (--scratch-lr, cosine), so the comparison
-does not rest on the preset's low rate alone.
+does not rest on the preset's low rate alone. Two controls explain a negative gain: fine-tuning
+from the from-scratch run's own weights (the loading path: it must not lose accuracy) and linear
+probes of the frozen features, pretrained against a random start (what the source's features
+are worth to the target before any training).
 Prints a markdown table of val top-1 per seed (a seed draws the training images and the
 initialisation), their means and the gain.
 
@@ -37,6 +40,7 @@ from tests.support.trainer_data import write_dataset_folder  # noqa: E402
 from trainer.checkpoint import CheckpointStore  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
 from trainer.events import ListReporter  # noqa: E402
+from trainer.networks import InputSpec, build_model  # noqa: E402
 from trainer.recipes import preset_values  # noqa: E402
 from trainer.run import train  # noqa: E402
 
@@ -66,17 +70,43 @@ def source_folder(path: Path, images: np.ndarray, ys: np.ndarray) -> Path:
     return write_dataset_folder(path, splits, [str(d) for d in SOURCE_DIGITS], name="digits 0-5")
 
 
-def target_folder(path: Path, images: np.ndarray, ys: np.ndarray, *, per_class: int, seed: int) -> Path:
-    """Digits 6-9 relabelled 0-3: `per_class` training images of each, the rest for validation."""
+def target_split(ys: np.ndarray, *, per_class: int, seed: int) -> tuple[list[int], list[int]]:
+    """Digits 6-9: `per_class` training images of each (drawn by the seed), the rest for validation."""
     rng = np.random.default_rng(1000 + seed)
     train_idx, val_idx = [], []
     for label in TARGET_DIGITS:
         idx = rng.permutation(np.flatnonzero(ys == label))
         train_idx += idx[:per_class].tolist()
         val_idx += idx[per_class:].tolist()
+    return train_idx, val_idx
+
+
+def target_folder(path: Path, images: np.ndarray, ys: np.ndarray, split: tuple[list[int], list[int]]) -> Path:
+    """The target split's images as a dataset folder, digits 6-9 relabelled 0-3."""
+    train_idx, val_idx = split
     labels = ys - TARGET_DIGITS[0]
     splits = {"train": (images[train_idx], labels[train_idx]), "val": (images[val_idx], labels[val_idx])}
     return write_dataset_folder(path, splits, [str(d) for d in TARGET_DIGITS], name="digits 6-9")
+
+
+def linear_probe(weights: Path | None, images: np.ndarray, ys: np.ndarray, split: tuple[list[int], list[int]]) -> float:
+    """Val accuracy of a logistic regression on the network's frozen penultimate features of the
+    target split (no augmentation, pixels scaled as the trainer does with mean_subtraction none):
+    how well the features alone separate digits 6-9, from `weights` or a seeded random start."""
+    from sklearn.linear_model import LogisticRegression
+
+    torch.manual_seed(0)
+    side = images.shape[1]
+    model = build_model(NETWORK, InputSpec(channels=3, height=side, width=side, num_classes=len(SOURCE_DIGITS)))
+    if weights is not None:
+        model.load_state_dict(torch.load(weights, weights_only=True))
+    model.fc = torch.nn.Identity()  # the penultimate features: what fine-tuning starts from
+    pixels = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
+    with torch.no_grad():
+        features = model.eval()(pixels).numpy()
+    train_idx, val_idx = split
+    probe = LogisticRegression(max_iter=5000).fit(features[train_idx], ys[train_idx])
+    return float(probe.score(features[val_idx], ys[val_idx]))
 
 
 def run_trainer(config: dict) -> tuple[float, float]:
@@ -177,43 +207,37 @@ def target_config(folder: Path, run_dir: Path, args, *, seed: int, pretrained: s
     return config
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--side", type=int, default=16, help="image side after upscaling the 8x8 digits")
-    parser.add_argument("--per-class", type=int, default=20, help="target training images per class")
-    parser.add_argument("--pretrain-epochs", type=float, default=6)
-    parser.add_argument("--epochs", type=float, default=25, help="target epochs (the preset's 25)")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--backbone-lr-mult", type=float, default=1.0)
-    parser.add_argument("--scratch-lr", type=float, default=0.05, help="the third row's rate (0: no third row)")
-    parser.add_argument("--seeds", type=int, default=2)
-    args = parser.parse_args()
-    logging.getLogger("trainer").setLevel(logging.WARNING)
+def run_seed(
+    root: Path, images: np.ndarray, ys: np.ndarray, seed: int, pretrained: str, args
+) -> dict[str, tuple[float, float]]:
+    """One seed's rows: name -> (val top-1, train seconds). Beside the fine-tuning rows, two
+    controls: the loading path fine-tunes the from-scratch run's own weights (its head kept, the
+    same classes) and must not lose accuracy; the linear probes say how well the frozen features
+    alone, pretrained or random, separate the target."""
+    split = target_split(ys, per_class=args.per_class, seed=seed)
+    folder = target_folder(root / f"target{seed}", images, ys, split)
+    # name -> (pretrained file or None, the rate replacing the preset's solver or None)
+    plans = {"fine-tuned from weights:<id>": (pretrained, None), "from scratch, same recipe": (None, None)}
+    if args.scratch_lr:
+        plans[f"from scratch, base_lr {args.scratch_lr:g} cosine"] = (None, args.scratch_lr)
+        plans[f"fine-tuned, base_lr {args.scratch_lr:g} cosine"] = (pretrained, args.scratch_lr)
+    own = root / f"own{seed}.pth"
+    plans["control: fine-tuned from the from-scratch run's own weights"] = (str(own), None)
+    rows = {}
+    for number, (name, (start, lr)) in enumerate(plans.items()):
+        run_dir = root / f"run{seed}-{number}"
+        rows[name] = run_trainer(target_config(folder, run_dir, args, seed=seed, pretrained=start, lr=lr))
+        if name == "from scratch, same recipe":
+            torch.save(CheckpointStore.load(CheckpointStore(run_dir).latest())["model"], own)
+        print(f"seed {seed}: {name}: val top-1 {rows[name][0]:.3f} ({rows[name][1]:.0f} s)", flush=True)
+    rows["linear probe of the pretrained features"] = (linear_probe(Path(pretrained), images, ys, split), 0.0)
+    rows["linear probe of random-start features"] = (linear_probe(None, images, ys, split), 0.0)
+    return rows
 
-    images, ys = digits_rgb(args.side)
-    with tempfile.TemporaryDirectory(prefix="bench-finetune-") as tmp:
-        root = Path(tmp)
-        source = source_folder(root / "source", images, ys)
-        weights, source_top1, source_s = pretrain(source, root / "pretrain", args)
-        print(f"pretrained {NETWORK} on digits 0-5: val top-1 {source_top1:.3f} in {source_s:.0f} s")
-        pretrained = file_in_store(weights)
-        # name -> (pretrained file or None, the rate replacing the preset's solver or None)
-        plans = {"fine-tuned from weights:<id>": (pretrained, None), "from scratch, same recipe": (None, None)}
-        if args.scratch_lr:
-            plans[f"from scratch, base_lr {args.scratch_lr:g} cosine"] = (None, args.scratch_lr)
-            plans[f"fine-tuned, base_lr {args.scratch_lr:g} cosine"] = (pretrained, args.scratch_lr)
-        rows: dict[str, list[float]] = {name: [] for name in plans}
-        seconds: dict[str, float] = dict.fromkeys(rows, 0.0)
-        for seed in range(args.seeds):
-            folder = target_folder(root / f"target{seed}", images, ys, per_class=args.per_class, seed=seed)
-            for number, (name, (start, lr)) in enumerate(plans.items()):
-                run_dir = root / f"run{seed}-{number}"
-                top1, spent = run_trainer(target_config(folder, run_dir, args, seed=seed, pretrained=start, lr=lr))
-                rows[name].append(top1)
-                seconds[name] += spent
-                print(f"seed {seed}: {name}: val top-1 {top1:.3f} ({spent:.0f} s)", flush=True)
-        val_count = int((~np.isin(ys, list(SOURCE_DIGITS))).sum()) - 4 * args.per_class
 
+def print_table(
+    rows: dict[str, list[float]], seconds: dict[str, float], args, *, source_top1: float, val_count: int
+) -> None:
     print(
         f"\n{NETWORK} 3x{args.side}x{args.side}; target digits 6-9, {args.per_class} training images per class, "
         f"{val_count} validation images; {args.epochs:g} epochs, batch {args.batch}, preset finetune_small "
@@ -225,14 +249,49 @@ def main() -> int:
     print("| --- | " + " | ".join("---:" for _ in range(args.seeds)) + " | ---: | ---: |")
     for name, values in rows.items():
         cells = " | ".join(f"{v:.3f}" for v in values)
-        print(f"| {name} | {cells} | **{np.mean(values):.3f}** | {seconds[name]:.0f} |")
-    means = [np.mean(values) for values in rows.values()]
-    print(f"\ngain (fine-tuned - from scratch, same recipe): {100 * (means[0] - means[1]):+.1f} points")
-    if len(means) > 2:
-        at_rate = 100 * (means[3] - means[2])
-        best = 100 * (max(means[0], means[3]) - max(means[1:3]))
-        print(f"gain at base_lr {args.scratch_lr:g} cosine (fine-tuned - from scratch): {at_rate:+.1f} points")
-        print(f"gain (best fine-tuned - best from scratch): {best:+.1f} points")
+        spent = f"{seconds[name]:.0f}" if seconds[name] else "-"  # a probe trains no network
+        print(f"| {name} | {cells} | **{np.mean(values):.3f}** | {spent} |")
+    means = {name: float(np.mean(values)) for name, values in rows.items()}
+    fine, scratch = means["fine-tuned from weights:<id>"], means["from scratch, same recipe"]
+    print(f"\ngain (fine-tuned - from scratch, same recipe): {100 * (fine - scratch):+.1f} points")
+    if args.scratch_lr:
+        rate = f"base_lr {args.scratch_lr:g} cosine"
+        at_rate = 100 * (means[f"fine-tuned, {rate}"] - means[f"from scratch, {rate}"])
+        print(f"gain at {rate} (fine-tuned - from scratch): {at_rate:+.1f} points")
+    own = means["control: fine-tuned from the from-scratch run's own weights"]
+    print(f"control, the loading path (own weights - from scratch): {100 * (own - scratch):+.1f} points")
+    probes = means["linear probe of the pretrained features"] - means["linear probe of random-start features"]
+    print(f"the features alone (probe of pretrained - probe of random): {100 * probes:+.1f} points")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--side", type=int, default=16, help="image side after upscaling the 8x8 digits")
+    parser.add_argument("--per-class", type=int, default=20, help="target training images per class")
+    parser.add_argument("--pretrain-epochs", type=float, default=6)
+    parser.add_argument("--epochs", type=float, default=25, help="target epochs (the preset's 25)")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--backbone-lr-mult", type=float, default=1.0)
+    parser.add_argument("--scratch-lr", type=float, default=0.05, help="the cosine rows' rate (0: no such rows)")
+    parser.add_argument("--seeds", type=int, default=2)
+    args = parser.parse_args()
+    logging.getLogger("trainer").setLevel(logging.WARNING)
+
+    images, ys = digits_rgb(args.side)
+    rows: dict[str, list[float]] = {}
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-finetune-") as tmp:
+        root = Path(tmp)
+        source = source_folder(root / "source", images, ys)
+        weights, source_top1, source_s = pretrain(source, root / "pretrain", args)
+        print(f"pretrained {NETWORK} on digits 0-5: val top-1 {source_top1:.3f} in {source_s:.0f} s")
+        pretrained = file_in_store(weights)
+        for seed in range(args.seeds):
+            for name, (top1, spent) in run_seed(root, images, ys, seed, pretrained, args).items():
+                rows.setdefault(name, []).append(top1)
+                seconds[name] = seconds.get(name, 0.0) + spent
+    val_count = int((~np.isin(ys, list(SOURCE_DIGITS))).sum()) - 4 * args.per_class
+    print_table(rows, seconds, args, source_top1=source_top1, val_count=val_count)
     return 0
 
 
