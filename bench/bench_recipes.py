@@ -12,7 +12,8 @@ default, so CPU-seconds compare work, not parallelism. Both draw TrivialAugment'
 magnitude for every image. Each pipeline is timed --repeats times, the two taking turns, and the
 least CPU time of each is kept: on a shared machine other processes only ever add to it.
 A third row times the loader's share of ours alone (flips and the stack): on a GPU host that is
-all its CPUs do, the crop and the policy running on the GPU, which is not timed here.
+all its CPUs do, the crop and the policy running on the GPU, which is not timed here. A last
+line times each stage of ours alone, in CPU milliseconds per image.
 """
 
 from __future__ import annotations
@@ -94,6 +95,34 @@ def ours(images: list[np.ndarray], batch: int, out: int) -> tuple[float, float, 
     return time.process_time() - started, loader, len(chw) // batch * batch
 
 
+def stages(images: list[np.ndarray], batch: int, out: int) -> dict[str, float]:
+    """CPU milliseconds per image of each stage of ours with the CPU as the device: the crop
+    (TrainAugment's resized crops), the policy (its per-image TrivialAugment) and the normalise,
+    each timed alone over the same batches (where a 5x goal's budget would have to come from)."""
+    cfg = config_from_dict(
+        {"run_dir": "bench", "data": {"random_resized_crop": True, "auto_augment": "trivialaugment"}},
+        check_paths=False,
+    )
+    augment = TrainAugment(cfg, num_classes=10, out_size=(out, out))
+    normalize = Normalize(torch.tensor(MEAN).view(3, 1, 1) * 255, std=torch.tensor(STD).view(3, 1, 1))
+    spent = dict.fromkeys(("crop", "policy", "normalise"), 0.0)
+    count = 0
+    for start in range(0, len(images) - batch + 1, batch):
+        uint8 = torch.from_numpy(np.stack([image.transpose(2, 0, 1) for image in images[start : start + batch]]))
+        began = time.process_time()
+        cropped = augment._resized_crops(uint8)
+        spent["crop"] += time.process_time() - began
+        began = time.process_time()
+        for index in range(batch):
+            augment.per_image(cropped[index])
+        spent["policy"] += time.process_time() - began
+        began = time.process_time()
+        normalize(cropped)
+        spent["normalise"] += time.process_time() - began
+        count += batch
+    return {name: 1000 * seconds / count for name, seconds in spent.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=512)
@@ -129,6 +158,10 @@ def main() -> int:
     print(f"{loader_row} {loader_rate:,.0f} |")
     print(f"ratio (ours / reference): {our_rate / ref_rate:.2f}x with the CPU as the device (goal >= 5x);")
     print(f"the CPUs' work on a GPU host: {loader_rate / ref_rate:.1f}x (the device's share not timed: no GPU)")
+    per_stage = stages(images, args.batch, args.out)
+    shown = ", ".join(f"{name} {ms:.2f}" for name, ms in per_stage.items())
+    print(f"ours per stage, CPU ms per image: {shown}; the reference {1000 * ref_cpu / ref_count:.2f} in all,")
+    print(f"so 5x would leave {200 * ref_cpu / ref_count:.2f} ms per image for every stage together")
     return 0
 
 

@@ -57,3 +57,4 @@ def test_it_runs_the_recipe_pipeline_benchmark_at_a_tiny_size(monkeypatch, capsy
     printed = capsys.readouterr().out
     assert "| torchvision ClassificationPresetTrain (per PIL image) | 8 |" in printed
     assert "| ours (uint8 batch, trainer/augment.py) | 8 |" in printed and "ratio (ours / reference):" in printed
+    assert "ours per stage, CPU ms per image: crop " in printed
