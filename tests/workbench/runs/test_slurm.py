@@ -321,16 +321,14 @@ def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_datase
 
 def test_it_pauses_and_resumes_with_a_new_job(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
-    run = submit(
-        owner, dataset, gpus="1", config={**LONG_CONFIG, "epochs": 1000}
-    )  # outlasts the pause on an idle machine
+    run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: aborted once it has resumed
     wait_for(lambda: trained_steps(run, 10), "training on Slurm", timeout=240)
     first_job = run.slurm_job_id
     run_pause(run=run)
     wait_for_state(run, Run.State.PAUSED, timeout=200)
     run_resume(run=run)
-    wait_for(lambda: run.refresh_from_db() or (run.slurm_job_id not in ("", first_job)), "a new job", timeout=60)
-    wait_for_state(run, Run.State.DONE, Run.State.FAILED, timeout=400)
-    assert run.state == Run.State.DONE, run.error
-    steps = metric_steps(run)
-    assert steps == list(range(1, steps[-1] + 1))
+    # Training on past the pause's checkpoint in a new job is the resume; a run to the end after
+    # it is test_worker_runs' (the same attempt machinery), and took this test 25 s more.
+    wait_for(lambda: trained_on_after(run, 1), "the resumed job to train on", timeout=300)
+    assert run.slurm_job_id not in ("", first_job)
+    resumed_without_gaps(run)
