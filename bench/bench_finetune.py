@@ -47,6 +47,12 @@ from trainer.run import train  # noqa: E402
 NETWORK = "resnet18"
 SOURCE_DIGITS = range(0, 6)
 TARGET_DIGITS = range(6, 10)
+# The table's rows that its gains and controls are computed from.
+FINE_TUNED = "fine-tuned from weights:<id>"
+SCRATCH = "from scratch, same recipe"
+OWN_WEIGHTS = "control: fine-tuned from the from-scratch run's own weights"
+PROBE_PRETRAINED = "linear probe of the pretrained features"
+PROBE_RANDOM = "linear probe of random-start features"
 
 
 def digits_rgb(side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +99,7 @@ def linear_probe(weights: Path | None, images: np.ndarray, ys: np.ndarray, split
     """Val accuracy of a logistic regression on the network's frozen penultimate features of the
     target split (no augmentation, pixels scaled as the trainer does with mean_subtraction none):
     how well the features alone separate digits 6-9, from `weights` or a seeded random start."""
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # scikit-learn: the test extras, loaded where used
 
     torch.manual_seed(0)
     side = images.shape[1]
@@ -217,21 +223,21 @@ def run_seed(
     split = target_split(ys, per_class=args.per_class, seed=seed)
     folder = target_folder(root / f"target{seed}", images, ys, split)
     # name -> (pretrained file or None, the rate replacing the preset's solver or None)
-    plans = {"fine-tuned from weights:<id>": (pretrained, None), "from scratch, same recipe": (None, None)}
+    plans = {FINE_TUNED: (pretrained, None), SCRATCH: (None, None)}
     if args.scratch_lr:
         plans[f"from scratch, base_lr {args.scratch_lr:g} cosine"] = (None, args.scratch_lr)
         plans[f"fine-tuned, base_lr {args.scratch_lr:g} cosine"] = (pretrained, args.scratch_lr)
     own = root / f"own{seed}.pth"
-    plans["control: fine-tuned from the from-scratch run's own weights"] = (str(own), None)
+    plans[OWN_WEIGHTS] = (str(own), None)
     rows = {}
     for number, (name, (start, lr)) in enumerate(plans.items()):
         run_dir = root / f"run{seed}-{number}"
         rows[name] = run_trainer(target_config(folder, run_dir, args, seed=seed, pretrained=start, lr=lr))
-        if name == "from scratch, same recipe":
+        if name == SCRATCH:
             torch.save(CheckpointStore.load(CheckpointStore(run_dir).latest())["model"], own)
         print(f"seed {seed}: {name}: val top-1 {rows[name][0]:.3f} ({rows[name][1]:.0f} s)", flush=True)
-    rows["linear probe of the pretrained features"] = (linear_probe(Path(pretrained), images, ys, split), 0.0)
-    rows["linear probe of random-start features"] = (linear_probe(None, images, ys, split), 0.0)
+    rows[PROBE_PRETRAINED] = (linear_probe(Path(pretrained), images, ys, split), 0.0)
+    rows[PROBE_RANDOM] = (linear_probe(None, images, ys, split), 0.0)
     return rows
 
 
@@ -252,15 +258,15 @@ def print_table(
         spent = f"{seconds[name]:.0f}" if seconds[name] else "-"  # a probe trains no network
         print(f"| {name} | {cells} | **{np.mean(values):.3f}** | {spent} |")
     means = {name: float(np.mean(values)) for name, values in rows.items()}
-    fine, scratch = means["fine-tuned from weights:<id>"], means["from scratch, same recipe"]
+    fine, scratch = means[FINE_TUNED], means[SCRATCH]
     print(f"\ngain (fine-tuned - from scratch, same recipe): {100 * (fine - scratch):+.1f} points")
     if args.scratch_lr:
         rate = f"base_lr {args.scratch_lr:g} cosine"
         at_rate = 100 * (means[f"fine-tuned, {rate}"] - means[f"from scratch, {rate}"])
         print(f"gain at {rate} (fine-tuned - from scratch): {at_rate:+.1f} points")
-    own = means["control: fine-tuned from the from-scratch run's own weights"]
+    own = means[OWN_WEIGHTS]
     print(f"control, the loading path (own weights - from scratch): {100 * (own - scratch):+.1f} points")
-    probes = means["linear probe of the pretrained features"] - means["linear probe of random-start features"]
+    probes = means[PROBE_PRETRAINED] - means[PROBE_RANDOM]
     print(f"the features alone (probe of pretrained - probe of random): {100 * probes:+.1f} points")
 
 

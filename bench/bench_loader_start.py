@@ -38,8 +38,10 @@ def rank_main(folder: str, start_method: str | None, rank: int, args: argparse.N
     """One rank: the trainer's loaders with `start_method` for their workers, timed over epochs."""
     # Each spawned rank imports trainer.data anew (as the launcher's do) and sets its own choice.
     trainer_data._LOADER_START = start_method  # None: the DataLoader takes the process's default
-    config = {"network": "lenet", "batch_size": 16, "devices": ["cpu"], "run_dir": folder}
-    cfg = config_from_dict({**config, "data": {"dataset": folder, "num_workers": args.workers}})
+    cfg = config_from_dict(
+        {"network": "lenet", "batch_size": 16, "devices": ["cpu"], "run_dir": folder,
+         "data": {"dataset": folder, "num_workers": args.workers}}
+    )  # fmt: skip
     info = load_dataset_folder(folder)
     started = time.perf_counter()
     data = trainer_data.build_data(cfg, info, task=task_for(info.task), rank=rank, world=args.ranks)

@@ -70,16 +70,21 @@ def reference(images: list[np.ndarray], batch: int, out: int) -> tuple[float, in
     return time.process_time() - started, len(pil) // batch * batch
 
 
-def ours(images: list[np.ndarray], batch: int, out: int) -> tuple[float, float, int]:
-    """CPU-seconds of the whole pipeline with the CPU as the device, of the loader's share alone
-    (what a GPU host's CPUs do: the rest runs on the GPU), and the images."""
+def our_pipeline(out: int) -> tuple[TrainAugment, Normalize]:
+    """The trainer's batch augmentation with the recipe's crop and TrivialAugment, and its own
+    normalisation of a batch, with ImageNet's mean and std as the reference's."""
     cfg = config_from_dict(
         {"run_dir": "bench", "data": {"random_resized_crop": True, "auto_augment": "trivialaugment"}},
         check_paths=False,
     )
     augment = TrainAugment(cfg, num_classes=10, out_size=(out, out))
-    # The trainer's own normalisation of a batch, with ImageNet's mean and std as the reference's.
-    normalize = Normalize(torch.tensor(MEAN).view(3, 1, 1) * 255, std=torch.tensor(STD).view(3, 1, 1))
+    return augment, Normalize(torch.tensor(MEAN).view(3, 1, 1) * 255, std=torch.tensor(STD).view(3, 1, 1))
+
+
+def ours(images: list[np.ndarray], batch: int, out: int) -> tuple[float, float, int]:
+    """CPU-seconds of the whole pipeline with the CPU as the device, of the loader's share alone
+    (what a GPU host's CPUs do: the rest runs on the GPU), and the images."""
+    augment, normalize = our_pipeline(out)
 
     labels = torch.zeros(batch, dtype=torch.int64)
     chw = [image.transpose(2, 0, 1) for image in images]  # what the LMDB reader gives: C x H x W
@@ -99,12 +104,7 @@ def stages(images: list[np.ndarray], batch: int, out: int) -> dict[str, float]:
     """CPU milliseconds per image of each stage of ours with the CPU as the device: the crop
     (TrainAugment's resized crops), the policy (its per-image TrivialAugment) and the normalise,
     each timed alone over the same batches (where a 5x goal's budget would have to come from)."""
-    cfg = config_from_dict(
-        {"run_dir": "bench", "data": {"random_resized_crop": True, "auto_augment": "trivialaugment"}},
-        check_paths=False,
-    )
-    augment = TrainAugment(cfg, num_classes=10, out_size=(out, out))
-    normalize = Normalize(torch.tensor(MEAN).view(3, 1, 1) * 255, std=torch.tensor(STD).view(3, 1, 1))
+    augment, normalize = our_pipeline(out)
     spent = dict.fromkeys(("crop", "policy", "normalise"), 0.0)
     count = 0
     for start in range(0, len(images) - batch + 1, batch):
