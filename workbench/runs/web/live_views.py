@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from trainer import protocol
+from workbench.core.numbers import MAX_ID, bounded_number
 from workbench.runs import series
 from workbench.runs.models import Run
 from workbench.runs.pretrained import weights_source_for
@@ -177,10 +178,8 @@ def _float_param(request, name: str) -> float | None:
     raw = request.GET.get(name, "")
     if raw == "":
         return None
-    value = float(raw)  # ValueError: the caller answers 400
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number")
-    return value
+    # NumberError is a ValueError: the caller answers 400.
+    return bounded_number(raw, field=name, low=-math.inf, high=math.inf)
 
 
 def _series_params(request) -> dict:
@@ -192,12 +191,9 @@ def _series_params(request) -> dict:
         start, end = _float_param(request, "start"), _float_param(request, "end")
     except ValueError:
         raise ValueError("start and end must be numbers on the x axis") from None
-    try:
-        points = int(request.GET.get("points", series.MAX_POINTS))
-    except ValueError:
-        raise ValueError("points must be a whole number") from None
-    if not 2 <= points <= MAX_REQUEST_POINTS:
-        raise ValueError(f"points must be between 2 and {MAX_REQUEST_POINTS}")
+    points = bounded_number(
+        request.GET.get("points", series.MAX_POINTS), field="points", low=2, high=MAX_REQUEST_POINTS, integer=True
+    )
     return {"x": x, "start": start, "end": end, "points": points}
 
 
@@ -319,10 +315,15 @@ def run_compare_series(request):
     """?runs=1,2&name=loss&x=step: one series of several runs, each labelled with its key settings;
     `name=loss,top1` gives several, each run's under `series_by_name` (`series` is the first's)."""
     try:
-        ids = [int(value) for raw in request.GET.getlist("runs") for value in raw.split(",") if value]
+        ids = [
+            bounded_number(value, field="runs", low=1, high=MAX_ID, integer=True)
+            for raw in request.GET.getlist("runs")
+            for value in raw.split(",")
+            if value
+        ]
         params = _series_params(request)
     except ValueError as error:
-        return HttpResponseBadRequest(str(error) or "runs must be run ids")
+        return HttpResponseBadRequest(str(error))
     names = [value for value in request.GET.get("name", "loss").split(",") if value][: len(COMPARE_SERIES)] or ["loss"]
     name = names[0]
     if not ids or len(ids) > COMPARE_MAX_RUNS:

@@ -221,3 +221,13 @@ def test_it_shows_where_an_early_stopped_run_stopped_what_ran_and_the_one_best_i
     assert page["early_stop"] == {
         "epoch": 8, "epochs": 30, "progress": 8 / 30, "metric": "top1", "best": 0.964, "best_epoch": 8
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [({"runs": "9" * 400}, "runs must be a whole number"), ({"runs": "1", "points": "9" * 400}, "points must"),
+     ({"runs": "1", "start": "1" + "0" * 399}, "start and end")],
+)  # fmt: skip
+def test_it_answers_huge_numbers_in_the_compare_series_with_a_400_naming_them(owner_client, run, query, message):
+    response = owner_client.get("/runs/compare/series/", query)
+    assert response.status_code == 400 and message in response.content.decode()
