@@ -24,6 +24,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from datasets.build import ImageOptions, LmdbWriter, build_lmdbs, default_workers  # noqa: E402
+from datasets.images import ImageLimits  # noqa: E402
 from datasets.sources import SplitOptions, plan_folder  # noqa: E402
 from trainer.datum import encode_datum  # noqa: E402
 
@@ -85,7 +86,7 @@ def ours(root: Path, out: Path, size: int, encoding: str, workers: int) -> float
         out,
         name="bench",
         workers=workers,
-        max_pixels=89_478_485,
+        limits=ImageLimits(),
         options=ImageOptions(width=size, height=size, channels=3, resize_mode="squash", encoding=encoding),
     )
     return time.perf_counter() - start

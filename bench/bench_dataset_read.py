@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dataset_build import generate  # noqa: E402
 
 from datasets.build import ImageOptions, build_lmdbs, default_workers  # noqa: E402
+from datasets.images import ImageLimits  # noqa: E402
 from datasets.sources import SplitOptions, plan_folder  # noqa: E402
 from trainer.datum import DatumLMDB  # noqa: E402
 
@@ -81,7 +82,7 @@ def main() -> None:
             out,
             name="read",
             workers=default_workers(),
-            max_pixels=89_478_485,
+            limits=ImageLimits(),
             options=ImageOptions(args.size, args.size, 3, "squash", encoding),
         )
         seconds, n = read_lmdb(out / "train_db")

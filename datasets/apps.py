@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.conf import settings
+
+from datasets.images import ImageLimits, set_image_limits
 
 
 class DatasetsConfig(AppConfig):
@@ -9,3 +12,13 @@ class DatasetsConfig(AppConfig):
         # Connects this app's receivers of the workers' heartbeat signals; in ready(), not at the
         # top, because the receivers' module imports models, which need the app registry loaded.
         from datasets import receivers  # noqa: F401
+
+        # Every image this process decodes (inference requests, previews, builds run inline) is
+        # judged by the configured limits; workers and job children are handed the same ones.
+        set_image_limits(
+            ImageLimits(
+                max_pixels=settings.MAX_IMAGE_PIXELS,
+                max_side=settings.MAX_IMAGE_INPUT_SIDE,
+                max_aspect=settings.MAX_IMAGE_ASPECT,
+            )
+        )

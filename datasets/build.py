@@ -27,7 +27,7 @@ import lmdb
 import numpy as np
 from PIL import Image
 
-from datasets.images import ImageRefused, prepare_image, set_max_pixels
+from datasets.images import ImageLimits, ImageRefused, prepare_image, set_image_limits
 from datasets.labels.prepare import prepare_annotated
 from datasets.labels.stats import LabelStats
 from datasets.names import os_error_text
@@ -76,8 +76,8 @@ class BuildResult:
 # --------------------------------------------------------------------------------------------
 
 
-def init_worker(max_pixels: int) -> None:
-    set_max_pixels(max_pixels)
+def init_worker(limits: ImageLimits) -> None:
+    set_image_limits(limits)
     # One image per worker at a time: numpy's BLAS threads would only fight over the cores.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -396,7 +396,7 @@ def build_lmdbs(
     name: str,
     options: ImageOptions,
     workers: int,
-    max_pixels: int,
+    limits: ImageLimits,
     progress: Callable[[int, int, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     progress_every: float = 1.0,
@@ -419,11 +419,11 @@ def build_lmdbs(
 
     try:
         if workers <= 0:
-            init_worker(max_pixels)
+            init_worker(limits)
             for chunk in _chunks(split_entries, chunk_size_for(options)):
                 consume(process_chunk(chunk, options))
         else:
-            _run_pool(split_entries, options, workers, max_pixels, consume)
+            _run_pool(split_entries, options, workers, limits, consume)
     finally:
         collector.close()
 
@@ -445,7 +445,7 @@ def build_lmdbs(
     )
 
 
-def _run_pool(split_entries, options: ImageOptions, workers: int, max_pixels: int, consume) -> None:
+def _run_pool(split_entries, options: ImageOptions, workers: int, limits: ImageLimits, consume) -> None:
     # spawn, not fork: the Celery worker runs tasks in threads, and forking a threaded process
     # can copy a lock held by another thread into the child.
     context = multiprocessing.get_context("spawn")
@@ -464,7 +464,7 @@ def _run_pool(split_entries, options: ImageOptions, workers: int, max_pixels: in
 
     try:
         with ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=init_worker, initargs=(max_pixels,)
+            max_workers=workers, mp_context=context, initializer=init_worker, initargs=(limits,)
         ) as pool:
             try:
                 for chunk in _chunks(split_entries, size):

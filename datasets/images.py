@@ -15,6 +15,7 @@ Conversion rules (what each odd image becomes before resizing):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import warnings
@@ -34,9 +35,61 @@ class ImageRefused(ValueError):
     """An input image that is skipped; the message is the reason shown to the user."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ImageLimits:
+    """What one user image may measure, judged from its header before a pixel is decoded.
+
+    The pixel count alone bounds neither memory nor work: a 155 KB PNG of 1 x 80,000,000 pixels is
+    under Pillow's limit, yet its decode and the resize after it (Pillow resamples one axis at a
+    time, so the intermediate is the target's width times the source's height) cost gigabytes. The
+    longest side bounds that intermediate; the aspect ratio bounds a cover-style resize (crop),
+    whose scaled image is the target's area times the ratio.
+    """
+
+    max_pixels: int = 89_478_485  # Pillow's own default
+    max_side: int = 16_384
+    max_aspect: float = 20.0
+
+    def as_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+# Per process: the web and Celery processes set it from settings (datasets.apps), build workers and
+# job children from what their parent passes them.
+_limits = ImageLimits()
+
+
+def set_image_limits(limits: ImageLimits) -> None:
+    """This process's limits; Pillow's decompression-bomb limit (it stays on) follows max_pixels."""
+    global _limits
+    _limits = limits
+    Image.MAX_IMAGE_PIXELS = int(limits.max_pixels)
+
+
+def image_limits() -> ImageLimits:
+    return _limits
+
+
 def set_max_pixels(max_pixels: int) -> None:
-    """Pillow's decompression-bomb limit for this process (it stays on; we only choose it)."""
-    Image.MAX_IMAGE_PIXELS = int(max_pixels)
+    """Only the pixel limit of this process's limits (tests and benchmarks)."""
+    set_image_limits(dataclasses.replace(_limits, max_pixels=int(max_pixels)))
+
+
+def check_image_size(width: int, height: int) -> None:
+    """Refuse an image by its sides, its aspect ratio and its pixel count: the one rule for every
+    image a request or a build decodes, applied to the header (Image.open is lazy) before load().
+
+    The message names the image's sides and the limit, never where the file lies."""
+    limits = _limits
+    sides = f"{width} x {height} pixels"
+    if width < 1 or height < 1:
+        raise ImageRefused(f"image is {sides}: it has no pixels")
+    if max(width, height) > limits.max_side:
+        raise ImageRefused(f"image is {sides}: a side is over the limit of {limits.max_side} pixels")
+    if max(width, height) / min(width, height) > limits.max_aspect:
+        raise ImageRefused(f"image is {sides}: its sides' ratio is over the limit of {limits.max_aspect:g} to 1")
+    if width * height > limits.max_pixels:
+        raise ImageRefused(f"image is {sides}: over the limit of {limits.max_pixels} pixels")
 
 
 def load_image(
@@ -64,6 +117,7 @@ def load_image(
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(source, formats=FORMATS)
             try:
+                check_image_size(*image.size)  # the header's sides, before any pixel is decoded
                 if draft_size is not None and image.format == "JPEG":
                     image.draft(image.mode, draft_size)
                 if getattr(image, "n_frames", 1) > 1:
@@ -72,6 +126,8 @@ def load_image(
             except BaseException:
                 image.close()
                 raise
+    except ImageRefused:
+        raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageRefused(f"decompression bomb refused: {exc}") from None
     except UnidentifiedImageError:

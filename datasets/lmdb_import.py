@@ -29,7 +29,7 @@ from datasets.build import (
     write_mean_files,
     write_metadata,
 )
-from datasets.images import set_max_pixels
+from datasets.images import ImageLimits, ImageRefused, check_image_size, set_image_limits
 from datasets.names import os_error_text
 from datasets.sources import SourceError, read_labels_file
 from trainer.datum import Datum, DatumError, decode_datum
@@ -147,9 +147,10 @@ def _copy_records(envs: dict[str, lmdb.Environment], copy: _Copy, total: int, re
                 done += 1
                 where = f"{split} record {key.decode('ascii', errors='backslashreplace')}"
                 try:
-                    chw, label = decode_datum(value, key=key)
-                except DatumError as exc:
-                    copy.skip(where, split, str(exc).split(": ", 1)[-1])
+                    # Each record's sides are judged as any user image's, before its pixels are read.
+                    chw, label = decode_datum(value, key=key, check_size=check_image_size)
+                except (DatumError, ImageRefused) as exc:
+                    copy.skip(where, split, str(exc).split(": ", 1)[-1] if isinstance(exc, DatumError) else str(exc))
                     continue
                 reason = copy.refusal(value, chw, label)
                 if reason is not None:
@@ -188,8 +189,8 @@ def _finish(copy: _Copy, sources: dict[str, Path], out_dir: Path, name: str) -> 
     return {"labels": labels, "splits": splits, "skipped": copy.skipped, "options": options.__dict__}
 
 
-def _child(sources, out_dir, name, labels, max_pixels, messages) -> None:
-    set_max_pixels(max_pixels)
+def _child(sources, out_dir, name, labels, limits: ImageLimits, messages) -> None:
+    set_image_limits(limits)
     try:
         result = _validate_and_copy(
             sources, out_dir, name, labels, lambda done, total: messages.put(("progress", done, total))
@@ -209,7 +210,7 @@ def import_lmdbs(
     *,
     name: str,
     labels_file: Path | None,
-    max_pixels: int,
+    limits: ImageLimits,
     progress: Callable[[int, int, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> tuple[BuildResult, ImageOptions]:
@@ -221,7 +222,7 @@ def import_lmdbs(
     out_dir.mkdir(parents=True, exist_ok=True)
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
-    child = context.Process(target=_child, args=(sources, out_dir, name, labels, max_pixels, messages), daemon=True)
+    child = context.Process(target=_child, args=(sources, out_dir, name, labels, limits, messages), daemon=True)
     start = time.monotonic()
     child.start()
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -176,8 +176,13 @@ def _image_to_chw(image: Image.Image, channels: int) -> np.ndarray:
     return arr[None].copy() if arr.ndim == 2 else np.ascontiguousarray(arr.transpose(2, 0, 1))
 
 
-def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.ndarray, int]:
-    """Parse a `Datum` value into (uint8 C x H x W RGB array, label). Raises DatumError."""
+def decode_datum(
+    value: bytes, *, key: bytes | str | None = None, check_size: Callable[[int, int], None] | None = None
+) -> tuple[np.ndarray, int]:
+    """Parse a `Datum` value into (uint8 C x H x W RGB array, label). Raises DatumError.
+
+    `check_size(width, height)` (an imported LMDB's records are user images: the importer passes
+    its one size rule, which raises to refuse) is called before any pixel is decoded or copied."""
     where = _key_name(key)
     datum = Datum()
     try:
@@ -192,6 +197,8 @@ def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.nd
         try:
             # Image.open keeps Pillow's decompression-bomb limit (MAX_IMAGE_PIXELS) in force.
             with Image.open(io.BytesIO(datum.data)) as image:
+                if check_size is not None:
+                    check_size(*image.size)  # from the header: Image.open has not decoded yet
                 image.load()
                 chw = _image_to_chw(image, c)
         except Image.DecompressionBombError as exc:
@@ -208,6 +215,8 @@ def decode_datum(value: bytes, *, key: bytes | str | None = None) -> tuple[np.nd
         raise DatumError(f"{where}: channels is {c}, expected 1 or 3")
     if h <= 0 or w <= 0:
         raise DatumError(f"{where}: height/width are {h}x{w}, expected positive sizes")
+    if check_size is not None:
+        check_size(w, h)
     expected = c * h * w
     if datum.data:
         if len(datum.data) != expected:

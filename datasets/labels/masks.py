@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from datasets.images import ImageRefused, check_image_size
 from datasets.labels.common import (
     AnnotatedImage,
     LabelError,
@@ -158,6 +159,7 @@ def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np
     not in the colour map (read as ignore)."""
     try:
         with Image.open(path) as image:
+            check_image_size(*image.size)  # a mask is a user image too: judged from its header first
             image.load()
             mode = image.mode
             if mode in ("P", "L"):
@@ -171,6 +173,8 @@ def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np
                 )
             else:
                 raise LabelError(f"{where}: mask mode {mode} is not a paletted, grey or RGB PNG")
+    except ImageRefused as exc:
+        raise LabelError(f"{where}: {exc}") from None
     except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
         if isinstance(exc, LabelError):
             raise

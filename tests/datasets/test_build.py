@@ -13,6 +13,7 @@ from PIL import Image
 
 from datasets import building, services
 from datasets.build import ImageOptions, build_lmdbs
+from datasets.images import ImageLimits
 from datasets.models import Dataset
 from datasets.sources import SplitOptions, plan_folder
 from tests.datasets.conftest import image_bytes, make_class_folders, noise_image
@@ -84,7 +85,15 @@ def test_it_gives_the_same_lmdb_with_worker_processes(tmp_path):
     for workers in (0, 2):
         out = tmp_path / f"out{workers}"
         results.append(
-            build_lmdbs(plan.splits, plan.labels, out, name="x", options=options, workers=workers, max_pixels=10**7)
+            build_lmdbs(
+                plan.splits,
+                plan.labels,
+                out,
+                name="x",
+                options=options,
+                workers=workers,
+                limits=ImageLimits(max_pixels=10**7),
+            )
         )
     assert results[0].splits == results[1].splits
     for split in ("train", "val"):
@@ -270,7 +279,7 @@ def test_it_keeps_memory_flat_whatever_the_dataset_size(tmp_path):
             tmp_path / f"out{count}",
             name="m",
             workers=0,
-            max_pixels=10**7,
+            limits=ImageLimits(max_pixels=10**7),
             options=ImageOptions(width=64, height=64, channels=3, encoding="none"),
         )
         _, top = tracemalloc.get_traced_memory()
