@@ -226,6 +226,11 @@ ARCHIVE_RATIO_GRACE_BYTES = env_int("WORKBENCH_ARCHIVE_RATIO_GRACE_BYTES", 1024*
 # Pillow's decompression-bomb limit, in pixels per image. Pillow warns above it and the import
 # turns the warning into a refusal (Pillow itself errors only at twice this).
 MAX_IMAGE_PIXELS = env_int("WORKBENCH_MAX_IMAGE_PIXELS", 89_478_485, minimum=1)
+# The pixel count bounds neither memory nor work (a 155 KB PNG of 1 x 80,000,000 pixels passes it):
+# every user image is also refused, from its header, when its longest side or its sides' ratio is
+# over these (datasets/images.py, check_image_size). Decode and resize then stay under ~1 GB.
+MAX_IMAGE_INPUT_SIDE = env_int("WORKBENCH_MAX_IMAGE_INPUT_SIDE", 16_384, minimum=1)
+MAX_IMAGE_ASPECT = env_float("WORKBENCH_MAX_IMAGE_ASPECT", 20.0, minimum=1.0)
 # Largest output image side a user may ask for.
 MAX_IMAGE_SIDE = env_int("WORKBENCH_MAX_IMAGE_SIDE", 4096, minimum=1)
 # Builds of at most this many images run in the task's own process: starting worker processes
