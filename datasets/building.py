@@ -22,8 +22,8 @@ from datasets.archives import ArchiveError, Caps, extract_archive
 from datasets.build import BuildCancelled, BuildError, BuildResult, ImageOptions, build_lmdbs, default_workers
 from datasets.events import publish
 from datasets.images import image_limits
+from datasets.label_runner import annotated_plan_bounded
 from datasets.labels import LabelError
-from datasets.labels.plan import annotated_plan
 from datasets.lmdb_import import digits_sources, import_lmdbs
 from datasets.models import Dataset
 from datasets.names import os_error_text, readable, without_paths
@@ -236,8 +236,8 @@ def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, s
     else:
         root = base = Path(source["path"])
         _check_roots(dataset, root)
-    plan, report = annotated_plan(
-        root,
+    plan, report = annotated_plan_bounded(
+        root=root,
         task=dataset.task,
         fmt=source.get("format") or "auto",
         class_map=source.get("class_map"),

@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 
 from datasets.archives import archive_kind
 from datasets.building import archive_caps, datasets_root
+from datasets.label_runner import label_preview_bounded
 from datasets.labels import FORMATS
 from datasets.models import Dataset
-from datasets.preview import label_preview
 from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
 from datasets.uploads import upload_path
@@ -64,7 +64,11 @@ class DatasetForm(forms.Form):
     task = forms.ChoiceField(choices=[("auto", "Detect from the source"), *((t, t.capitalize()) for t in TASKS)])
     format = forms.ChoiceField(choices=[("auto", "Detect from the source"), *((f, f) for f in FORMATS)])
     class_map = forms.CharField(required=False, max_length=100_000, label="Class table (JSON)")
-    min_box_size = forms.FloatField(min_value=0, max_value=MAX_MIN_BOX_SIZE, required=False)
+    # A plain field: the number is parsed by the one bounded parser in clean_min_box_size (a
+    # FloatField's float() raised OverflowError, a 500, on a 400-digit JSON integer).
+    min_box_size = forms.Field(
+        required=False, widget=forms.NumberInput(attrs={"min": 0, "max": MAX_MIN_BOX_SIZE, "step": "any"})
+    )
     source_path = forms.CharField(required=False, max_length=4096, label="Path on the server")
     upload = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     labels_path = forms.CharField(required=False, max_length=4096, label="Labels file")
@@ -259,13 +263,14 @@ class DatasetForm(forms.Form):
 
     def label_check(self) -> dict | None:
         """The label check of a valid detection or segmentation source (None for a classifier):
-        a folder's was made by clean(); an archive is extracted (within the caps) and read now.
+        a folder's was made by clean(); an archive is extracted (within the caps) and read now, in the
+        bounded child of datasets.label_runner.
         Raises LabelError or ArchiveError naming the file."""
         c = self.cleaned_data
         if c["task"] == CLASSIFICATION:
             return None
         if c.get("label_check") is None:
-            c["label_check"] = label_preview(
+            c["label_check"] = label_preview_bounded(
                 kind=c["kind"],
                 path=c["upload"] or c["source_path"],
                 task=c["task"],

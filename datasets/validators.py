@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -11,13 +10,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
+from datasets.label_runner import label_preview_bounded
 from datasets.labels import FORMAT_TASK, detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
-from datasets.labels.plan import label_check
 from datasets.preview import archive_member_names, source_classes
 from datasets.sources import SourceError
 from trainer.protocol import CLASSIFICATION
+from workbench.core.numbers import NumberError, bounded_number
 
 # Images per class, as the build's options store them (a 32-bit column: a larger number was a 500
 # from the database, after the form let it through).
@@ -162,19 +162,32 @@ def parse_class_map(raw) -> dict | None:
     return raw or None
 
 
-def validate_min_box_size(value: float | None) -> float:
-    if value is None:
+def validate_min_box_size(value) -> float:
+    """The minimum box size as given (a number or its text; empty: 0) -> pixels, through the one
+    bounded parser (a 400-digit integer or Infinity is refused with the field named, not a 500)."""
+    if value in (None, ""):
         return 0.0
-    if not math.isfinite(value) or not 0 <= value <= MAX_MIN_BOX_SIZE:
-        raise ValidationError(f"The minimum box size is 0 to {MAX_MIN_BOX_SIZE} pixels.")
-    return float(value)
+    try:
+        return float(bounded_number(value, field="min_box_size", low=0, high=MAX_MIN_BOX_SIZE))
+    except NumberError as error:
+        raise ValidationError(f"{error} (pixels)") from None
 
 
 def validate_label_source(*, task: str, fmt: str, path: Path, class_map: dict | None, min_box_size: float) -> dict:
-    """The label check of a folder (datasets.labels.plan.label_check); refused when it cannot be
+    """The label check of a folder (datasets.labels.plan.label_check, in the bounded child of
+    datasets.label_runner); refused when it cannot be
     read as the format, holds no usable image, or the class table names a class it lacks."""
     try:
-        check = label_check(path, task=task, fmt=fmt, class_map=class_map, min_box_size=min_box_size)
+        check = label_preview_bounded(
+            kind="folder",
+            path=path,
+            task=task,
+            fmt=fmt,
+            class_map=class_map,
+            min_box_size=min_box_size,
+            caps=None,
+            scratch=None,
+        )
     except LabelError as error:
         raise ValidationError(str(error)) from None
     if not check["images"]:

@@ -226,6 +226,11 @@ ARCHIVE_RATIO_GRACE_BYTES = env_int("WORKBENCH_ARCHIVE_RATIO_GRACE_BYTES", 1024*
 # Pillow's decompression-bomb limit, in pixels per image. Pillow warns above it and the import
 # turns the warning into a refusal (Pillow itself errors only at twice this).
 MAX_IMAGE_PIXELS = env_int("WORKBENCH_MAX_IMAGE_PIXELS", 89_478_485, minimum=1)
+# A source's labels are read in a child process under these kernel limits (datasets/label_runner.py),
+# never in the web process: its address space (MiB; Python, numpy and Pillow take ~300 of it) and
+# its CPU seconds. A COCO file of a large public set needs about 2 GiB; a check past them is refused.
+LABEL_READER_MEMORY_MB = env_int("WORKBENCH_LABEL_READER_MEMORY_MB", 3072, minimum=512)
+LABEL_READER_CPU_SECONDS = env_int("WORKBENCH_LABEL_READER_CPU_SECONDS", 300, minimum=5)
 # The pixel count bounds neither memory nor work (a 155 KB PNG of 1 x 80,000,000 pixels passes it):
 # every user image is also refused, from its header, when its longest side or its sides' ratio is
 # over these (datasets/images.py, check_image_size). Decode and resize then stay under ~1 GB.

@@ -7,10 +7,12 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import resource
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -38,6 +40,19 @@ def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Kernel limits for a child that parses user files: its address space (a MemoryError past it,
+    not a swapping host) and its CPU seconds (SIGXCPU past it, which ends the child)."""
+
+    memory_bytes: int
+    cpu_seconds: int
+
+    def apply(self) -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds + 5))
+
+
 def start_child(
     argv: Sequence[str],
     *,
@@ -45,12 +60,20 @@ def start_child(
     stderr: IO | int = subprocess.STDOUT,
     env: Mapping[str, str] | None = None,
     own_session: bool = False,
+    limits: ResourceLimits | None = None,
 ) -> subprocess.Popen:
     """Starts `argv` from the repository root with `child_environment(env)`.
 
     `own_session` puts the child in a process group of its own, so a stop signal sent to the
-    group reaches all of its processes (every rank and data loader of a trainer).
+    group reaches all of its processes (every rank and data loader of a trainer). `limits` are
+    set before the exec, so they hold from the child's first instruction.
     """
+
+    def before_exec() -> None:
+        die_with_parent()
+        if limits is not None:
+            limits.apply()
+
     return subprocess.Popen(
         list(argv),
         cwd=settings.BASE_DIR,
@@ -59,7 +82,7 @@ def start_child(
         stdout=stdout,
         stderr=stderr,
         start_new_session=own_session,
-        preexec_fn=die_with_parent,  # noqa: PLW1509  (only prctl, safe after fork)
+        preexec_fn=before_exec,  # noqa: PLW1509  (only prctl and setrlimit, safe after fork)
     )
 
 
