@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 import torchvision
-from safetensors.torch import load_file as load_safetensors
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainer.config import ConfigError
 from trainer.custom_net import build_custom
+from trainer.weights_file import WeightsFileError, read_state_dict
 from trainer.zoo import TIMM_NETWORKS, build_timm, is_timm, size_problem
 
 log = logging.getLogger(__name__)
@@ -208,14 +208,6 @@ def network_cost(name: str, spec: InputSpec) -> tuple[int, float]:
     return params, counter.get_total_flops() / 2 / 1e9
 
 
-def read_weights(path: str | Path) -> object:
-    """What a weights file holds, tensors only: a `.safetensors` file (timm's, the Hugging Face
-    hub's: no pickle at all) or a torch.save file loaded with weights_only (pickled code refused)."""
-    if str(path).endswith(".safetensors"):
-        return load_safetensors(str(path), device="cpu")
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
     """Fine-tuning: copy every tensor whose name and shape match; returns (loaded, skipped).
 
@@ -223,12 +215,12 @@ def load_pretrained(model: nn.Module, path: str) -> tuple[list[str], list[str]]:
     RGB stem weights are summed over the input channels for a gray model, which keeps the
     filter's response to a gray image unchanged.
     """
-    state = read_weights(path)
-    if isinstance(state, dict) and isinstance(state.get("model"), dict):
-        state = state["model"]  # one of our checkpoints
-    if not isinstance(state, dict):
-        raise NetworkError(f"pretrained: {Path(path).name} does not hold a state_dict")
-    state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+    try:
+        # The one reader of weights files (trainer/weights_file.py): the format by content, the
+        # inflate limits, tensors only, unwrapped; the same rule the workbench's doors applied.
+        state = read_state_dict(path)
+    except WeightsFileError as error:
+        raise ConfigError(str(error), field="pretrained") from None
     own = model.state_dict()
     loaded, skipped = [], []
     for key, target in own.items():

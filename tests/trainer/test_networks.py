@@ -215,3 +215,19 @@ def test_it_refuses_weights_that_match_none_of_the_networks_tensors(tmp_path, gr
     cfg = make_config(tmp_path / "run", gray8, epochs=1, pretrained=str(tmp_path / "resnet.pt"))
     assert train(cfg, reporter=reporter) == EXIT_CONFIG
     assert "matches none of the network's" in reporter.events[-1]["message"]
+
+
+def test_it_fine_tunes_from_safetensors_whatever_the_name_and_refuses_a_bomb_at_run_start(tmp_path):
+    from tests.support.weights_files import padded_bomb, save_safetensors
+    from trainer.config import ConfigError
+
+    # `weights import` filed safetensors under a .pth name: every run started from them failed.
+    source = build_model("lenet", InputSpec(1, 8, 8, 3)).state_dict()
+    save_safetensors(source, tmp_path / "imported.pth")
+    loaded, skipped = load_pretrained(build_model("lenet", InputSpec(1, 8, 8, 3)), str(tmp_path / "imported.pth"))
+    assert len(loaded) == len(source) and skipped == []
+
+    padded_bomb(source, tmp_path / "bomb.pt")
+    with pytest.raises(ConfigError, match=r"bomb.pt: record 'archive/data/bomb' inflates") as refused:
+        load_pretrained(build_model("lenet", InputSpec(1, 8, 8, 3)), str(tmp_path / "bomb.pt"))
+    assert refused.value.field == "pretrained"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import uuid
-import zipfile
 from pathlib import Path
 from typing import IO
 
@@ -16,11 +15,13 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from trainer import protocol
+from trainer.weights_file import MAX_WEIGHTS_BYTES, WeightsFileError, read_state_dict, read_weights
 from workbench.runs.models import PretrainedWeights, Run
 from workbench.runs.selectors import runs_visible_to
 from workbench.weights.models import StoredWeights
 
-MAX_PRETRAINED_BYTES = 2 * 1024**3
+# The trainer's limit: one home for what a weights file may be (trainer/weights_file.py).
+MAX_PRETRAINED_BYTES = MAX_WEIGHTS_BYTES
 CHUNK = 1 << 20
 
 
@@ -48,49 +49,13 @@ def inside_store(path: Path) -> bool:
     return not path.is_symlink() and path.resolve().is_relative_to(root) and path.is_file()
 
 
-def check_inflated_size(path: Path) -> None:
-    """A weights file is a zip (torch.save's format) whose records torch inflates in memory: bound
-    what they inflate to from the zip's directory, before anything is inflated, as the dataset
-    archives are (total bytes and compression ratio). A 1 MB file whose record inflated to 1 GiB
-    grew the web process by 1 GB during the check. The legacy format (a plain pickle) is not
-    compressed: its tensors are no larger than the file."""
-    if not zipfile.is_zipfile(path):
-        return
+def state_dict_tensor_count(path: Path, *, name: str) -> int:
+    """Tensors in the file's state_dict, by the trainer's one reader of weights files (safetensors
+    or torch, format by content, the inflate limits, tensors only); PretrainedError otherwise."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            records = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError):
-        raise PretrainedError("is not a PyTorch state_dict file (a damaged zip)") from None
-    inflated = sum(record.file_size for record in records)
-    if inflated > MAX_PRETRAINED_BYTES:
-        raise PretrainedError(f"inflates to {inflated} bytes, over the {MAX_PRETRAINED_BYTES} byte limit")
-    ratio = inflated / max(1, path.stat().st_size)
-    if ratio > settings.ARCHIVE_MAX_RATIO:
-        raise PretrainedError(
-            f"inflates {ratio:.0f} times its size (to {inflated} bytes), over the ratio of "
-            f"{settings.ARCHIVE_MAX_RATIO:g} allowed for archives; torch.save stores its records uncompressed"
-        )
-
-
-def state_dict_tensor_count(path: Path) -> int:
-    """Tensors in the file's state_dict (one of our checkpoints counts by its model); raises
-    PretrainedError when it is anything else. `weights_only`: a pickle with code is refused."""
-    import torch  # here, not at the top: see weights_from_run
-
-    check_inflated_size(path)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # any unpickling problem is the file's; its details could quote the file
-        raise PretrainedError("is not a PyTorch state_dict file (torch.save of a model's state_dict())") from None
-    if isinstance(state, dict) and isinstance(state.get("model"), dict):
-        state = state["model"]
-    if (
-        not isinstance(state, dict)
-        or not state
-        or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items())
-    ):
-        raise PretrainedError("does not hold a state_dict (names to tensors)")
-    return len(state)
+        return len(read_state_dict(path, name=name))
+    except WeightsFileError as error:
+        raise PretrainedError(str(error)) from None
 
 
 def weights_upload(*, owner, name: str, chunks: IO[bytes] | object, size: int | None = None) -> PretrainedWeights:
@@ -114,10 +79,7 @@ def weights_upload(*, owner, name: str, chunks: IO[bytes] | object, size: int | 
                 if written > MAX_PRETRAINED_BYTES:
                     raise PretrainedError(f"{label} is over the {MAX_PRETRAINED_BYTES} byte limit")
                 handle.write(piece)
-        try:
-            state_dict_tensor_count(tmp)
-        except PretrainedError as error:
-            raise PretrainedError(f"{label} {error}") from None
+        state_dict_tensor_count(tmp, name=label)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -150,8 +112,6 @@ def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
     # torch only here: the forms and pages that import this module never pay for it.
     import torch  # torch: loaded only where this runs
 
-    from trainer.checkpoint import CheckpointStore  # torch: loaded only where this runs
-
     source = checkpoint_of(run, which)
     if source is None:
         raise PretrainedError(f"run #{run.pk} has no checkpoint yet")
@@ -162,12 +122,14 @@ def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
     if existing is not None and target.is_file():
         return existing
     try:
-        state = CheckpointStore.load(source)
-    except Exception:
+        # The one reader, as for every weights file; no byte limit: our trainer wrote it, and a
+        # checkpoint's optimizer state may be larger than the weights themselves.
+        weights = read_weights(source, name=f"run #{run.pk}'s checkpoint", max_bytes=None)
+    except WeightsFileError:
         raise PretrainedError(f"run #{run.pk}'s checkpoint cannot be read") from None
     tmp = target.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
     try:
-        torch.save(state["model"], tmp)
+        torch.save(weights.state, tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -181,7 +143,7 @@ def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
                 "source_run": run,
                 "source_checkpoint": which,
                 # The run page names the epoch fine-tuned from after the run's checkpoints rotate.
-                "source_epoch": state.get("epoch"),
+                "source_epoch": weights.epoch,
             },
         )[0]
     except IntegrityError:  # two submissions copied the same checkpoint at once

@@ -1,38 +1,29 @@
-"""What a weights file must be before it is filed: tensors only (`torch.load(weights_only=True)`:
-a pickle with code in it is refused, never run), complete (a truncated zip fails to load), and the
-network's own (every tensor of the network built with weights=None, but its classifier, is in the
-file with the same shape). Each refusal is one line that names the file by its name."""
+"""What a weights file must be before it is filed: a weights file by the trainer's one reader
+(trainer/weights_file.py: tensors only, complete, within the inflate limits), and the network's
+own (every tensor of the network built with weights=None, but its classifier, is in the file with
+the same shape). Each refusal is one line that names the file by its name."""
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from trainer.networks import InputSpec, read_weights
+from trainer.networks import InputSpec
 from trainer.protocol import task_of_network
 from trainer.tasks import task_for
+from trainer.weights_file import WeightsFileError, read_state_dict
 from workbench.weights.files import WeightsError
 
 
 def load_state_dict(path: Path) -> dict[str, torch.Tensor]:
-    """The file's state_dict (a checkpoint of ours counts by its model), names without DDP's and
-    torch.compile's prefixes."""
+    """The file's state_dict through the trainer's one reader (format by content, the inflate
+    limits, tensors only, prefixes stripped); its refusal as the store's WeightsError."""
     try:
-        state = read_weights(path)
-    except pickle.UnpicklingError:
-        raise WeightsError(
-            f"{path.name} holds pickled code, not only tensors; refused (torch.load with weights_only=True)"
-        ) from None
-    except Exception:  # the details could quote the file; its name and what is wrong is enough
-        raise WeightsError(f"{path.name} is not a complete PyTorch file (truncated or damaged)") from None
-    if isinstance(state, dict) and isinstance(state.get("model"), dict):
-        state = state["model"]
-    if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise WeightsError(f"{path.name} does not hold a state_dict (names to tensors)")
-    return {str(k).removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+        return read_state_dict(path)
+    except WeightsFileError as error:
+        raise WeightsError(str(error)) from None
 
 
 def _shapes(network: str, num_classes: int) -> dict[str, torch.Size]:
