@@ -12,6 +12,7 @@ import logging
 import sys
 
 from trainer.config import ConfigError, load_config
+from trainer.events import log_to_stderr
 from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, FAILED
 
 
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True)
     p.set_defaults(func=_cmd_check)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    log_to_stderr()  # the server side keeps the whole log, tracebacks too (trainer.events)
     try:
         return args.func(args)
     except ConfigError as exc:

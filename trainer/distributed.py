@@ -29,7 +29,7 @@ import torch.distributed as dist
 from trainer.cluster import NodePlacement
 from trainer.config import TrainConfig, config_from_dict
 from trainer.engine import StopFlag, run_rank
-from trainer.events import EventLogHandler, Events
+from trainer.events import EventLogHandler, Events, error_summary, log_to_stderr
 from trainer.protocol import EXIT_DONE, EXIT_FAILED, EXIT_OK, Outcome
 from trainer.stopping import stop_signals_held
 
@@ -66,6 +66,7 @@ def _rank_main(rank: int, local: int, world: int, rendezvous: str, raw_cfg: dict
     cfg = config_from_dict(raw_cfg, check_paths=False)
     stop = StopFlag()
     stop.install()  # also takes a stop signal that came while this process started
+    log_to_stderr()  # a spawned rank does not run the CLI's main(): its own server-side copy
     events = Events(QueueReporter(q) if rank == 0 else None)
     handler = EventLogHandler(events)
     if rank == 0:
@@ -89,7 +90,8 @@ def _rank_main(rank: int, local: int, world: int, rendezvous: str, raw_cfg: dict
         )
         outcome = run_rank(cfg, rank=rank, world=world, resume=resume, events=events, stop=stop)
     except Exception as exc:
-        outcome = Outcome.failed(EXIT_FAILED, f"rank {rank}: {type(exc).__name__}: {exc}")
+        log.exception("rank %d failed", rank)
+        outcome = Outcome.failed(EXIT_FAILED, f"rank {rank}: {error_summary(exc)}")
     q.put(("outcome", local, outcome.code, outcome.state, outcome.message, outcome.fields, time.time()))
     if dist.is_initialized() and outcome.code in EXIT_OK:
         dist.destroy_process_group()

@@ -25,7 +25,7 @@ from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
 from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
 from trainer.ema import weights_average
-from trainer.events import Events
+from trainer.events import Events, error_summary
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
 from trainer.networks import InputSpec, load_pretrained
@@ -483,11 +483,11 @@ def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: E
     except (OutOfMemory, torch.cuda.OutOfMemoryError, RuntimeError) as exc:
         if not isinstance(exc, OutOfMemory) and not is_oom(exc):
             log.exception("training failed")
-            return Outcome.failed(EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+            return Outcome.failed(EXIT_FAILED, error_summary(exc))
         return Outcome.failed(EXIT_OOM, oom_message(cfg, devices, exc), step=run.step if run else 0)
     except Exception as exc:  # the final status must carry the reason, not only a traceback
         log.exception("training failed")
-        return Outcome.failed(EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+        return Outcome.failed(EXIT_FAILED, error_summary(exc))
     finally:
         if run is not None:
             run.data.close()

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -102,8 +103,27 @@ class Events:
         self.emit(PROGRESS, percent=round(percent, 3), eta_seconds=eta_seconds, elapsed=round(elapsed, 3), **fields)
 
 
+# An absolute path inside a message (the checkout's, the virtualenv's, the data dir's): the owner
+# reads only its last name. Quotes, brackets, colons and commas end a path, as messages write them.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/])/(?:[^\s/'\"()\[\]:,]+/)+([^\s/'\"()\[\]:,]*)")
+
+
+def error_summary(error: BaseException) -> str:
+    """What a run's owner reads of an exception: its type and message, absolute paths cut to their
+    last name. The one home of that rule for the log and the failed status alike."""
+    text = _ABSOLUTE_PATH.sub(lambda match: match.group(1) or "(a folder)", str(error))
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class EventLogHandler(logging.Handler):
-    """Forwards `logging` records of the trainer as `log` events (so no print() patching)."""
+    """Forwards `logging` records of the trainer as `log` events (so no print() patching).
+
+    The events are the run's log as its owner reads it (run page, API, websocket, downloads), so a
+    record with an exception carries only `error_summary` there: a traceback names the checkout's
+    and the virtualenv's paths. The whole record, traceback and all, stays on the server side:
+    every trainer process logs to its stderr too (`log_to_stderr`), which is the run folder's
+    trainer.log (Slurm's --output), a file no page, API or socket serves.
+    """
 
     def __init__(self, events: Events, level: int = logging.INFO) -> None:
         super().__init__(level)
@@ -111,6 +131,15 @@ class EventLogHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.events.log(self.format(record), level=record.levelname.lower())
+            line = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                line = f"{line}: {error_summary(record.exc_info[1])}"
+            self.events.log(line, level=record.levelname.lower())
         except Exception:  # a broken reporter must not kill training from inside logging
             self.handleError(record)
+
+
+def log_to_stderr() -> None:
+    """The server side's copy of the trainer's log, tracebacks included: the process's stderr, which
+    the workbench writes to the run folder's trainer.log (the CLI's processes and each DDP rank)."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
