@@ -248,7 +248,7 @@ def test_it_names_the_source_on_the_run_page_never_its_path(owner_client, owner,
     # The weights store's (weights:<id>): by network and label, never by the file's path.
     stored = StoredWeights.objects.create(
         network="lenet", source="torchvision", tag="IMAGENET1K_V1", file_name="lenet.pth",
-        path=str(alice_upload.file), dataset="ImageNet-1k",
+        path=str(alice_upload.file), dataset="ImageNet-1k", verified=True,
     )  # fmt: skip
     Run.objects.filter(pk=done.pk).update(config={"pretrained": stored.path})
     page = owner_client.get(reverse("run-detail", args=[done.pk])).content.decode()
@@ -279,7 +279,7 @@ def test_it_takes_uploads_of_state_dicts_only_and_lists_ones_own(owner_client, o
     evil = io.BytesIO()
     torch.save({"w": RunsCode()}, evil)
     cases = [("junk.pt", b"not a pickle", "junk.pt is not a PyTorch state_dict file"),
-             ("evil.pt", evil.getvalue(), "evil.pt is not a PyTorch state_dict file"),
+             ("evil.pt", evil.getvalue(), "evil.pt holds pickled code, not only tensors; refused"),
              ("list.pt", _saved([torch.zeros(1)]), "list.pt does not hold a state_dict")]  # fmt: skip
     for name, content, message in cases:
         response = owner_client.post(url, {"file": SimpleUploadedFile(name, content)})
@@ -355,5 +355,31 @@ def test_it_refuses_weights_that_inflate_far_beyond_their_size_before_loading_th
     with weights_bomb.open("rb") as handle, pytest.raises(PretrainedError) as refused:
         weights_upload(owner=owner, name="bomb.pt", chunks=handle)
     assert time.monotonic() - started < 5
-    assert "bomb.pt inflates" in str(refused.value) and "over the ratio of 100" in str(refused.value)
+    assert str(refused.value).startswith("bomb.pt: record 'bomb/data/1' inflates")
+    assert "over the ratio of 10 " in str(refused.value)
     assert not PretrainedWeights.objects.exists()
+
+
+def test_it_takes_safetensors_and_refuses_a_padded_bomb_through_the_api_and_the_form(owner_client, dataset, tmp_path):
+    from tests.support.weights_files import padded_bomb, save_safetensors
+    from tests.workbench.runs.web.test_wizard import errors_of, valid
+
+    state = build_model("lenet", SPEC).state_dict()
+    safetensors = save_safetensors(state, tmp_path / "lenet.safetensors").read_bytes()
+    bomb = padded_bomb(state, tmp_path / "bomb.pt").read_bytes()
+
+    response = owner_client.post(
+        reverse("api-pretrained"), {"file": SimpleUploadedFile("lenet.safetensors", safetensors)}
+    )
+    assert response.status_code == 201, response.json()
+    response = owner_client.post(reverse("api-pretrained"), {"file": SimpleUploadedFile("bomb.pt", bomb)})
+    assert response.status_code == 400
+    assert response.json()["file"][0].startswith("bomb.pt: record 'archive/data/bomb' inflates")
+
+    form = valid(dataset, start_from="upload", pretrained_file=SimpleUploadedFile("lenet.safetensors", safetensors))
+    response = owner_client.post(reverse("run-new"), form)
+    assert response.status_code == 302, errors_of(response)
+    form = valid(dataset, start_from="upload", pretrained_file=SimpleUploadedFile("bomb.pt", bomb))
+    response = owner_client.post(reverse("run-new"), form)
+    assert errors_of(response)["pretrained_file"].startswith("bomb.pt: record 'archive/data/bomb' inflates")
+    assert PretrainedWeights.objects.count() == 2 and Run.objects.count() == 1
