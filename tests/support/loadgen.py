@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 
 
@@ -45,18 +46,45 @@ def submitter(env: dict[str, str], owner_ids: list[int], dataset_id: int, reques
 def finisher(env: dict[str, str], total_runs: int, hold_seconds: float, deadline: float, seed: int) -> int:
     """Plays the trainers: ends each running run after about `hold_seconds`, then schedules."""
     _setup(env)
+    rng = random.Random(seed)
+    finished = 0
+    stop = threading.Event()
+    beat = threading.Thread(target=_play_heartbeats, args=(stop,), daemon=True)
+    beat.start()
+    try:
+        finished = _finish_runs(total_runs, hold_seconds, deadline, rng)
+    finally:
+        stop.set()
+        beat.join()
+    return finished
+
+
+def _play_heartbeats(stop: threading.Event) -> None:
+    """The simulated hosts have no worker behind them: their heartbeat, and the watch of the runs
+    they run, are played here, in a thread of their own as a worker's are, so that a slow pass
+    of the finisher on a loaded machine does not make its hosts look dead."""
+    from django.db import connection
     from django.utils import timezone
 
+    from workbench.runs.models import Run
+    from workbench.workers.models import WorkerHost
+
+    try:
+        while not stop.wait(0.5):
+            now = timezone.now()
+            WorkerHost.objects.filter(hostname__endswith="@simulated").update(last_seen=now)
+            Run.objects.filter(state=Run.State.RUNNING, name__startswith="load-").update(watched_at=now)
+    finally:
+        connection.close()
+
+
+def _finish_runs(total_runs: int, hold_seconds: float, deadline: float, rng: random.Random) -> int:
     from workbench.runs.lifecycle import run_finish
     from workbench.runs.models import Run
     from workbench.runs.scheduler import schedule
-    from workbench.workers.models import WorkerHost
 
-    rng = random.Random(seed)
     finished = 0
     while time.time() < deadline:
-        # The simulated hosts have no worker behind them: their heartbeat is played here.
-        WorkerHost.objects.filter(hostname__endswith="@simulated").update(last_seen=timezone.now())
         running = list(Run.objects.filter(state=Run.State.RUNNING, name__startswith="load-"))
         ended = Run.objects.filter(state=Run.State.DONE, name__startswith="load-").count()
         if ended >= total_runs:

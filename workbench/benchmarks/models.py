@@ -44,6 +44,8 @@ class Benchmark(models.Model):
     estimated_start = models.DateTimeField(null=True, blank=True)
     host = models.ForeignKey("workers.WorkerHost", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     host_boot_id = models.UUIDField(null=True, blank=True)
+    # When its runner's watch last said it still follows the trainer (workers.inventory.lost_worker).
+    watched_at = models.DateTimeField(null=True, blank=True)
     device_labels = models.JSONField(default=list)  # "sim0@host: GPU 0", for the page
     launched = models.BooleanField(default=False)  # claimed by a worker's task
     cancel_requested = models.BooleanField(default=False)

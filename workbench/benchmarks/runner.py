@@ -11,6 +11,9 @@ import subprocess
 import sys
 import time
 
+from django.conf import settings
+from django.utils import timezone
+
 from datasets.models import Dataset
 from trainer import protocol
 from workbench.benchmarks.lifecycle import benchmark_finish, cells_append, largest_batch_append, progress_update
@@ -125,6 +128,8 @@ def _watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail, sto
     last_status: dict = {}
     deadline = time.monotonic() + benchmark.time_budget_seconds
     out_of_time = False
+    superseded = False
+    next_watched = 0.0
     while True:
         code = process.poll()
         last_status = store(benchmark, tail.read()) or last_status
@@ -133,11 +138,20 @@ def _watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail, sto
             # table decides as for a run (a job past its time limit fails).
             request = Run.StopRequest.ABORT if stop.requested and not out_of_time else ""
             end = BUDGET_SPENT if out_of_time else ""
-            return outcome.Ending(code, stop_request=request, message=last_status.get("message") or "", end_state=end)
+            message = last_status.get("message") or ""
+            return outcome.Ending(code, stop_request=request, message=message, end_state=end, superseded=superseded)
+        if time.monotonic() >= next_watched:
+            # Says the watch still follows its trainer: a late heartbeat then loses nothing.
+            next_watched = time.monotonic() + settings.HEARTBEAT_SECONDS
+            Benchmark.objects.filter(pk=benchmark.pk, state=Benchmark.State.RUNNING).update(watched_at=timezone.now())
         row = Benchmark.objects.filter(pk=benchmark.pk).values_list("state", "cancel_requested").first()
         # No row: the benchmark was deleted while it ran, and stops as a cancelled one does.
         state, cancel = row if row is not None else (None, True)
-        if cancel or state != Benchmark.State.RUNNING:
+        if state is not None and state != Benchmark.State.RUNNING and not superseded:
+            # Ended while we watched (declared lost): not a cancel anyone asked for; it changes nothing.
+            superseded = True
+            stop.kill()
+        elif cancel:
             stop.request()
         elif time.monotonic() > deadline and not stop.requested:
             # Runs wait behind it on the budget's word (the queue's estimates count on it).
@@ -159,6 +173,8 @@ _BENCHMARK_STATES = {
 
 def finish(benchmark: Benchmark, ending: outcome.Ending) -> str:
     decided = outcome.decide(ending)
+    if decided.state == outcome.SUPERSEDED:
+        return decided.state
     state = _BENCHMARK_STATES[decided.state]
     if ending.end_state == BUDGET_SPENT and decided.state == Run.State.FAILED:
         budget = benchmark.time_budget_seconds

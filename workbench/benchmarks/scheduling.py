@@ -163,7 +163,7 @@ class BenchmarkJobs:
         """Running benchmarks of workers that went silent or restarted fail (their cells are kept)."""
         lost = 0
         for benchmark in Benchmark.objects.filter(state=Benchmark.State.RUNNING).select_related("host"):
-            why = lost_worker(benchmark.host, benchmark.host_boot_id)
+            why = lost_worker(benchmark.host, benchmark.host_boot_id, watched_at=benchmark.watched_at)
             if why:
                 lost += benchmark_finish(
                     benchmark=benchmark, state=Benchmark.State.FAILED, reason=f"{why}; the cells measured are kept"

@@ -1,4 +1,4 @@
-"""What the inference app does on a worker's heartbeat, and when a job row is deleted.
+"""What the inference app does on a worker's housekeeping pass, and when a job row is deleted.
 
 Services are imported when a signal arrives: this module is imported by every process at
 start-up (AppConfig.ready), and the services import torch, which web processes never need.
@@ -11,10 +11,10 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from workbench.inference.models import InferenceJob
-from workbench.workers.signals import heartbeat
+from workbench.workers.signals import housekeeping
 
 
-@receiver(heartbeat, dispatch_uid="inference.jobs_fail_stale")
+@receiver(housekeeping, dispatch_uid="inference.jobs_fail_stale")
 def fail_jobs_that_stopped_reporting(sender, hostname: str, **kwargs) -> None:
     from workbench.inference.services import jobs_fail_stale  # lazily: see the module's docstring
 

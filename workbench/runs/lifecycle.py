@@ -1,9 +1,10 @@
 """A run's life: its events (one sequence per run), its state transitions and its end.
 
 Every state change is a conditional update (it happens only if the run is still in an expected
-state), stored with its time in RunTransition, and announced as a `status` event. The rules of
-how a run ends (`run_finish`) and of what an interruption means (`interrupt`: resume or give up
-after RUN_MAX_ATTEMPTS) live here; the executors and the scheduler call them, never copy them.
+state, and given an attempt, still on that attempt), stored with its time in RunTransition, and
+announced as a `status` event. How a run ends (`run_finish`) lives here; what an attempt's end
+or an interruption means lives in attempts/outcome.py; the executors and the scheduler call them,
+never copy them.
 
 When a run gives its devices back, `devices_freed` is sent after commit; the app's receivers
 answer with a scheduling pass (a module this low cannot queue tasks: the tasks import it).
@@ -92,12 +93,16 @@ def publish_dashboard(run: Run) -> None:
 # ------------------------------------------------------------------------------- transitions
 
 
-def run_transition(*, run: Run, to_state: str, from_states: Iterable[str], reason: str = "", **fields) -> bool:
-    """Moves the run to `to_state` if it is in one of `from_states`; returns whether it did."""
+def run_transition(
+    *, run: Run, to_state: str, from_states: Iterable[str], reason: str = "", on_attempt: int | None = None, **fields
+) -> bool:
+    """Moves the run to `to_state` if it is in one of `from_states` (and, given `on_attempt`, still
+    on that attempt: an attempt that no longer owns its run changes nothing); returns whether it did."""
     from_states = list(from_states)
     with transaction.atomic():
-        current = Run.objects.select_for_update().filter(pk=run.pk).values_list("state", flat=True).first()
-        if current not in from_states:
+        row = Run.objects.select_for_update().filter(pk=run.pk).values_list("state", "attempt").first()
+        current, current_attempt = row if row is not None else (None, None)
+        if current not in from_states or (on_attempt is not None and current_attempt != on_attempt):
             return False
         Run.objects.filter(pk=run.pk).update(state=to_state, **fields)
         RunTransition.objects.create(run_id=run.pk, from_state=current, to_state=to_state, reason=reason)
@@ -112,10 +117,18 @@ def devices_release(*, run: Run) -> int:
     return Device.objects.filter(run=run).update(run=None)
 
 
-def run_finish(*, run: Run, to_state: str, reason: str = "", from_states: Iterable[str] = (Run.State.RUNNING,)) -> bool:
-    """Ends (or pauses, or interrupts) a run: state change and release of its devices, at once."""
+def run_finish(
+    *,
+    run: Run,
+    to_state: str,
+    reason: str = "",
+    from_states: Iterable[str] = (Run.State.RUNNING,),
+    on_attempt: int | None = None,
+) -> bool:
+    """Ends (or pauses, or interrupts) a run: state change and release of its devices, at once.
+    Given `on_attempt`, only while the run is still on that attempt (see run_transition)."""
     with transaction.atomic():
-        fields = {"stop_request": "", "trainer_pid": None}
+        fields = {"stop_request": "", "trainer_pid": None, "watched_at": None}
         if to_state in Run.FINISHED_STATES:
             fields["finished_at"] = timezone.now()
             fields["eta_seconds"] = None
@@ -123,30 +136,10 @@ def run_finish(*, run: Run, to_state: str, reason: str = "", from_states: Iterab
             fields["error"] = reason
         if to_state == Run.State.DONE:
             fields["progress"] = 1.0
-        changed = run_transition(run=run, to_state=to_state, from_states=from_states, reason=reason, **fields)
+        changed = run_transition(
+            run=run, to_state=to_state, from_states=from_states, reason=reason, on_attempt=on_attempt, **fields
+        )
         if changed:
             devices_release(run=run)
             transaction.on_commit(lambda: devices_freed.send(sender=Run, run_id=run.pk))
     return changed
-
-
-# An attempt that was placed or submitted: running, or waiting in Slurm's queue for a requeue.
-_STARTED = (Run.State.RUNNING, Run.State.WAITING)
-
-
-def interrupt(run: Run, why: str) -> bool:
-    """The run stopped without anyone asking (its worker or node died, the trainer was killed):
-    a pending abort or pause now takes effect; otherwise it waits to resume from its checkpoint,
-    until RUN_MAX_ATTEMPTS attempts have been interrupted, when it fails."""
-    if run.stop_request == Run.StopRequest.ABORT:
-        return run_finish(run=run, to_state=Run.State.ABORTED, reason=f"aborted ({why})", from_states=_STARTED)
-    if run.stop_request == Run.StopRequest.PAUSE:
-        return run_finish(run=run, to_state=Run.State.PAUSED, reason=f"paused ({why})", from_states=_STARTED)
-    if run.stop_request == Run.StopRequest.PRUNE:
-        reason = f"{run.stop_reason or 'pruned by its search'} ({why})"
-        return run_finish(run=run, to_state=Run.State.PRUNED, reason=reason, from_states=_STARTED)
-    if run.attempt >= settings.RUN_MAX_ATTEMPTS:
-        reason = f"interrupted {run.attempt} times; the last time {why}"
-        return run_finish(run=run, to_state=Run.State.FAILED, reason=reason, from_states=_STARTED)
-    reason = f"interrupted: {why}; it resumes from its checkpoint"
-    return run_finish(run=run, to_state=Run.State.INTERRUPTED, reason=reason, from_states=_STARTED)

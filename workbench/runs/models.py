@@ -76,6 +76,9 @@ class Run(models.Model):
     # search's pruner: "val loss 0.91 at epoch 2 is worse than 2 of the 3 trials at that rung").
     stop_reason = models.CharField(max_length=300, blank=True)
     trainer_pid = models.IntegerField(null=True, blank=True)
+    # When the watch of the current attempt last said it still follows the trainer: a run whose
+    # worker's heartbeat is late but whose watch is not keeps running (workers.inventory.lost_worker).
+    watched_at = models.DateTimeField(null=True, blank=True)
     # Why the run waits, in plain words, as the scheduler last saw it; and its estimated start.
     # A run holding the devices it needs reads HOLDER_WORDS in the stored text, and is kept in
     # `wait_holder`: whether a viewer may see its name is decided at read time (wait_reason_for).

@@ -1,4 +1,4 @@
-"""What the runs app does on a worker's heartbeat (workbench.workers.signals) and when a run
+"""What the runs app does on a worker's housekeeping pass (workbench.workers.signals) and when a run
 gives its devices back (lifecycle.devices_freed).
 
 The scheduler and the local executor are imported when a signal arrives, not here: this module
@@ -9,12 +9,12 @@ the sampler and the Slurm follower, which web processes never use.
 from django.dispatch import receiver
 
 from workbench.runs.lifecycle import devices_freed
-from workbench.workers.signals import heartbeat, worker_stopping
+from workbench.workers.signals import housekeeping, worker_stopping
 
 
-@receiver(heartbeat, dispatch_uid="runs.schedule")
+@receiver(housekeeping, dispatch_uid="runs.schedule")
 def schedule_the_queue(sender, hostname: str, **kwargs) -> None:
-    # Every beat of every worker runs a pass: runs of lost workers are reclaimed, waiting ones start.
+    # Every housekeeping pass of a worker schedules: runs of lost workers are reclaimed, waiting ones start.
     from workbench.runs.scheduler import schedule  # lazily: start-up cost, see the module's docstring
 
     schedule()

@@ -5,11 +5,11 @@
   trainer is asked to stop within a second);
 - a run gave its devices back (lifecycle.devices_freed): if it is a trial, a pass of its search
   (tell Optuna, start the next trial), queued as a task;
-- every worker heartbeat (workers.signals.heartbeat): a pass of each running search, so one whose
+- every housekeeping pass of a worker (workers.signals.housekeeping): a pass of each running search, so one whose
   task was lost, or whose processes all restarted, carries on.
 
 A search's failure is logged here and never reaches the sender: the ingest of a run, the end of
-an attempt and the heartbeat must go on whatever a search does.
+an attempt and the housekeeping must go on whatever a search does.
 """
 
 import logging
@@ -19,7 +19,7 @@ from django.dispatch import receiver
 from workbench.runs.lifecycle import devices_freed, validation_stored
 from workbench.runs.models import Run
 from workbench.searches.models import Search, Trial
-from workbench.workers.signals import heartbeat
+from workbench.workers.signals import housekeeping
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def advance_after_a_trial(sender, run_id: int, **kwargs) -> None:
         queue_advance(search_id)
 
 
-@receiver(heartbeat, dispatch_uid="searches.advance_running")
+@receiver(housekeeping, dispatch_uid="searches.advance_running")
 def advance_running_searches(sender, hostname: str, **kwargs) -> None:
 
     # Running searches, and paused or aborted ones whose trials' ends Optuna has not heard of yet.

@@ -1,10 +1,18 @@
-"""The worker's heartbeat: every few seconds it stores its devices, says whether its consumer is
-consuming, requeues the dataset builds of lost workers, fails inference jobs that stopped
-reporting, then runs a scheduling pass.
+"""The worker's heartbeat and its housekeeping, two threads of the worker's main process started
+when the worker is ready.
 
-A thread in the worker's main process, started when the worker is ready. The web side reads the
-rows to show which workers are alive and what they have; a host not heard from within
-WORKER_TIMEOUT_SECONDS is offline, and its runs are reclaimed by the next pass of any worker.
+- The heartbeat stores the host's devices and whether its consumer is consuming, every
+  HEARTBEAT_SECONDS, and nothing else. Liveness never waits for work: when the beat also ran the
+  scheduling pass and every search's pass, one slow pass on a loaded host (26.7 s) silenced it past
+  WORKER_TIMEOUT_SECONDS, and the host's own healthy runs were reclaimed as if it had died.
+- The housekeeping pass (signals.housekeeping: requeue the builds of lost workers, fail stale
+  inference jobs, reclaim and schedule, advance the searches) runs in its own thread at the same
+  pace. It never overlaps itself: one thread per process, and across the workers one lock in the
+  cache, so a slow pass makes the next one wait instead of piling passes up on a busy host.
+
+The web side reads the host rows to show which workers are alive and what they have; a host not
+heard from within WORKER_TIMEOUT_SECONDS is offline, and its runs are reclaimed by a later pass of
+any worker unless their watch still reports them (runs/scheduler/run_jobs.py).
 
 Alive is not enough: a worker whose consumer lost the broker takes no task, so each beat also
 records whether the consumer is connected and running (/healthz reads it), and a worker that is
@@ -21,6 +29,7 @@ from datetime import timedelta
 from celery import bootsteps
 from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 from django.conf import settings
+from django.core.cache import cache
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -32,6 +41,10 @@ from workbench.workers.models import WorkerHost
 log = logging.getLogger(__name__)
 
 _stop = threading.Event()
+
+# The cache key of the one housekeeping pass in progress among all the workers; it expires on its
+# own should its worker die mid-pass.
+PASS_LOCK = "workbench:housekeeping-pass"
 
 
 def consumer_is_consuming(consumer) -> bool:
@@ -54,12 +67,34 @@ def worker_is_stopping(consumer) -> bool:
 
 
 def beat_once(hostname: str, consumer=None) -> None:
+    """One beat: liveness only (the host's devices, whether it consumes, whether it is stopping)."""
     host_heartbeat(hostname=hostname, boot_id=BOOT_ID, devices=local_devices())
     if consumer is not None:
         if worker_is_stopping(consumer):
             _send(signals.worker_stopping, hostname)
         consumer_beat(hostname=hostname, consuming=consumer_is_consuming(consumer))
-    _send(signals.heartbeat, hostname)
+
+
+def housekeeping_once(hostname: str) -> bool:
+    """One housekeeping pass, unless another worker's is in progress; True when this one ran."""
+    lock_seconds = max(60.0, 10 * settings.HEARTBEAT_SECONDS)
+    try:
+        if not cache.add(PASS_LOCK, hostname, timeout=lock_seconds):
+            return False
+    except Exception:
+        # No cache (the broker's Redis is down): passes may overlap across workers, which is
+        # correct (every claim is a conditional update), only slower; not passing is worse.
+        log.warning("housekeeping of %s: no lock in the cache; passing without it", hostname)
+        _send(signals.housekeeping, hostname)
+        return True
+    try:
+        _send(signals.housekeeping, hostname)
+    finally:
+        try:
+            cache.delete(PASS_LOCK)
+        except Exception:
+            log.warning("housekeeping of %s: could not release the lock; it expires in %.0f s", hostname, lock_seconds)
+    return True
 
 
 def _send(signal, hostname: str) -> None:
@@ -80,6 +115,15 @@ def _beat_forever(hostname: str, consumer) -> None:
         _stop.wait(settings.HEARTBEAT_SECONDS)
 
 
+def _keep_house_forever(hostname: str) -> None:
+    while not _stop.wait(settings.HEARTBEAT_SECONDS):
+        try:
+            close_old_connections()
+            housekeeping_once(hostname)
+        except Exception:
+            log.exception("housekeeping of %s failed", hostname)
+
+
 @celeryd_after_setup.connect
 def consume_host_queue(sender, instance, **kwargs) -> None:
     """Every worker also consumes its host's own queue, where runs placed on it are sent."""
@@ -90,9 +134,11 @@ def consume_host_queue(sender, instance, **kwargs) -> None:
 def start_heartbeat(sender=None, **kwargs) -> None:
     hostname = sender.hostname
     # The sender is the worker's consumer: the beat reads its state (consuming, stopping).
-    thread = threading.Thread(target=_beat_forever, args=(hostname, sender), name="heartbeat", daemon=True)
-    thread.start()
-    log.info("heartbeat started for %s every %.1fs", hostname, settings.HEARTBEAT_SECONDS)
+    beat = threading.Thread(target=_beat_forever, args=(hostname, sender), name="heartbeat", daemon=True)
+    beat.start()
+    passes = threading.Thread(target=_keep_house_forever, args=(hostname,), name="housekeeping", daemon=True)
+    passes.start()
+    log.info("heartbeat and housekeeping started for %s every %.1fs", hostname, settings.HEARTBEAT_SECONDS)
 
 
 @worker_shutdown.connect

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -59,16 +59,27 @@ def gpus_online() -> bool:
     return Device.objects.filter(kind=Device.Kind.GPU, host__in=online_hosts()).exists()
 
 
-def lost_worker(host: WorkerHost | None, boot_id: uuid.UUID | None) -> str:
+def lost_worker(host: WorkerHost | None, boot_id: uuid.UUID | None, *, watched_at: datetime | None = None) -> str:
     """Why work that a worker process took (under `boot_id`) is lost, or "" while that process
-    lives: its host row is gone, it stopped sending heartbeats, or it restarted (another boot)."""
+    lives: its host row is gone, it stopped sending heartbeats, or it restarted (another boot).
+
+    `watched_at` is when the work's own watch (the thread that follows its trainer) last said it
+    still follows it. A worker that is alive and still runs the trainer keeps its work even when
+    its heartbeat is late: a host whose cores are all busy (a GPU host's loaders) can starve the
+    beat for a while, and taking a healthy run from it loses the run's progress and starts a
+    second trainer beside the first.
+    """
     if host is None:
         return "its worker is gone"
-    if not host.is_online:
+    if not host.is_online and not _recent(watched_at):
         return f"worker {host.hostname} stopped sending heartbeats"
     if boot_id and host.boot_id != boot_id:
         return f"worker {host.hostname} restarted"
     return ""
+
+
+def _recent(moment: datetime | None) -> bool:
+    return moment is not None and moment >= timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS)
 
 
 def simulated_gpus(count: int) -> list[dict]:

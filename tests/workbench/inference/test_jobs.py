@@ -168,18 +168,18 @@ def test_it_fails_a_job_whose_worker_stopped_reporting(owner_client, digits_run,
 
 
 @pytest.mark.django_db
-def test_it_fails_stale_jobs_on_the_heartbeat_without_a_viewer(digits_run, owner):
+def test_it_fails_stale_jobs_on_the_housekeeping_pass_without_a_viewer(digits_run, owner):
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from workbench.workers.heartbeat import beat_once
+    from workbench.workers.heartbeat import housekeeping_once
 
     old = timezone.now() - timedelta(seconds=InferenceJob.STALE_SECONDS + 5)
     stale = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",
                                         heartbeat_at=old)  # fmt: skip
     alive = InferenceJob.objects.create(owner=owner, run=digits_run, kind="test", source="val", state="running",
                                         heartbeat_at=timezone.now())  # fmt: skip
-    beat_once("beat@tests")
+    assert housekeeping_once("beat@tests")
     assert InferenceJob.objects.get(pk=stale.pk).state == "failed"
     assert InferenceJob.objects.get(pk=alive.pk).state == "running"

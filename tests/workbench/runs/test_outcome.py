@@ -15,9 +15,10 @@ from tests.support.waiting import wait_until
 from tests.workbench.runs.conftest import TINY_CONFIG
 from trainer import protocol
 from workbench.benchmarks import runner
+from workbench.runs.attempts import gates
 from workbench.runs.attempts.files import AttemptFiles
 from workbench.runs.attempts.ingest import IngestLedger
-from workbench.runs.attempts.outcome import LOST, Ending, decide
+from workbench.runs.attempts.outcome import LOST, SUPERSEDED, Ending, Outcome, decide, end_attempt, interrupt
 from workbench.runs.executors import local
 from workbench.runs.executors.slurm import reconcile
 from workbench.runs.models import Run
@@ -143,3 +144,62 @@ def test_it_ends_a_benchmark_by_the_same_table():
     assert runner._BENCHMARK_STATES[decide(Ending(STOPPED, stop_request=ABORT)).state] == Benchmark.State.CANCELLED
     assert runner._BENCHMARK_STATES[decide(Ending(OOM)).state] == Benchmark.State.FAILED
     assert runner._BENCHMARK_STATES[decide(Ending(-signal.SIGKILL)).state] == Benchmark.State.FAILED
+
+
+# Row 0: an attempt that no longer owns its run decides nothing, whatever it saw.
+@pytest.mark.parametrize("code, request_, end_state", [(DONE, "", ""), (-signal.SIGKILL, ABORT, ""), (None, "", LOST)])
+def test_it_decides_nothing_for_an_attempt_that_lost_its_run(code, request_, end_state):
+    assert decide(Ending(code, stop_request=request_, end_state=end_state, superseded=True)).state == SUPERSEDED
+
+
+@pytest.mark.parametrize(
+    "request_, state, words",
+    [(ABORT, S.ABORTED, "aborted by the user"), (PAUSE, S.PAUSED, "paused by the user"), (PRUNE, S.PRUNED, "pruned")],
+)
+def test_it_ends_a_stop_before_the_trainer_started_by_the_same_table(db, owner, make_dataset, request_, state, words):
+    # A trial pruned while it waited for its devices ends pruned, not paused (the gate had its own copy).
+    run = _started_run(owner, make_dataset(owner), Run.Executor.LOCAL, request_)
+    assert gates.stop_gate(run, from_states=[S.RUNNING])
+    run.refresh_from_db()
+    assert (run.state, run.transitions.last().reason[: len(words)]) == (state, words)
+
+
+def test_it_changes_nothing_when_a_stale_attempt_ends_after_a_new_one_started(db, owner, make_dataset):
+    # The worker was declared lost while it lived: the run was interrupted and relaunched as
+    # attempt 2. Attempt 1's watch then finds the run is no longer its own: it kills its own
+    # trainer (nobody's abort), and its end neither ends the run nor stops attempt 2.
+    run = _started_run(owner, make_dataset(owner), Run.Executor.LOCAL, "")
+    files = AttemptFiles(run.run_dir, 1)
+    ledger = IngestLedger(run, 1)
+    ledger.start()
+    with (run.run_dir / "stale.log").open("ab") as output:
+        process = start_child([sys.executable, "-c", "import time; time.sleep(600)"], stdout=output, own_session=True)
+    Run.objects.filter(pk=run.pk).update(attempt=2, launched_attempt=2, trainer_pid=4242)
+
+    assert local.follow(run, process, files, ledger) == SUPERSEDED
+    assert process.returncode == -signal.SIGKILL
+    run.refresh_from_db()
+    assert (run.state, run.attempt, run.trainer_pid, run.stop_request) == (S.RUNNING, 2, 4242, "")
+    assert not run.transitions.filter(to_state__in=[S.ABORTED, S.INTERRUPTED, S.FAILED]).exists()
+    # Whatever a stale attempt would have decided, carried out on attempt 1, changes nothing.
+    for stale in (Outcome(S.ABORTED, "aborted by the user"), Outcome(S.INTERRUPTED, "x"), Outcome(S.DONE, "x")):
+        assert end_attempt(run, stale, attempt=1) == SUPERSEDED
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == (S.RUNNING, 2)
+
+
+def test_it_ends_an_attempt_its_run_was_interrupted_under_without_blaming_the_user(db, owner, make_dataset):
+    # The same watch when the run was interrupted but not yet relaunched: before, the watch asked
+    # its trainer to stop with an ABORT and the run ended "aborted by the user".
+    run = _started_run(owner, make_dataset(owner), Run.Executor.LOCAL, "")
+    files = AttemptFiles(run.run_dir, 1)
+    ledger = IngestLedger(run, 1)
+    ledger.start()
+    with (run.run_dir / "stale.log").open("ab") as output:
+        process = start_child([sys.executable, "-c", "import time; time.sleep(600)"], stdout=output, own_session=True)
+    assert interrupt(run, "worker w stopped sending heartbeats", on_attempt=1)
+
+    assert local.follow(run, process, files, ledger) == SUPERSEDED
+    run.refresh_from_db()
+    assert run.state == S.INTERRUPTED
+    assert not run.transitions.filter(to_state=S.ABORTED).exists()

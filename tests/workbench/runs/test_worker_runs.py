@@ -82,6 +82,7 @@ def test_it_aborts_a_run_and_stops_every_trainer_process(celery_worker, transact
     wait_for_state(run, Run.State.RUNNING)
     wait_for(lambda: metric_steps(run), "the first metrics")
     processes = trainer_tree(run)
+    keeps_its_run_while_its_heartbeat_is_late(run)
     run_abort(run=run)
     wait_for_state(run, Run.State.ABORTED, timeout=90)
     gone, alive = psutil.wait_procs(processes, timeout=10)
@@ -89,6 +90,30 @@ def test_it_aborts_a_run_and_stops_every_trainer_process(celery_worker, transact
     assert not Device.objects.filter(run=run).exists()
     assert run.transitions.last().reason == "aborted by the user"
     assert checkpoints(run), "SIGTERM should have saved a checkpoint"
+
+
+def keeps_its_run_while_its_heartbeat_is_late(run: Run) -> None:
+    # A worker whose heartbeat is late (a loaded host) but whose watch still follows the trainer
+    # keeps its run: a pass that finds the host silent reclaims nothing. Before, the run was
+    # interrupted, relaunched beside its own trainer, and then ended "aborted by the user".
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.db import transaction
+    from django.utils import timezone
+
+    from workbench.runs.scheduler import schedule
+    from workbench.workers.models import WorkerHost
+
+    wait_for(lambda: Run.objects.get(pk=run.pk).watched_at, "the watch to say it follows the trainer")
+    silent = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS + 5)
+    # One transaction: the worker's own beat cannot make the host fresh between the two.
+    with transaction.atomic():
+        WorkerHost.objects.filter(pk=run.host_id).update(last_seen=silent)
+        assert not WorkerHost.objects.get(pk=run.host_id).is_online
+        reclaimed = schedule()["reclaimed"]
+    run.refresh_from_db()
+    assert (reclaimed, run.state, run.attempt) == (0, Run.State.RUNNING, 1)
 
 
 def test_it_pauses_and_resumes_from_the_checkpoint(celery_worker, transactional_db, owner, make_dataset):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from datasets.models import Dataset
+from workbench.runs.attempts.outcome import stop_words
 from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
 
@@ -13,8 +14,8 @@ def stop_gate(run: Run, *, from_states: Iterable[str]) -> bool:
     """A stop asked for before the trainer started ends the run here; True when it did."""
     if not run.stop_request:
         return False
-    final = Run.State.ABORTED if run.stop_request == Run.StopRequest.ABORT else Run.State.PAUSED
-    run_finish(run=run, to_state=final, reason=f"{final} before the trainer started", from_states=from_states)
+    final, words = stop_words(run)
+    run_finish(run=run, to_state=final, reason=f"{words} (before the trainer started)", from_states=from_states)
     return True
 
 

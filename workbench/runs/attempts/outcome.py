@@ -3,6 +3,10 @@ benchmarks. Each executor only says what it saw (`Ending`); the order of the che
 here, once, and tests/workbench/runs/test_outcome.py holds it as a table.
 
 The order, and why:
+0. The attempt no longer owns its run (a newer attempt runs it, or it was ended or interrupted
+   while this one still watched): nothing. Only the attempt that owns the run decides its end; a
+   stale one deciding would end a healthy run (as "aborted by the user", nobody having asked) and
+   stop the trainer of the attempt that does own it.
 1. The trainer finished (exit 0): done, even if an abort or pause came meanwhile. The work is
    complete and its model kept; throwing it away for a stop that arrived too late helps nobody.
 2. An abort was asked for: aborted, however the trainer went (stopped, killed after the grace,
@@ -22,14 +26,21 @@ The order, and why:
    failed, with its words. A job that reaches its time limit would reach it again.
 8. Locally, a trainer stopped by a signal nobody asked for (the worker shutting down, the OOM
    killer) or an exit code the protocol does not know: interrupted, and it resumes.
+
+What a stop request becomes is one table too (STOPPED_BY): an attempt that stopped for it, a run
+interrupted while it was pending (`interrupt`), and a run stopped before its trainer started
+(gates.stop_gate) all read it. Only a request makes a stop the user's; nothing the system did is
+put in the user's words.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from trainer import protocol
-from workbench.runs.lifecycle import interrupt, run_finish
+from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
 from workbench.slurm import words
 
@@ -37,6 +48,15 @@ from workbench.slurm import words
 LOST = "LOST"  # a job that ended while nobody followed it: what it wrote is all there is
 RESUMABLE_ENDS = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", LOST}
 CANCELLED = "CANCELLED"
+# The outcome of an attempt that no longer owns its run (row 0): it changes nothing.
+SUPERSEDED = "superseded"
+
+# A stop request -> the state the run takes once its trainer stopped for it, and the words.
+STOPPED_BY = {
+    Run.StopRequest.ABORT: (Run.State.ABORTED, "aborted by the user"),
+    Run.StopRequest.PAUSE: (Run.State.PAUSED, "paused by the user; resume continues from the checkpoint"),
+    Run.StopRequest.PRUNE: (Run.State.PRUNED, "pruned by its search"),
+}
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,7 @@ class Ending:
     message: str = ""  # the trainer's final status message
     end_state: str = ""  # the executor's own end state (Slurm's job state); "" for a local process
     where: str = ""  # appended to the executor's words: "job 12"
+    superseded: bool = False  # the attempt found its run no longer its own while it watched
 
 
 @dataclass(frozen=True)
@@ -59,15 +80,15 @@ class Outcome:
 def decide(ending: Ending) -> Outcome:
     code, request = ending.exit_code, ending.stop_request
     suffix = f" ({ending.where})" if ending.where else ""
+    if ending.superseded:
+        return Outcome(SUPERSEDED, "the run was no longer this attempt's")
     if code == protocol.EXIT_DONE:
         return Outcome(Run.State.DONE, ending.message or "finished")
     if request == Run.StopRequest.ABORT:
-        return Outcome(Run.State.ABORTED, "aborted by the user")
+        return Outcome(*STOPPED_BY[request])
     stopped = code is None or code == protocol.EXIT_STOPPED or code < 0
-    if request == Run.StopRequest.PAUSE and stopped:
-        return Outcome(Run.State.PAUSED, "paused by the user; resume continues from the checkpoint")
-    if request == Run.StopRequest.PRUNE and stopped:
-        return Outcome(Run.State.PRUNED, "pruned by its search")
+    if request in STOPPED_BY and stopped:
+        return Outcome(*STOPPED_BY[request])
     if code in protocol.FAILURE_REASONS:
         return Outcome(Run.State.FAILED, ending.message or protocol.FAILURE_REASONS[code])
     if ending.end_state in RESUMABLE_ENDS:
@@ -84,14 +105,46 @@ def decide(ending: Ending) -> Outcome:
     return Outcome(Run.State.INTERRUPTED, f"the trainer was stopped ({signalled})")
 
 
-def end_attempt(run: Run, outcome: Outcome) -> str:
-    """Carries the outcome out: the run ends (or pauses), or is interrupted by the lifecycle's
-    rule (resume, or fail after RUN_MAX_ATTEMPTS). Returns the state decided."""
+def stop_words(run: Run) -> tuple[str, str]:
+    """The state and words of the run's pending stop request (a prune in its pruner's words)."""
+    state, words = STOPPED_BY[run.stop_request]
+    if run.stop_request == Run.StopRequest.PRUNE and run.stop_reason:
+        words = run.stop_reason
+    return state, words
+
+
+# An attempt that was placed or submitted: running, or waiting in Slurm's queue for a requeue.
+_STARTED = (Run.State.RUNNING, Run.State.WAITING)
+
+
+def interrupt(run: Run, why: str, *, on_attempt: int | None = None) -> bool:
+    """The run stopped without anyone asking (its worker or node died, the trainer was killed):
+    a pending stop request now takes effect; otherwise it waits to resume from its checkpoint,
+    until RUN_MAX_ATTEMPTS attempts have been interrupted, when it fails. Given `on_attempt`, only
+    while the run is still on that attempt."""
+    if run.stop_request in STOPPED_BY:
+        state, words = stop_words(run)
+        reason = f"{words} ({why})"
+    elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
+        state, reason = Run.State.FAILED, f"interrupted {run.attempt} times; the last time {why}"
+    else:
+        state, reason = Run.State.INTERRUPTED, f"interrupted: {why}; it resumes from its checkpoint"
+    return run_finish(run=run, to_state=state, reason=reason, from_states=_STARTED, on_attempt=on_attempt)
+
+
+def end_attempt(run: Run, outcome: Outcome, *, attempt: int) -> str:
+    """Carries the outcome of `attempt` out: the run ends (or pauses), or is interrupted by the
+    lifecycle's rule (resume, or fail after RUN_MAX_ATTEMPTS). Returns the state decided, or
+    SUPERSEDED when the run is no longer this attempt's (then nothing changed)."""
     run.refresh_from_db()
+    if outcome.state == SUPERSEDED:
+        return SUPERSEDED
     if outcome.state == Run.State.INTERRUPTED:
-        interrupt(run, outcome.reason)
+        changed = interrupt(run, outcome.reason, on_attempt=attempt)
     else:
         # A prune's words (rung, value, the trials it lost to) are the search's, kept on the run.
         reason = (run.stop_reason or outcome.reason) if outcome.state == Run.State.PRUNED else outcome.reason
-        run_finish(run=run, to_state=outcome.state, reason=reason, from_states=Run.ACTIVE_STATES)
-    return outcome.state
+        changed = run_finish(
+            run=run, to_state=outcome.state, reason=reason, from_states=Run.ACTIVE_STATES, on_attempt=attempt
+        )
+    return outcome.state if changed or run.attempt == attempt else SUPERSEDED

@@ -21,6 +21,7 @@ import threading
 import time
 
 from django.conf import settings
+from django.utils import timezone
 
 from trainer import protocol
 from workbench.core.errors import RequestError
@@ -37,7 +38,6 @@ from workbench.runs.attempts.ingest import (
     snapshot,
 )
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.lifecycle import interrupt
 from workbench.runs.models import Run
 from workbench.workers.models import Device
 from workbench.workers.processes import EventTail, GracefulStop, start_child
@@ -142,7 +142,9 @@ def follow(run: Run, process: subprocess.Popen, files: AttemptFiles, ledger: Ing
     decided = outcome.decide(ending)
     if decided.state == Run.State.INTERRUPTED and _worker_exiting.is_set():
         decided = outcome.Outcome(decided.state, f"its worker stopped; {decided.reason}")
-    return outcome.end_attempt(run, decided)
+    if decided.state == outcome.SUPERSEDED:
+        log.warning("run %s attempt %s: the run is no longer this attempt's; trainer stopped", run.pk, files.attempt)
+    return outcome.end_attempt(run, decided, attempt=files.attempt)
 
 
 class Tails:
@@ -151,6 +153,7 @@ class Tails:
 
     def __init__(self, run: Run, files: AttemptFiles, ledger: IngestLedger) -> None:
         self.run = run
+        self.attempt = files.attempt
         self.events = (EventTail(files.events), ledger, EventFilter(run))
         self.system = (EventTail(files.system), IngestLedger(run, files.attempt, events=files.system), SystemOnly())
         self.system[1].start()
@@ -174,14 +177,17 @@ def watch(run: Run, process: subprocess.Popen, tails: Tails) -> outcome.Ending:
         stop.now()
         with contextlib.suppress(Exception):  # the database may be what failed: then lost-worker ends it
             run.refresh_from_db()
-            interrupt(run, f"its worker stopped watching the trainer ({type(error).__name__})")
+            why = f"its worker stopped watching the trainer ({type(error).__name__})"
+            outcome.interrupt(run, why, on_attempt=tails.attempt)
         raise
 
 
 def _watch(run: Run, process: subprocess.Popen, tails: Tails, stop: GracefulStop) -> outcome.Ending:
     last_status: dict = {}
     stop_request = ""
+    superseded = False
     next_stop_check = 0.0
+    next_watched = 0.0
     stored_since_snapshot = 0
     while True:
         code = process.poll()
@@ -193,15 +199,29 @@ def _watch(run: Run, process: subprocess.Popen, tails: Tails, stop: GracefulStop
                 snapshot(run)
             last_status = protocol.final_status(events, last_status)
         if code is not None:
-            return outcome.Ending(code, stop_request=stop_request, message=last_status.get("message") or "")
+            message = last_status.get("message") or ""
+            return outcome.Ending(code, stop_request=stop_request, message=message, superseded=superseded)
         now = time.monotonic()
-        if now >= next_stop_check:
+        if now >= next_watched and not superseded:
+            # Says the attempt still follows its trainer (the run stays ours if the heartbeat is
+            # late), and finds out in the same update whether the run is still this attempt's.
+            next_watched = now + settings.HEARTBEAT_SECONDS
+            superseded = not _still_watching(run, tails.attempt)
+            if superseded:
+                # Not a stop anyone asked for: the run was taken (declared lost while we lived) or
+                # ended meanwhile. Its trainer goes at once, without a checkpoint that would land
+                # beside the files of the attempt that owns the run now; its outcome changes nothing.
+                stop.kill()
+        if now >= next_stop_check and not superseded:
             next_stop_check = now + STOP_CHECK_SECONDS
-            state, requested = Run.objects.values_list("state", "stop_request").get(pk=run.pk)
-            if state != Run.State.RUNNING and not requested:
-                requested = Run.StopRequest.ABORT  # taken from us (worker declared lost): stop
+            requested = Run.objects.values_list("stop_request", flat=True).get(pk=run.pk)
             if (requested or _worker_exiting.is_set()) and not stop.requested:
                 stop_request = requested  # "" when only the worker is exiting: the run resumes
                 stop.request()
             stop.poll()
         time.sleep(POLL_SECONDS)
+
+
+def _still_watching(run: Run, attempt: int) -> bool:
+    owned = Run.objects.filter(pk=run.pk, state=Run.State.RUNNING, attempt=attempt)
+    return bool(owned.update(watched_at=timezone.now()))

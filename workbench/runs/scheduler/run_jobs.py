@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from workbench.runs.attempts import gates
-from workbench.runs.lifecycle import interrupt, run_transition
+from workbench.runs.attempts.outcome import interrupt
+from workbench.runs.lifecycle import run_transition
 from workbench.runs.models import HOLDER_WORDS, Run
 from workbench.runs.scheduler.jobs import RUN, Job, Placement, Shown
 from workbench.workers.inventory import lost_worker
@@ -82,6 +83,7 @@ def allocate(run: Run, placement: Placement) -> bool:
                 host=placement.host,
                 host_boot_id=placement.host.boot_id,
                 attempt=attempt,
+                watched_at=None,
                 started_at=timezone.now(),
                 wait_reason="",
                 wait_holder=None,
@@ -195,9 +197,9 @@ class RunJobs:
         reclaimed = 0
         # A Slurm run has no worker of ours: Slurm keeps it, and its follower (executors/slurm) follows it.
         for run in Run.objects.filter(state=Run.State.RUNNING, executor=Run.Executor.LOCAL).select_related("host"):
-            why = lost_worker(run.host, run.host_boot_id)
+            why = lost_worker(run.host, run.host_boot_id, watched_at=run.watched_at)
             if why:
-                reclaimed += interrupt(run, why)
+                reclaimed += interrupt(run, why, on_attempt=run.attempt)
         return reclaimed
 
     def describe(self, job: Job, *, viewer) -> Shown:

@@ -217,7 +217,7 @@ def ended(run: Run, job: Job) -> None:
         end_state=outcome.LOST if job.state in ("UNKNOWN", "GONE") else job.state,
         where=f"job {job.job_id}",
     )
-    outcome.end_attempt(run, outcome.decide(ending))
+    outcome.end_attempt(run, outcome.decide(ending), attempt=run.attempt)
 
 
 def cancel_orphans(jobs: dict[str, Job], known: set[str]) -> None:
