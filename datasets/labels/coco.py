@@ -26,6 +26,14 @@ from datasets.labels.common import (
     relative_name,
 )
 from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
+from workbench.core.numbers import NumberError, bounded_number
+
+# Characters one RLE count may take: 7 x 5 bits hold 2^35, more than the pixels of any image that
+# may be decoded (datasets.images). pycocotools reads them into a 64-bit integer.
+MAX_RLE_CHARS = 7
+# A box corner or polygon point further out than this is no coordinate of an image (their sides
+# are far smaller: datasets.images), only a way to make a number that overflows later.
+MAX_COORDINATE = 1e6
 
 
 def coco_files(root: Path) -> list[Path]:
@@ -107,58 +115,80 @@ def _add_shape(image: AnnotatedImage, entry: dict, categories: dict, classes: li
         return
     index = IGNORE_INDEX if entry.get("iscrowd") else classes.index(categories[category])
     segmentation = entry.get("segmentation")
-    if isinstance(segmentation, list):
-        polygons = [p for p in segmentation if isinstance(p, list)]
-        if not polygons or not all(_is_polygon(p) for p in polygons) or len(polygons) != len(segmentation):
-            report.add(*where, "malformed", "a polygon is a list of at least 3 x, y pairs")
-            return
-        shape = (index, "polygons", tuple(tuple(float(v) for v in p) for p in polygons))
-    elif isinstance(segmentation, dict):
-        counts, size = segmentation.get("counts"), segmentation.get("size")
-        if size != [image.height, image.width] or not isinstance(counts, list | str):
-            report.add(*where, "malformed", f"RLE size must be [{image.height}, {image.width}] with its counts")
-            return
-        try:
-            runs = rle_counts(counts) if isinstance(counts, str) else [int(v) for v in counts]
-        except (TypeError, ValueError):
-            runs = [-1]
-        if any(r < 0 for r in runs) or sum(runs) != image.width * image.height:
-            report.add(*where, "malformed", "RLE counts do not cover the image")
-            return
-        shape = (index, "rle", tuple(runs))
-    else:
-        report.add(*where, "malformed", "segmentation must be polygons or an RLE")
+    try:
+        shape = (index, *_segmentation(segmentation, image))
+    except NumberError as error:
+        report.add(*where, "malformed", f"segmentation: {error}")
         return
-    image.shapes += (shape,)
+    except ValueError as error:
+        report.add(*where, "malformed", str(error))
+        return
+    # A list, appended to: a tuple grown by += copied itself per annotation (quadratic in them).
+    image.shapes = image.shapes if isinstance(image.shapes, list) else list(image.shapes)
+    image.shapes.append(shape)
     if index != IGNORE_INDEX:
         image.present = image.present | {index}
 
 
-def _is_polygon(points: list) -> bool:
-    return len(points) >= 6 and len(points) % 2 == 0 and all(isinstance(v, int | float) for v in points)
+def _segmentation(segmentation, image: AnnotatedImage) -> tuple[str, tuple]:
+    """("polygons", points) or ("rle", run lengths); ValueError (NumberError naming the value)
+    for anything else, or numbers that are not finite or lie far outside the image."""
+    if isinstance(segmentation, list):
+        if not segmentation or not all(isinstance(p, list) and len(p) >= 6 and len(p) % 2 == 0 for p in segmentation):
+            raise ValueError("a polygon is a list of at least 3 x, y pairs")
+        return "polygons", tuple(tuple(_coordinate(v, "polygon point") for v in p) for p in segmentation)
+    if not isinstance(segmentation, dict):
+        raise ValueError("segmentation must be polygons or an RLE")
+    counts, size, area = segmentation.get("counts"), segmentation.get("size"), image.width * image.height
+    if size != [image.height, image.width] or not isinstance(counts, list | str):
+        raise ValueError(f"RLE size must be [{image.height}, {image.width}] with its counts")
+    if isinstance(counts, str):
+        runs = rle_counts(counts, area)
+    elif len(counts) > area + 1:
+        raise ValueError(f"RLE has {len(counts)} counts, more than the {area + 1} its image can have")
+    else:
+        runs = [bounded_number(v, field="RLE counts", low=0, high=area, integer=True) for v in counts]
+    if sum(runs) != area:
+        raise ValueError("RLE counts do not cover the image")
+    return "rle", tuple(runs)
 
 
-def rle_counts(text: str) -> list[int]:
-    """COCO's compressed RLE string -> run lengths (pycocotools' rleFrString, in Python)."""
+def _coordinate(value, field: str) -> float:
+    return float(bounded_number(value, field=field, low=-MAX_COORDINATE, high=MAX_COORDINATE))
+
+
+def rle_counts(text: str, area: int) -> list[int]:
+    """COCO's compressed RLE string -> run lengths (pycocotools' rleFrString, in Python), in time
+    linear in the text: a number has at most MAX_RLE_CHARS characters (an endless one shifted a
+    growing integer per character: quadratic, 26 s for 1 MB), the text at most that per count an
+    image of `area` pixels can have, and each run at most `area`. ValueError otherwise."""
+    if len(text) > MAX_RLE_CHARS * (area + 1):
+        raise ValueError(f"RLE counts string of {len(text)} characters is too long for a {area}-pixel image")
     counts: list[int] = []
-    position = 0
+    position = total = 0
     while position < len(text):
-        value = shift = 0
-        more = True
-        while more:
-            if position >= len(text):
-                raise ValueError("RLE string ends inside a number")
-            char = ord(text[position]) - 48
-            value |= (char & 0x1F) << shift
-            more = bool(char & 0x20)
-            position += 1
-            shift += 5
-            if not more and char & 0x10:
-                value |= -1 << shift
+        value, position = _rle_number(text, position)
         if len(counts) > 2:
             value += counts[-2]
+        total += value
+        if not 0 <= value <= area or total > area:
+            raise ValueError("RLE counts do not cover the image")
         counts.append(value)
     return counts
+
+
+def _rle_number(text: str, position: int) -> tuple[int, int]:
+    """One LEB128-like number of 5-bit characters from `position`: (value, next position)."""
+    value = shift = 0
+    for at in range(position, min(position + MAX_RLE_CHARS, len(text))):
+        char = ord(text[at]) - 48
+        value |= (char & 0x1F) << shift
+        shift += 5
+        if not char & 0x20:
+            if char & 0x10:
+                value |= -1 << shift
+            return value, at + 1
+    raise ValueError("RLE counts string has a number that does not end")
 
 
 def _load(json_file: Path, root: Path, name: str) -> dict:
@@ -201,13 +231,17 @@ def _image(entry, where, json_file: Path, root: Path, report, by_relative, by_ba
 
 def _box(entry: dict, categories: dict, where, report) -> Box | None:
     bbox = entry.get("bbox")
-    if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, int | float) for v in bbox):
+    if not isinstance(bbox, list) or len(bbox) != 4:
         report.add(*where, "malformed", "bbox must be [x, y, width, height]")
+        return None
+    try:
+        x, y, w, h = (_coordinate(v, f"bbox[{i}]") for i, v in enumerate(bbox))
+    except NumberError as error:
+        report.add(*where, "malformed", str(error))
         return None
     if _id(entry.get("category_id")) not in categories:
         report.add(*where, "unknown_class", f"category_id {entry.get('category_id')!r} is not in categories")
         return None
-    x, y, w, h = (float(v) for v in bbox)
     return Box(categories[entry["category_id"]], x, y, x + w, y + h, ignore=bool(entry.get("iscrowd")))
 
 
