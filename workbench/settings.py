@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "workbench.middleware.LoginRequiredMiddleware",
+    "workbench.middleware.BrokerUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "workbench.urls"
@@ -133,8 +134,21 @@ if EMBEDDED_REDIS:
     REDIS_URL = running_url(DATA_DIR)
 # The channel layer alias of the run streams (see below); every other stream uses "default".
 LIVE_CHANNEL_LAYER = "live"
+# A page that needs Redis (sign-in's throttle, anything cached) waits at most this long for it, then
+# answers 503 with words (workbench.middleware.BrokerUnavailableMiddleware) instead of a 500 after
+# redis-py's 5 s default, or never while Redis is stalled (SIGSTOP, a full disk, a swapped host).
+REDIS_REQUEST_TIMEOUT_SECONDS = env_float("WORKBENCH_REDIS_REQUEST_TIMEOUT_SECONDS", 2.0, minimum=0.1)
+
+
+def redis_cache(url: str) -> dict:
+    """The cache on Redis at `url`, every call bounded by REDIS_REQUEST_TIMEOUT_SECONDS."""
+    seconds = REDIS_REQUEST_TIMEOUT_SECONDS
+    timeouts = {"socket_timeout": seconds, "socket_connect_timeout": seconds}
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "OPTIONS": timeouts}
+
+
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": redis_cache(REDIS_URL)}
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
