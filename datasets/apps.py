@@ -1,7 +1,7 @@
 from django.apps import AppConfig
-from django.conf import settings
 
-from datasets.images import ImageLimits, set_image_limits
+from datasets.image_limits import configured_image_limits
+from datasets.images import set_image_limits
 
 
 class DatasetsConfig(AppConfig):
@@ -15,10 +15,4 @@ class DatasetsConfig(AppConfig):
 
         # Every image this process decodes (inference requests, previews, builds run inline) is
         # judged by the configured limits; workers and job children are handed the same ones.
-        set_image_limits(
-            ImageLimits(
-                max_pixels=settings.MAX_IMAGE_PIXELS,
-                max_side=settings.MAX_IMAGE_INPUT_SIDE,
-                max_aspect=settings.MAX_IMAGE_ASPECT,
-            )
-        )
+        set_image_limits(configured_image_limits())

@@ -27,7 +27,7 @@ import lmdb
 import numpy as np
 from PIL import Image
 
-from datasets.images import ImageLimits, ImageRefused, prepare_image, set_image_limits
+from datasets.images import ImageLimits, ImageRefused, image_limits, prepare_image, set_image_limits
 from datasets.labels.prepare import prepare_annotated
 from datasets.labels.stats import LabelStats
 from datasets.names import os_error_text
@@ -419,9 +419,13 @@ def build_lmdbs(
 
     try:
         if workers <= 0:
+            previous = image_limits()  # this process's own: the build's are given back after it
             init_worker(limits)
-            for chunk in _chunks(split_entries, chunk_size_for(options)):
-                consume(process_chunk(chunk, options))
+            try:
+                for chunk in _chunks(split_entries, chunk_size_for(options)):
+                    consume(process_chunk(chunk, options))
+            finally:
+                set_image_limits(previous)
         else:
             _run_pool(split_entries, options, workers, limits, consume)
     finally:

@@ -21,7 +21,7 @@ from django.utils import timezone
 from datasets.archives import ArchiveError, Caps, extract_archive
 from datasets.build import BuildCancelled, BuildError, BuildResult, ImageOptions, build_lmdbs, default_workers
 from datasets.events import publish
-from datasets.images import image_limits
+from datasets.image_limits import configured_image_limits
 from datasets.label_runner import annotated_plan_bounded
 from datasets.labels import LabelError
 from datasets.lmdb_import import digits_sources, import_lmdbs
@@ -217,7 +217,7 @@ def _build_plan(dataset: Dataset, plan, out_dir: Path, progress, should_stop) ->
         name=dataset.name,
         options=_image_options(dataset),
         workers=_workers_for(plan.total),
-        limits=image_limits(),  # this process's, from settings (datasets.apps)
+        limits=configured_image_limits(),
         progress=progress,
         should_stop=should_stop,
         task=dataset.task,
@@ -376,7 +376,7 @@ def _build_lmdb(dataset: Dataset, out_dir: Path, progress, should_stop) -> Build
         out_dir,
         name=dataset.name,
         labels_file=labels_file,
-        limits=image_limits(),  # this process's, from settings (datasets.apps)
+        limits=configured_image_limits(),
         progress=progress,
         should_stop=should_stop,
     )

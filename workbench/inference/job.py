@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from datasets.images import ImageLimits, set_image_limits
 from trainer.events import Events, JsonLinesReporter
 from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, STATUS, Outcome
 from workbench.inference import evaluation, renderers
@@ -66,6 +67,8 @@ def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    if "image_limits" in spec:  # the web side's limits (settings); without them, datasets.images' defaults
+        set_image_limits(ImageLimits(**spec["image_limits"]))
     out = Path(spec["out"])
     events = Events(JsonLinesReporter(sys.stdout))
     started = last = time.monotonic()

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from datasets.image_limits import configured_image_limits
 from trainer import protocol
 from trainer.config import shown
 from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION
@@ -230,6 +231,8 @@ def _prepare_input(job: InferenceJob) -> dict:
         "kind": job.kind,
         "checkpoint": str(checkpoint_path(run=job.run, which=job.checkpoint)),
         "out": str(job.folder / "out"),
+        # The child runs without Django: it is handed the limits of settings for its images.
+        "image_limits": configured_image_limits().as_dict(),
     }
     if job.source != InferenceJob.Source.UPLOAD:
         # torch (with the trainer) is loaded only where this runs, never by every web process
