@@ -4,6 +4,8 @@ previews, the API, sweeps and the CLI (the rest of the input rules are in valida
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from typing import Any
 
@@ -57,21 +59,49 @@ def check_network_fits(
         return  # an unknown network and a bad config are refused by validate_trainer_config
     # torch (with the trainer) is loaded only where a run is submitted, never by every web process
     from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
-    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
     data = config.get("data")
     crop = data.get("crop_size") if isinstance(data, dict) else None
     crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
     layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
     shape = network_input(dataset, crop)
-    try:
-        check_input_size(network, InputSpec(*shape, layers))
-        if network == "custom" and request is not None and memory_known:
+    refusal = input_refusal(network, shape, _layers_key(layers))
+    if refusal:
+        raise RequestError(*refusal)
+    if network == "custom" and request is not None and memory_known:
+        try:
             check_memory(layers=layers, shape=shape, config=config, request=request)
+        except CustomNetError as error:
+            raise RequestError("config.custom_layers", str(error)) from None
+
+
+# Networks checked (built on the meta device and run) per process, each distinct one kept: the
+# answer depends only on the network, the input and a custom network's layers, never on the rest
+# of the config, so a search checking every candidate value (a learning rate, a batch) builds its
+# network once, not once a value (1,024 builds, 56 s of one web thread before they were kept).
+CHECKED_NETWORKS = 256
+
+
+def _layers_key(layers: list) -> str:
+    """A custom network's layers as a cache key (their JSON text); `[]` for any other network."""
+    return json.dumps(layers, sort_keys=True, default=str)
+
+
+@functools.lru_cache(maxsize=CHECKED_NETWORKS)
+def input_refusal(network: str, shape: tuple[int, int, int, int], layers: str) -> tuple[str, str] | None:
+    """Why `network` cannot take images of `shape` (network_input) with a custom network's
+    `layers` (_layers_key), as (field, message); None when it can. Builds the network once per
+    distinct key and process: `input_refusal.cache_info().misses` counts the builds."""
+    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
+    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
+
+    try:
+        check_input_size(network, InputSpec(*shape, json.loads(layers)))
     except CustomNetError as error:
-        raise RequestError("config.custom_layers", str(error)) from None
+        return "config.custom_layers", str(error)
     except NetworkError as error:
-        raise RequestError("config.custom_layers" if network == "custom" else "network", str(error)) from None
+        return ("config.custom_layers" if network == "custom" else "network"), str(error)
+    return None
 
 
 def check_images_take(*, config: Any, dataset) -> None:
@@ -153,19 +183,19 @@ def check_memory(*, layers: list, shape: tuple[int, int, int, int], config: dict
     the run may wait for), or the host's RAM for a CPU run. Devices no worker has reported are not
     judged. Raises RequestError on custom_layers, with the numbers."""
     # torch (with the trainer) is loaded only where a run is submitted, never by every web process
-    from trainer.custom_net import layer_shapes, training_bytes  # torch: loaded only where this runs
+    from trainer.custom_net import training_bytes  # torch: loaded only where this runs
 
     processes = max(1, request.device_count // max(1, _whole(_setting(config, "model_parallel"))))
     batch = _whole(_setting(config, "batch_size")) // processes // max(1, _whole(_setting(config, "grad_accum")))
     capacity, where = _device_memory(request)
     if batch <= 0 or not capacity:
         return  # a batch the processes cannot share is refused by the trainer's own check
-    parameters = parameter_count("custom", shape, layers)
+    parameters, outputs = _custom_size(shape, _layers_key(layers))
     weights = training_bytes(parameters)
     # Every layer's output is kept for the backward pass and gets a gradient of the same size:
     # twice, 4 bytes a value in fp32, 2 under bf16/fp16 autocast.
     value_bytes = 2 if _setting(config, "precision") in ("bf16", "fp16") else 4
-    activations = 2 * value_bytes * batch * sum(math.prod(row["shape"]) for row in layer_shapes(layers, *shape))
+    activations = 2 * value_bytes * batch * outputs
     need = weights + activations
     if need <= capacity:
         return
@@ -175,6 +205,16 @@ def check_memory(*, layers: list, shape: tuple[int, int, int, int], config: dict
         f"with their gradients and optimizer state, {_gib(activations)} of activations for a batch of {batch}); "
         f"{where} {_gib(capacity)}: make the network or the batch smaller, or ask for larger devices",
     )
+
+
+@functools.lru_cache(maxsize=CHECKED_NETWORKS)
+def _custom_size(shape: tuple[int, int, int, int], layers: str) -> tuple[int, int]:
+    """(parameters, values of all its layers' outputs for one image) of a custom network, built
+    once per distinct one as input_refusal builds (the batch and precision scale them apart)."""
+    from trainer.custom_net import layer_shapes  # torch: loaded only where this runs
+
+    rows = json.loads(layers)
+    return parameter_count("custom", shape, rows), sum(math.prod(row["shape"]) for row in layer_shapes(rows, *shape))
 
 
 def _device_memory(request: DeviceRequest) -> tuple[int, str]:

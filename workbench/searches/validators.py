@@ -33,6 +33,11 @@ DEFAULT_TRIALS = 20
 DEFAULT_PARALLEL = 2
 MAX_CHOICES = 64
 MAX_PARAMS = 16
+# Values of the space checked as runs when a search is created (every choice, each range's two
+# ends, summed over the parameters): each is a trainer config check in the web request, and a
+# distinct network or image size is a network built (runs.network_fit.input_refusal); 16 x 64
+# values once held a web thread for a minute.
+MAX_CANDIDATES = 64
 
 
 def _number(value: Any, *, field: str, integer: bool = False) -> float | int:
@@ -90,7 +95,13 @@ def validate_space(space: Any) -> dict:
         raise RequestError("space", "give at least one parameter to search, e.g. lr: loguniform 1e-4 to 1e-1")
     if len(space) > MAX_PARAMS:
         raise RequestError("space", f"{len(space)} parameters; at most {MAX_PARAMS}")
-    return {name: validate_param(name, spec) for name, spec in space.items()}
+    cleaned = {name: validate_param(name, spec) for name, spec in space.items()}
+    values = sum(len(candidate_values(spec)) for spec in cleaned.values())
+    if values > MAX_CANDIDATES:
+        raise RequestError(
+            "space", f"{values} values to check (every choice, each range's two ends); at most {MAX_CANDIDATES}"
+        )
+    return cleaned
 
 
 def candidate_values(spec: dict) -> list:

@@ -10,6 +10,7 @@ from workbench.searches.services import search_create
 from workbench.searches.validators import parse_param
 
 LR = {"type": "loguniform", "low": 1e-4, "high": 1e-1}
+CHOICES_40 = {"type": "choice", "values": list(range(1, 41))}
 
 # (what the request changes, the field refused, words of the message)
 REFUSALS = [
@@ -35,6 +36,12 @@ REFUSALS = [
     ({"trials": 0}, "trials", "between 1"),
     ({"trials": 4, "parallel": 5}, "parallel", "between 1 and the trials (4)"),
     ({"gpu_hours": -1.0}, "gpu_hours", "above 0"),
+    # each value is a run to check before anything is queued: their number is bounded
+    (
+        {"space": {"batch_size": CHOICES_40, "momentum": CHOICES_40}},
+        "space",
+        "80 values to check (every choice, each range's two ends); at most 64",
+    ),
 ]
 
 
@@ -74,3 +81,16 @@ def test_it_searches_a_detection_dataset_by_its_own_metric(transactional_db, own
     assert refused.value.field == "objective" and "map, map_50" in refused.value.message
     search = search_create(**request)
     assert (search.objective, search.direction) == ("map", "maximize")
+
+
+def test_it_builds_the_network_once_for_every_value_that_keeps_it(transactional_db, owner, dataset):
+    # The network check depends on the network and the images alone: not on a learning rate or a batch.
+    from workbench.runs.network_fit import input_refusal  # here: the module's other tests run without it
+
+    space = {"lr": {"type": "choice", "values": [n / 1000 for n in range(1, 31)]},
+             "batch_size": {"type": "choice", "values": list(range(1, 25))}, "momentum": LR}  # fmt: skip
+    input_refusal.cache_clear()
+    search_create(owner=owner, dataset=dataset, name="", network="lenet", config=TINY_CONFIG, space=space,
+                  gpus="cpu", trials=4, parallel=2)  # fmt: skip
+    checked = input_refusal.cache_info()
+    assert (checked.misses, checked.hits) == (1, 30 + 24 + 2)  # the base, then every value
