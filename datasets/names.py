@@ -22,12 +22,58 @@ NOT_UTF8 = "name is not valid UTF-8 (shown with \\x escapes)"
 # A class name is one line of labels.txt: a folder named "a\nb" made labels.txt one line longer than
 # the classes, and an exported bundle failed to load (size mismatch [7, 500] vs [9, 500]).
 CONTROL_CHARACTER = "class name holds a control character such as a line break or a tab (shown escaped)"
+# A class name is shown in every page, report and labels.txt line: longer than this is a mistake or
+# an attack (a 10 MB COCO category name was stored and sent with each gallery page).
+MAX_CLASS_NAME = 200
+# Nothing inside a source is reached through a symbolic link: class folders, archives' members and
+# label readers' files alike (datasets.labels.files); skipped-file reports give this reason.
+LINK_NOT_FOLLOWED = "symbolic link not followed"
 
 
 def has_control(name: str) -> bool:
     """True for a name with a control character (Cc: line breaks, tabs, NUL, escapes) or a line or
     paragraph separator; format characters (zero-width joiners) are parts of real names."""
     return any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
+
+
+def class_name_problem(name: object) -> str | None:
+    """Why `name` cannot be a class name, or None: the one rule for class folders, labels files,
+    every label format's names and the class table's new names.
+
+    A class name is one line of labels.txt, so no character that str.splitlines() splits at
+    (\n, \r, \v, \f, \x1c-\x1e, \x85, U+2028, U+2029: all control characters or separators, the
+    test in has_control) nor any other control character; it is text (not a number or a list) and
+    UTF-8 (a lone surrogate from a JSON escape cannot be written to labels.txt); it is not empty.
+    """
+    if not isinstance(name, str):
+        return f"class name must be text, not {type(name).__name__}"
+    if not name.strip():
+        return "class name is empty"
+    if len(name) > MAX_CLASS_NAME:
+        return f"class name is {len(name)} characters long, more than the {MAX_CLASS_NAME} allowed"
+    if has_control(name):
+        return CONTROL_CHARACTER
+    if not is_utf8(name):
+        return "class name is not valid UTF-8 text (it holds a lone surrogate)"
+    return None
+
+
+def name_lines(text: str) -> list[str]:
+    """A class list's lines, split at \n (and \r\n) only, stripped, trailing blank ones dropped.
+    Not str.splitlines(): it also splits at U+2028, \x1c, \x85..., which the tool that wrote the
+    file did not, and would silently shift every later id; those are refused by the class-name rule."""
+    names = [line.strip() for line in text.split("\n")]
+    while names and not names[-1]:
+        names.pop()
+    return names
+
+
+def shown_name(name: str, limit: int = 40) -> str:
+    """A class name as a message shows it: control characters escaped, cut after `limit`."""
+    if not isinstance(name, str):
+        return type(name).__name__
+    text = escaped(name if is_utf8(name) else readable(name))
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def escaped(name: str) -> str:

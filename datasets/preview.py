@@ -28,7 +28,7 @@ from datasets.images import (
     to_png_bytes,
 )
 from datasets.labels.plan import label_check
-from datasets.names import has_control, is_utf8, os_error_text
+from datasets.names import class_name_problem, is_utf8, os_error_text
 from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file, unwrap_single_folder
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
@@ -272,8 +272,8 @@ def _class_counts(names: list[tuple[str, ...]], *, unwrap: bool) -> Counter:
             parts = [p[1:] for p in parts]
         else:
             break
-    # A class folder whose name the build skips (a control character) is no class here either.
-    return Counter(p[0] for p in parts if len(p) > 1 and not has_control(p[0]))
+    # A class folder whose name the build skips (datasets.names' class-name rule) is no class here either.
+    return Counter(p[0] for p in parts if len(p) > 1 and class_name_problem(p[0]) is None)
 
 
 def source_classes(*, kind: str, path: Path, min_per_class: int) -> dict[str, int] | None:

@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets.archives import archive_kind
-from datasets.names import CONTROL_CHARACTER, NOT_UTF8, escaped, has_control, is_utf8, readable
+from datasets.names import (
+    LINK_NOT_FOLLOWED,
+    NOT_UTF8,
+    class_name_problem,
+    escaped,
+    is_utf8,
+    name_lines,
+    readable,
+    shown_name,
+)
 
 KINDS = ("folder", "archive", "textlist", "lmdb", "digits")
 SPLITS = ("train", "val", "test")
@@ -101,7 +110,7 @@ def _class_files(class_dir: Path, root: Path, skipped: list[dict]) -> list[str]:
                 skipped.append({"path": str(full.relative_to(root)), "reason": "hidden folder ignored"})
                 dirnames.remove(name)
             elif full.is_symlink():
-                skipped.append({"path": str(full.relative_to(root)), "reason": "symbolic link not followed"})
+                skipped.append({"path": str(full.relative_to(root)), "reason": LINK_NOT_FOLLOWED})
                 dirnames.remove(name)
         dirnames.sort()
         for name in sorted(filenames):
@@ -112,7 +121,7 @@ def _class_files(class_dir: Path, root: Path, skipped: list[dict]) -> list[str]:
             elif _hidden(name):
                 skipped.append({"path": rel, "reason": "hidden file ignored"})
             elif full.is_symlink():
-                skipped.append({"path": rel, "reason": "symbolic link not followed"})
+                skipped.append({"path": rel, "reason": LINK_NOT_FOLLOWED})
             elif not full.is_file():
                 skipped.append({"path": rel, "reason": "not a regular file"})
             else:
@@ -134,11 +143,11 @@ def scan_class_folders(root: Path, skipped: list[dict]) -> dict[str, list[str]]:
         if _hidden(entry.name):
             skipped.append({"path": entry.name, "reason": "hidden folder or file is not a class"})
             continue
-        if entry.is_dir() and has_control(entry.name):
-            skipped.append({"path": escaped(entry.name), "reason": CONTROL_CHARACTER})
+        if entry.is_dir() and (problem := class_name_problem(entry.name)) is not None:
+            skipped.append({"path": escaped(entry.name), "reason": problem})
             continue
         if entry.is_symlink():
-            skipped.append({"path": entry.name, "reason": "symbolic link not followed"})
+            skipped.append({"path": entry.name, "reason": LINK_NOT_FOLLOWED})
             continue
         if entry.is_dir():
             classes[entry.name] = _class_files(Path(entry.path), root, skipped)
@@ -251,14 +260,12 @@ def read_labels_file(path: Path) -> list[str]:
         raise SourceError(f"{path}: labels file not found") from None
     except UnicodeDecodeError as exc:
         raise SourceError(f"{path}: labels file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    lines = [line.strip() for line in text.splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
+    lines = name_lines(text)
     for number, name in enumerate(lines, start=1):
         if not name:
             raise SourceError(f"{path}: line {number} is blank; every line up to the last must name a class")
-        if has_control(name):
-            raise SourceError(f"{path}: line {number}: class name {escaped(name)!r} holds a control character")
+        if (problem := class_name_problem(name)) is not None:
+            raise SourceError(f"{path}: line {number}: {shown_name(name)!r}: {problem}")
         if name.startswith("."):
             # The same rule as for class folders, where '.', '..' and hidden names are never classes.
             raise SourceError(f"{path}: line {number}: class name {name!r} is not allowed (it starts with '.')")

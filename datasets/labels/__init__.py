@@ -12,6 +12,7 @@ from PIL import Image
 
 from datasets.labels.coco import coco_files, read_coco
 from datasets.labels.common import LabelError, LabelSource
+from datasets.labels.files import open_file
 from datasets.labels.kitti import kitti_folders, read_kitti
 from datasets.labels.masks import mask_folders, read_masks
 from datasets.labels.voc import ANNOTATION_FOLDER, read_voc
@@ -102,14 +103,18 @@ def _holds_rgb_masks(folder: Path) -> bool:
     if first is None:
         return False
     try:
-        with Image.open(first) as image:
+        with open_file(first) as handle, Image.open(handle) as image:
             return image.mode in ("RGB", "RGBA")
-    except OSError:
+    except (OSError, LabelError):  # a link is not looked into (datasets.labels.files)
         return False
 
 
 def read_labels(root: Path, fmt: str, *, min_box_size: float = 0) -> LabelSource:
-    """Read `root` as `fmt`; LabelError when it cannot be read as that format at all."""
+    """Read `root` as `fmt`; LabelError when it cannot be read as that format at all.
+
+    `root` must be resolved (datasets.labels.plan.read_source does it once for a source and its
+    split folders): every file is opened from "/" without following a link, so a link above an
+    unresolved root would refuse every file, and a root resolved here would follow a linked split."""
     if fmt not in FORMAT_TASK:
         raise LabelError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt in ("voc_masks", "index_masks", "rgb_masks"):

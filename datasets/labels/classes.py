@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datasets.labels.common import LabelError, LabelSource
+from datasets.names import MAX_CLASS_NAME, class_name_problem, shown_name
 from trainer.protocol import DETECTION
 
-MAX_CLASS_NAME = 200
+__all__ = ["MAX_CLASS_NAME", "ClassTable", "class_map_shape_errors", "class_preview", "class_table"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,14 @@ def class_map_shape_errors(raw) -> list[str]:
         return ["give the class table as an object {source class: new name or null}"]
     errors = []
     for key, value in raw.items():
-        if not isinstance(key, str) or not key.strip():
-            errors.append(f"{key!r}: a source class name is text")
+        # Keys name source classes, which passed the class-name rule when read: one that breaks it
+        # names none (and is not echoed whole: it may be megabytes).
+        if class_name_problem(key) is not None:
+            errors.append(f"{shown_name(key)!r}: not a source class name ({class_name_problem(key)})")
         elif value is not None and not isinstance(value, str):
-            errors.append(f"{key}: the new name must be text, or null to ignore the class")
-        elif isinstance(value, str) and (len(value) > MAX_CLASS_NAME or "\n" in value or "\r" in value):
-            errors.append(f"{key}: the new name must be one line of at most {MAX_CLASS_NAME} characters")
+            errors.append(f"{shown_name(key)}: the new name must be text, or null to ignore the class")
+        elif isinstance(value, str) and value.strip() and (problem := class_name_problem(value)) is not None:
+            errors.append(f"{shown_name(key)}: the new name {shown_name(value)!r} is refused: {problem}")
     return errors
 
 
@@ -54,6 +57,8 @@ def class_table(classes: list[str], class_map: dict | None) -> ClassTable:
         if not target:
             index[name] = None
             continue
+        if (problem := class_name_problem(target)) is not None:  # a map stored before the rule, or not by a form
+            raise LabelError(f"class table: the new name of {shown_name(name)!r} is refused: {problem}")
         if target not in labels:
             labels.append(target)
         index[name] = labels.index(target)

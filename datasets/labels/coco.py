@@ -1,8 +1,9 @@
 """COCO JSON boxes: `instances*.json` (under `annotations/` or the root) with `images`,
 `annotations` (`bbox` = x, y, width, height in pixels; `iscrowd` 1 kept as an ignore region) and
-`categories`. An image's `file_name` is looked for beside the JSON, under `images/`, under the
-root, and last by its base name anywhere under the root. Several JSON files (train and val) are
-read as one source.
+`categories`. An image's `file_name` is looked for beside the JSON, under `images/` beside the
+JSON's folder or at the root, under the root, and last by its base name anywhere under the root:
+never outside the source (a JSON at the root once had its images looked for in the root's
+parent). Several JSON files (train and val) are read as one source.
 
 Problems are named by file and entry: "annotations/instances.json annotation 7".
 """
@@ -20,11 +21,13 @@ from datasets.labels.common import (
     LabelSource,
     MaskFormat,
     checked_box,
+    class_name_refused,
     image_size,
     images_by_stem,
     read_text,
     relative_name,
 )
+from datasets.labels.files import joined
 from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
 from workbench.core.numbers import NumberError, bounded_number
 
@@ -52,7 +55,7 @@ def read_coco(root: Path, *, min_box_size: float = 0, masks: bool = False) -> La
     if not files:
         raise LabelError("COCO needs an instances*.json file (in annotations/ or at the top)")
     report = LabelReport()
-    by_stem = images_by_stem(root)
+    by_stem = images_by_stem(root, root, report)
     by_relative = {str(p.relative_to(root)): p for p in by_stem.values()}
     by_basename: dict[str, Path] = {}
     for path in by_stem.values():
@@ -62,15 +65,9 @@ def read_coco(root: Path, *, min_box_size: float = 0, masks: bool = False) -> La
     for json_file in files:
         name = relative_name(json_file, root)
         data = _load(json_file, root, name)
-        categories = {}
-        for category in data.get("categories") or []:
-            if (
-                isinstance(category, dict)
-                and isinstance(category.get("name"), str)
-                and _id(category.get("id")) is not None
-            ):
-                categories[category["id"]] = category["name"].strip()
-                classes.setdefault(category["name"].strip())
+        categories = _categories(data, name, report)
+        for category in categories.values():
+            classes.setdefault(category)
         images = {}
         listed = {_id(entry.get("id")) for entry in data["images"] if isinstance(entry, dict)}
         for number, entry in enumerate(data["images"], start=1):
@@ -105,6 +102,21 @@ def read_coco(root: Path, *, min_box_size: float = 0, masks: bool = False) -> La
     if masks:
         return LabelSource(SEGMENTATION, "coco_masks", list(classes), found, report, mask_format=MaskFormat("shapes"))
     return LabelSource(DETECTION, "coco", list(classes), found, report)
+
+
+def _categories(data: dict, name: str, report: LabelReport) -> dict:
+    """{id: class name} of the categories with an id and a name that passes the class-name rule
+    (datasets.names); a refused name is reported, and its annotations become unknown classes."""
+    categories = {}
+    for number, category in enumerate(data.get("categories") or [], start=1):
+        if (
+            isinstance(category, dict)
+            and isinstance(category.get("name"), str)
+            and _id(category.get("id")) is not None
+            and not class_name_refused(report, (f"{name} category {number}", None), category["name"])
+        ):
+            categories[category["id"]] = category["name"].strip()
+    return categories
 
 
 def _add_shape(image: AnnotatedImage, entry: dict, categories: dict, classes: list[str], where, report) -> None:
@@ -211,20 +223,18 @@ def _image(entry, where, json_file: Path, root: Path, report, by_relative, by_ba
         return None
     file_name = entry["file_name"]
     path = None
-    if ".." not in Path(file_name).parts and not Path(file_name).is_absolute():
-        for folder in (json_file.parent, json_file.parent.parent / "images", root / "images", root):
-            candidate = folder / file_name
-            if candidate.is_file():
-                path = candidate
-                break
+    for folder in (json_file.parent, json_file.parent.parent / "images", root / "images", root):
+        candidate = joined(folder, file_name, root)
+        if candidate is not None and candidate.is_file():
+            path = candidate
+            break
     if path is None:
         path = by_relative.get(file_name) or by_basename.get(Path(file_name).name)
     if path is None:
         report.add(*where, "missing_image", f"no image {file_name!r} found")
         return None
-    size = image_size(path)
+    size = image_size(path, root, report)
     if size is None:
-        report.add(relative_name(path, root), None, "bad_file", "not an image that can be opened")
         return None
     return AnnotatedImage(str(path), relative_name(path, root), *size)
 

@@ -8,7 +8,6 @@ pixel columns 10..29 is x1=10, x2=30); each reader converts its format's convent
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from datasets.labels.files import LabelError, LinkRefused, file_size, list_files, open_file, relative_name
+from datasets.names import LINK_NOT_FOLLOWED, class_name_problem, name_lines, os_error_text, shown_name
 from trainer.protocol import DETECTION, SEGMENTATION
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
@@ -40,11 +41,11 @@ PROBLEM_KINDS = {
     "bad_mask": "mask cannot be used: image left out",
     "mask_values": "mask values not in the palette: read as ignore (255)",
     "bad_file": "label file cannot be read: left out",
+    "link": "symbolic link inside the source: not followed, left out",
+    "class_name": "class name not allowed (empty, too long, or a line break or other control character): left out",
 }
 
-
-class LabelError(ValueError):
-    """The source cannot be read at all as this format; the message names the file."""
+__all__ = ["LabelError", "LinkRefused", "name_lines", "relative_name"]  # homes: datasets.labels.files, datasets.names
 
 
 @dataclass
@@ -147,59 +148,80 @@ class LabelSource:
         return counts
 
 
-def relative_name(path: Path, root: Path) -> str:
+def image_size(path: Path, root: Path, report: LabelReport) -> tuple[int, int] | None:
+    """(width, height) from the image's header, or None (reported by name) when it is a link or
+    not an image that can be opened."""
     try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return path.name
-
-
-def image_size(path: Path) -> tuple[int, int] | None:
-    """(width, height) from the image's header, or None when it is not an image we can open."""
-    try:
-        with Image.open(path) as image:
+        with open_file(path, root) as handle, Image.open(handle) as image:
             return image.size
+    except LinkRefused:
+        report.add(relative_name(path, root), None, "link", LINK_NOT_FOLLOWED)
     except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
-        return None
+        report.add(relative_name(path, root), None, "bad_file", "not an image that can be opened")
+    return None
 
 
-def images_by_stem(folder: Path) -> dict[str, Path]:
-    """Image files under `folder` by their path without suffix, relative to it ("a/b" for a/b.png)."""
+def _link_reporter(root: Path, report: LabelReport):
+    return lambda path: report.add(relative_name(path, root), None, "link", LINK_NOT_FOLLOWED)
+
+
+def images_by_stem(folder: Path, root: Path, report: LabelReport) -> dict[str, Path]:
+    """Image files under `folder` by their path without suffix, relative to it ("a/b" for a/b.png);
+    links are left out and reported (datasets.labels.files)."""
     found: dict[str, Path] = {}
-    if not folder.is_dir():
-        return found
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if name.startswith(".") or path.suffix.lower() not in IMAGE_SUFFIXES:
-                continue
+    for path in list_files(folder, root, _link_reporter(root, report)):
+        if path.suffix.lower() in IMAGE_SUFFIXES:
             found.setdefault(str(path.relative_to(folder).with_suffix("")), path)
     return found
 
 
-def files_under(folder: Path, suffix: str) -> list[Path]:
-    """Files with `suffix` under `folder`, sorted, hidden ones left out."""
-    if not folder.is_dir():
-        return []
-    return sorted(
-        p
-        for p in folder.rglob(f"*{suffix}")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    )
+def files_under(folder: Path, suffix: str, root: Path, report: LabelReport) -> list[Path]:
+    """Files with `suffix` under `folder`, sorted, hidden ones left out, links left out and reported."""
+    return sorted(p for p in list_files(folder, root, _link_reporter(root, report)) if p.name.endswith(suffix))
 
 
 def read_text(path: Path, root: Path) -> str:
-    """A label file's text; LabelError for one too large or not UTF-8 (named, never parsed)."""
-    size = path.stat().st_size
-    if size > MAX_LABEL_FILE_BYTES:
-        raise LabelError(
-            f"{relative_name(path, root)}: {size} bytes, more than the {MAX_LABEL_FILE_BYTES} a label file may have"
-        )
+    """A label file's text; LabelError for a link, or one too large or not UTF-8 (named, never parsed)."""
+    return read_bytes_text(path, root, MAX_LABEL_FILE_BYTES)
+
+
+def read_bytes_text(path: Path, root: Path, limit: int) -> str:
+    """read_text with its own size `limit` (data.yaml's is far smaller than a COCO file's)."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        with open_file(path, root) as handle:
+            size = file_size(handle)
+            data = b"" if size > limit else handle.read(limit + 1)  # never more than the limit in memory
+    except OSError as exc:
+        raise LabelError(f"{relative_name(path, root)}: cannot be read ({os_error_text(exc)})") from None
+    if size > limit or len(data) > limit:
+        size = max(size, len(data))
+        raise LabelError(f"{relative_name(path, root)}: {size} bytes, more than the {limit} a label file may have")
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise LabelError(f"{relative_name(path, root)}: not UTF-8 text (byte {exc.start})") from None
+
+
+def class_name_refused(report: LabelReport, where: tuple[str, int | None], name: object) -> bool:
+    """True (and reported at `where`) when `name` breaks the class-name rule (datasets.names)."""
+    problem = class_name_problem(name)
+    if problem is None:
+        return False
+    shown = shown_name(name) if isinstance(name, str) else type(name).__name__
+    report.add(*where, "class_name", f"{shown!r}: {problem}")
+    return True
+
+
+def checked_class_names(names: list, file: str) -> list[str]:
+    """A class list whose position is the class id (classes.txt, data.yaml, labels.txt,
+    labelmap.txt): every name must pass the class-name rule, else LabelError naming the file and
+    entry (leaving one out would shift every later id)."""
+    for number, name in enumerate(names, start=1):
+        problem = class_name_problem(name)
+        if problem is not None:
+            shown = f"{shown_name(name)!r}" if isinstance(name, str) else type(name).__name__
+            raise LabelError(f"{file}: class {number} ({shown}): {problem}")
+    return names
 
 
 def labelled_text_files(
@@ -214,7 +236,7 @@ def labelled_text_files(
     """(stem, label file's name, its image, its text) for every .txt label file under
     `label_folder` whose image (`images`: `image_folder`'s, by stem) opens and whose text reads; each that does not
     is reported by name and left out (KITTI's and YOLO's one-file-per-image layout)."""
-    for label_file in files_under(label_folder, ".txt"):
+    for label_file in files_under(label_folder, ".txt", root, report):
         if label_file.name in skip:
             continue
         stem = str(label_file.relative_to(label_folder).with_suffix(""))
@@ -223,9 +245,8 @@ def labelled_text_files(
         if image_path is None:
             report.add(name, None, "missing_image", f"no image {stem}.* in {image_folder.name}/")
             continue
-        size = image_size(image_path)
+        size = image_size(image_path, root, report)
         if size is None:
-            report.add(relative_name(image_path, root), None, "bad_file", "not an image that can be opened")
             continue
         try:
             text = read_text(label_file, root)
@@ -245,9 +266,8 @@ def with_unlabelled(
         if stem in labelled:
             found.append(labelled[stem])
             continue
-        size = image_size(path)
+        size = image_size(path, root, report)
         if size is None:
-            report.add(relative_name(path, root), None, "bad_file", "not an image that can be opened")
             continue
         found.append(AnnotatedImage(str(path), relative_name(path, root), *size, labelled=False))
     return found

@@ -19,6 +19,7 @@ from datasets.labels.common import (
     LabelReport,
     LabelSource,
     checked_box,
+    class_name_refused,
     images_by_stem,
     labelled_text_files,
     with_unlabelled,
@@ -44,7 +45,7 @@ def read_kitti(root: Path, *, min_box_size: float = 0) -> LabelSource:
     report = LabelReport()
     labelled: dict[str, AnnotatedImage] = {}
     classes: set[str] = set()
-    images = images_by_stem(image_folder)
+    images = images_by_stem(image_folder, root, report)
     for stem, name, image, text in labelled_text_files(root, image_folder, images, label_folder, report):
         for number, line in enumerate(text.splitlines(), start=1):
             box = _parse_line(line, (name, number), report)
@@ -74,4 +75,6 @@ def _parse_line(line: str, where: tuple[str, int], report: LabelReport) -> Box |
         return None
     if fields[0].lower() == DONT_CARE:
         return Box(None, left, top, right, bottom, ignore=True)
+    if class_name_refused(report, where, fields[0]):
+        return None
     return Box(fields[0], left, top, right, bottom)

@@ -24,12 +24,16 @@ from datasets.labels.common import (
     LabelReport,
     LabelSource,
     MaskFormat,
+    checked_class_names,
     files_under,
     image_size,
     images_by_stem,
+    name_lines,
     read_text,
     relative_name,
 )
+from datasets.labels.files import LinkRefused, open_file
+from datasets.names import LINK_NOT_FOLLOWED
 from trainer.protocol import IGNORE_INDEX, SEGMENTATION
 
 VOC_CLASSES = (
@@ -70,9 +74,10 @@ def read_class_names(root: Path, mask_folder: Path) -> tuple[list[str], dict[tup
     for folder in (root, mask_folder):
         labels = folder / "labels.txt"
         if labels.is_file():
-            names = [line.strip() for line in read_text(labels, root).splitlines() if line.strip()]
+            names = [name for name in name_lines(read_text(labels, root)) if name]
             if not names:
                 raise LabelError(f"{relative_name(labels, root)}: no class names")
+            checked_class_names(names, relative_name(labels, root))
             colours = _parse_colormap(folder / "colormap.txt", root, len(names))
             return names, colours, relative_name(labels, root)
     palette = voc_palette()
@@ -84,7 +89,7 @@ def read_class_names(root: Path, mask_folder: Path) -> tuple[list[str], dict[tup
 def _parse_labelmap(path: Path, root: Path) -> tuple[list[str], dict[tuple[int, int, int], int]]:
     names: list[str] = []
     colours: dict[tuple[int, int, int], int] = {}
-    for number, line in enumerate(read_text(path, root).splitlines(), start=1):
+    for number, line in enumerate(read_text(path, root).split("\n"), start=1):  # "\n" alone: see name_lines
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, _, rest = line.partition(":")
@@ -100,7 +105,7 @@ def _parse_labelmap(path: Path, root: Path) -> tuple[list[str], dict[tuple[int, 
         names.append(name.strip())
     if not names:
         raise LabelError(f"{relative_name(path, root)}: no class names")
-    return names, colours
+    return checked_class_names(names, relative_name(path, root)), colours
 
 
 def _parse_colormap(path: Path, root: Path, classes: int) -> dict[tuple[int, int, int], int]:
@@ -133,8 +138,8 @@ def read_masks(root: Path, fmt: str = "voc_masks") -> LabelSource:
         raise LabelError("RGB masks need a colour map: labelmap.txt (name:r,g,b::) or colormap.txt beside labels.txt")
     mask_format = MaskFormat("rgb" if fmt == "rgb_masks" else "index", colours)
     report = LabelReport()
-    images = images_by_stem(image_folder)
-    masks = {str(p.relative_to(mask_folder).with_suffix("")): p for p in files_under(mask_folder, ".png")}
+    images = images_by_stem(image_folder, root, report)
+    masks = {str(p.relative_to(mask_folder).with_suffix("")): p for p in files_under(mask_folder, ".png", root, report)}
     found = []
     for stem, image_path in images.items():
         image_name = relative_name(image_path, root)
@@ -142,9 +147,8 @@ def read_masks(root: Path, fmt: str = "voc_masks") -> LabelSource:
         if mask_path is None:
             report.add(image_name, None, "missing_mask", f"no mask {stem}.png in {mask_folder.name}/")
             continue
-        size = image_size(image_path)
+        size = image_size(image_path, root, report)
         if size is None:
-            report.add(image_name, None, "bad_file", "not an image that can be opened")
             continue
         present = check_mask(mask_path, relative_name(mask_path, root), size, names, mask_format, report)
         if present is not None:
@@ -156,9 +160,10 @@ def read_masks(root: Path, fmt: str = "voc_masks") -> LabelSource:
 
 def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np.ndarray, bool]:
     """The mask as H x W uint8 source class indexes (255 = ignore), and whether it held colours
-    not in the colour map (read as ignore)."""
+    not in the colour map (read as ignore). `path` is opened without following a link (the
+    build worker reads masks through here too)."""
     try:
-        with Image.open(path) as image:
+        with open_file(path) as handle, Image.open(handle) as image:
             check_image_size(*image.size)  # a mask is a user image too: judged from its header first
             image.load()
             mode = image.mode
@@ -175,6 +180,8 @@ def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np
                 raise LabelError(f"{where}: mask mode {mode} is not a paletted, grey or RGB PNG")
     except ImageRefused as exc:
         raise LabelError(f"{where}: {exc}") from None
+    except LinkRefused:
+        raise LabelError(f"{where}: {LINK_NOT_FOLLOWED}") from None
     except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
         if isinstance(exc, LabelError):
             raise

@@ -16,10 +16,11 @@ from datasets.labels import FORMAT_TASK, FORMATS, detect_format, read_labels
 from datasets.labels.classes import class_preview, class_table
 from datasets.labels.common import LabelError, LabelReport, LabelSource
 from datasets.labels.prepare import MaskTarget
+from datasets.names import LINK_NOT_FOLLOWED
 from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
 
 # Problems whose file is left out of the build (the others change a box or a pixel, not an image).
-SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file")
+SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file", "link")
 SPLITS = ("train", "val", "test")
 
 
@@ -101,8 +102,15 @@ def split_folders(root: Path) -> dict[str, Path]:
 
 def read_source(root: Path, *, task: str, fmt: str = "auto", min_box_size: float = 0) -> LabelSource:
     """Read a folder of `task` labels in `fmt` ("auto": detected); LabelError says why it cannot.
-    With train/ (val/, test/) folders each in the format, the images keep their folder's split."""
+    With train/ (val/, test/) folders each in the format, the images keep their folder's split.
+
+    The root is resolved here, once: below it no link is followed (datasets.labels.files), a linked
+    train/ included, so what is read stays inside the folder the import roots allowed."""
+    root = root.resolve()
     folders = split_folders(root)
+    linked = [split for split, folder in folders.items() if folder.is_symlink()]
+    if linked:  # named here; a folder swapped for a link later is still refused at each open
+        raise LabelError(f"{linked[0]}: {LINK_NOT_FOLLOWED}")
     if not folders:
         return _read_one(root, task=task, fmt=fmt, min_box_size=min_box_size)
     sources = {

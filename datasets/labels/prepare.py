@@ -7,13 +7,17 @@ No Django here: build worker processes import this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image, ImageDraw
 
 from datasets.images import ImageRefused, _as_hwc, convert_image, fit_geometry, load_image, resize_image
 from datasets.labels.common import LabelError, MaskFormat
+from datasets.labels.files import open_file
 from datasets.labels.masks import load_mask
+from datasets.names import os_error_text
 from trainer.protocol import IGNORE_INDEX
 from trainer.targets import encode_boxes, encode_mask
 
@@ -47,7 +51,22 @@ def prepare_annotated(
 ) -> tuple[np.ndarray, bytes, TargetFacts]:
     """load -> convert -> resize the image, and move its target with it: (pixels, target Datum
     bytes, facts). `target` is an N x 6 float32 array (detection, source pixels) or a MaskTarget."""
-    image = load_image(path)  # no JPEG draft: boxes are in the full image's pixels
+    try:  # the reader's path, opened again without following a link: swapped for one since, refused
+        handle = open_file(path)
+    except LabelError as exc:
+        raise ImageRefused(str(exc).removeprefix(f"{Path(path).name}: ")) from None
+    except OSError as exc:
+        raise ImageRefused(os_error_text(exc)) from None
+    with handle:
+        return _prepare(
+            handle, target, width=width, height=height, channels=channels, resize_mode=resize_mode, seed=seed
+        )
+
+
+def _prepare(
+    handle: BinaryIO, target, *, width: int, height: int, channels: int, resize_mode: str, seed: int
+) -> tuple[np.ndarray, bytes, TargetFacts]:
+    image = load_image(handle)  # no JPEG draft: boxes are in the full image's pixels
     try:
         orientation = image.getexif().get(0x0112, 1)
         if orientation not in (0, 1):

@@ -18,12 +18,14 @@ from datasets.labels.common import (
     LabelReport,
     LabelSource,
     checked_box,
+    class_name_refused,
     files_under,
     image_size,
     images_by_stem,
     read_text,
     relative_name,
 )
+from datasets.labels.files import joined
 from trainer.protocol import DETECTION
 
 IMAGE_FOLDER = "JPEGImages"
@@ -36,11 +38,11 @@ def read_voc(root: Path, *, min_box_size: float = 0) -> LabelSource:
         raise LabelError("Pascal VOC needs an Annotations/ folder of XML files")
     image_folder = root / IMAGE_FOLDER
     report = LabelReport()
-    images = images_by_stem(image_folder)
+    images = images_by_stem(image_folder, root, report)
     found: list[AnnotatedImage] = []
     classes: set[str] = set()
     used: set[Path] = set()
-    for xml_file in files_under(annotation_folder, ".xml"):
+    for xml_file in files_under(annotation_folder, ".xml", root, report):
         name = relative_name(xml_file, root)
         try:
             tree = ET.fromstring(read_text(xml_file, root))
@@ -50,7 +52,7 @@ def read_voc(root: Path, *, min_box_size: float = 0) -> LabelSource:
         except ET.ParseError as exc:
             report.add(name, exc.position[0], "malformed", f"not well-formed XML ({exc})")
             continue
-        image_path = _image_for(tree, xml_file, annotation_folder, image_folder, images)
+        image_path = _image_for(tree, xml_file, annotation_folder, image_folder, images, root)
         if image_path is None:
             report.add(
                 name,
@@ -59,9 +61,8 @@ def read_voc(root: Path, *, min_box_size: float = 0) -> LabelSource:
                 f"no image {(tree.findtext('filename') or xml_file.stem)!r} in {IMAGE_FOLDER}/",
             )
             continue
-        size = image_size(image_path)
+        size = image_size(image_path, root, report)
         if size is None:
-            report.add(relative_name(image_path, root), None, "bad_file", "not an image that can be opened")
             continue
         used.add(image_path)
         image = AnnotatedImage(str(image_path), relative_name(image_path, root), *size)
@@ -78,18 +79,18 @@ def read_voc(root: Path, *, min_box_size: float = 0) -> LabelSource:
     for path in images.values():
         if path in used:
             continue
-        size = image_size(path)
+        size = image_size(path, root, report)
         if size is not None:
             found.append(AnnotatedImage(str(path), relative_name(path, root), *size, labelled=False))
     return LabelSource(DETECTION, "voc", sorted(classes), found, report)
 
 
-def _image_for(tree, xml_file: Path, annotation_folder: Path, image_folder: Path, images: dict) -> Path | None:
-    filename = (tree.findtext("filename") or "").strip()
-    if filename:
-        candidate = image_folder / filename
-        if ".." not in Path(filename).parts and candidate.is_file():
-            return candidate
+def _image_for(
+    tree, xml_file: Path, annotation_folder: Path, image_folder: Path, images: dict, root: Path
+) -> Path | None:
+    candidate = joined(image_folder, (tree.findtext("filename") or "").strip(), root)
+    if candidate is not None and candidate.is_file():
+        return candidate
     return images.get(str(xml_file.relative_to(annotation_folder).with_suffix("")))
 
 
@@ -97,6 +98,8 @@ def _parse_object(obj, where: tuple[str, None], report: LabelReport) -> Box | No
     class_name = (obj.findtext("name") or "").strip()
     if not class_name:
         report.add(*where, "malformed", "no <name>")
+        return None
+    if class_name_refused(report, where, class_name):
         return None
     box = obj.find("bndbox")
     if box is None:

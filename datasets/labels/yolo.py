@@ -17,13 +17,43 @@ from datasets.labels.common import (
     LabelReport,
     LabelSource,
     checked_box,
+    checked_class_names,
     image_size,
     images_by_stem,
     labelled_text_files,
+    name_lines,
+    read_bytes_text,
     read_text,
     relative_name,
 )
 from trainer.protocol import DETECTION
+
+# A data.yaml names a few hundred classes at most; 1 MiB holds thousands of long names. The cap
+# bounds the parse's time and memory (PyYAML in pure Python, so that the composer can refuse aliases).
+MAX_DATA_YAML_BYTES = 1 << 20
+
+
+class _Refused(yaml.YAMLError):
+    pass
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors, aliases and tags while composing, before a node is built.
+
+    Why: aliases make a document of a few hundred bytes stand for gigabytes once expanded (393
+    bytes gave a 936 MB answer through the names); a YOLO data.yaml has no use for them, nor for
+    tags (!!python/..., !!binary). Refused at the event, so nothing is ever expanded.
+    """
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(f"line {event.start_mark.line + 1}: aliases (*{event.anchor}) are not allowed")
+        if getattr(event, "anchor", None) is not None:
+            raise _Refused(f"line {event.start_mark.line + 1}: anchors (&{event.anchor}) are not allowed")
+        if getattr(event, "tag", None) is not None:
+            raise _Refused(f"line {event.start_mark.line + 1}: tags ({event.tag}) are not allowed")
+        return super().compose_node(parent, index)
 
 
 def yolo_class_file(root: Path) -> Path | None:
@@ -35,28 +65,35 @@ def yolo_class_file(root: Path) -> Path | None:
 
 
 def read_yolo_classes(path: Path, root: Path) -> list[str]:
-    text = read_text(path, root)
     name = relative_name(path, root)
     if path.suffix == ".txt":
-        names = [line.strip() for line in text.splitlines()]
-        while names and not names[-1]:
-            names.pop()
+        names = name_lines(read_text(path, root))
     else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise LabelError(f"{name}: not valid YAML ({str(exc).splitlines()[0]})") from None
-        names = data.get("names") if isinstance(data, dict) else None
-        if isinstance(names, dict):
-            if not all(isinstance(k, int) for k in names) or sorted(names) != list(range(len(names))):
-                raise LabelError(f"{name}: names must map the ids 0, 1, 2... to class names")
-            names = [names[i] for i in range(len(names))]
-        if not isinstance(names, list):
-            raise LabelError(f"{name}: no list of names")
-        names = [str(n).strip() for n in names]
-    if not names or not all(names):
-        raise LabelError(f"{name}: class names must not be empty")
-    return names
+        names = _yaml_names(read_bytes_text(path, root, MAX_DATA_YAML_BYTES), name)
+    if not names:
+        raise LabelError(f"{name}: no class names")
+    return checked_class_names(names, name)
+
+
+def _yaml_names(text: str, name: str) -> list:
+    """data.yaml's `names` (a list, or a mapping of the ids 0, 1, 2...), each name text (a number
+    is read as its digits: YOLO sets of digits write `names: [0, 1, 2]`)."""
+    try:
+        data = yaml.load(text, Loader=_PlainLoader)  # noqa: S506 -- a SafeLoader that also refuses aliases
+    except _Refused as exc:
+        raise LabelError(f"{name}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise LabelError(f"{name}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise LabelError(f"{name}: nested too deeply to be a data.yaml") from None
+    names = data.get("names") if isinstance(data, dict) else None
+    if isinstance(names, dict):
+        if not all(type(k) is int for k in names) or sorted(names) != list(range(len(names))):
+            raise LabelError(f"{name}: names must map the ids 0, 1, 2... to class names")
+        names = [names[i] for i in range(len(names))]
+    if not isinstance(names, list):
+        raise LabelError(f"{name}: no list of names")
+    return [str(n).strip() if type(n) is int else n.strip() if isinstance(n, str) else n for n in names]
 
 
 def read_yolo(root: Path, *, min_box_size: float = 0) -> LabelSource:
@@ -66,7 +103,7 @@ def read_yolo(root: Path, *, min_box_size: float = 0) -> LabelSource:
     classes = read_yolo_classes(class_file, root)
     report = LabelReport()
     labelled: dict[str, AnnotatedImage] = {}
-    images = images_by_stem(root / "images")
+    images = images_by_stem(root / "images", root, report)
     labelled_files = labelled_text_files(root, root / "images", images, root / "labels", report, skip=("classes.txt",))
     for stem, name, image, text in labelled_files:
         for number, line in enumerate(text.splitlines(), start=1):
@@ -80,7 +117,7 @@ def read_yolo(root: Path, *, min_box_size: float = 0) -> LabelSource:
     for stem, path in images.items():
         if stem in labelled:
             found.append(labelled[stem])
-        elif (size := image_size(path)) is not None:
+        elif (size := image_size(path, root, report)) is not None:
             found.append(AnnotatedImage(str(path), relative_name(path, root), *size, labelled=False))
     return LabelSource(DETECTION, "yolo", classes, found, report)
 

@@ -280,5 +280,5 @@ def test_it_refuses_a_labels_file_line_with_a_control_character(import_root):
     from datasets.sources import SourceError, read_labels_file
 
     (import_root / "labels.txt").write_text("cat\ndog\x1bred\n")
-    with pytest.raises(SourceError, match=r"line 2: class name 'dog\\\\x1bred' holds a control character"):
+    with pytest.raises(SourceError, match=r"line 2: 'dog\\\\x1bred': class name holds a control character"):
         read_labels_file(import_root / "labels.txt")

@@ -1,0 +1,187 @@
+"""The one way a label reader (and the build worker after it) opens or lists a file of a source.
+
+Rule: nothing inside a source is reached through a symbolic link. A folder on the server under the
+import roots is the user's to fill, and a link in it (classes.txt -> the secret key, images/ ->
+another user's folder in the data dir) would make the reader hand out what it points at: a class
+name, an image in a gallery. Class folders (datasets.sources) and archives (datasets.archives)
+already refuse links; the label readers refuse them here, with the same words.
+
+How: the source's root is resolved once (datasets.labels.read_labels), so a path the readers
+make holds no link anywhere. Every file is then opened by walking its path from "/" one component
+at a time with O_NOFOLLOW: a link met on the way is refused at the open itself, so a file swapped
+for a link after it was listed is refused too (no gap between a check and the open). Listings walk
+the same way, by folder descriptors, never into a linked folder.
+
+A reader may not call open(), Path.open/read_text/read_bytes or Image.open on a path of the
+source; tests/datasets/labels/test_files.py scans datasets/labels/ for them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from datasets.names import LINK_NOT_FOLLOWED
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO planted as "classes.txt" must not hang the reader; it is refused as
+# not a regular file right after.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class LabelError(ValueError):
+    """The source cannot be read at all as this format; the message names the file."""
+
+
+class LinkRefused(LabelError):
+    """A symbolic link inside the source; the message names it relative to the source."""
+
+
+class NotRegularFile(LabelError):
+    """A FIFO, device or socket where a file was expected."""
+
+
+def relative_name(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return path.name
+
+
+def joined(folder: Path, name: str, root: Path) -> Path | None:
+    """`folder / name` for a file name a label file gives (VOC's <filename>, COCO's file_name),
+    or None when it would leave the source: absolute ("/etc/passwd" joined to anything is itself),
+    with "..", or a folder outside `root`. Links on the way are refused when it is opened."""
+    relative = Path(name)
+    if not name or relative.is_absolute() or ".." in relative.parts:
+        return None
+    path = folder / relative
+    return path if path.is_relative_to(root) else None
+
+
+def _shown(path: Path, root: Path | None) -> str:
+    """How a message names `path`: relative to the source, or its base name alone without a root
+    (a build worker's message must not hold a path inside the server)."""
+    return relative_name(path, root) if root else path.name
+
+
+def _refuse(parent_fd: int, name: str, path: Path, root: Path | None) -> None:
+    """Raise LinkRefused when `name` in `parent_fd` is a link (the open failed because of it)."""
+    try:
+        is_link = stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return
+    if is_link:
+        raise LinkRefused(f"{_shown(path, root)}: {LINK_NOT_FOLLOWED}")
+
+
+def _open_parent(path: Path, root: Path | None) -> int:
+    """A descriptor of `path`'s folder, reached from "/" without following a link."""
+    fd = os.open("/", _DIRECTORY_FLAGS)
+    walked = Path("/")
+    try:
+        for part in path.parts[1:-1]:
+            walked = walked / part
+            try:
+                child = os.open(part, _DIRECTORY_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    _refuse(fd, part, walked, root)
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_fd(path: Path, root: Path | None, *, directory: bool) -> int:
+    path = Path(os.path.abspath(path))  # lexical: no link is followed on the walk anyway
+    parent = _open_parent(path, root)
+    try:
+        try:
+            return os.open(path.name, _DIRECTORY_FLAGS if directory else _FILE_FLAGS, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                _refuse(parent, path.name, path, root)
+            raise
+    finally:
+        os.close(parent)
+
+
+def open_file(path: str | os.PathLike[str], root: Path | None = None) -> BinaryIO:
+    """`path` (absolute, under a resolved root) opened for reading in binary; LinkRefused when a
+    link lies anywhere on its way, NotRegularFile for a FIFO or device. `root` only names things."""
+    path = Path(path)
+    fd = _open_fd(path, root, directory=False)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(f"{_shown(path, root)}: not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def file_size(handle: BinaryIO) -> int:
+    return os.fstat(handle.fileno()).st_size
+
+
+@contextmanager
+def _folder(folder: Path, root: Path) -> Iterator[int]:
+    fd = _open_fd(folder, root, directory=True)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def list_files(folder: Path, root: Path, on_link: Callable[[Path], None]) -> Iterator[Path]:
+    """Regular files under `folder` (files of a folder before its sub-folders, each sorted by
+    name), hidden names left out; each link met is left out and given to `on_link`. LinkRefused
+    when `folder` itself (or a folder above it in the source) is a link; nothing when it is missing."""
+    try:
+        with _folder(folder, root) as fd:
+            yield from _walk(fd, folder, on_link, depth=0)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        return
+
+
+# Deeper than this is not a dataset's layout; it bounds the descriptors one walk holds open.
+MAX_DEPTH = 32
+
+
+def _walk(fd: int, folder: Path, on_link: Callable[[Path], None], depth: int) -> Iterator[Path]:
+    with os.scandir(fd) as scan:
+        entries = sorted((e for e in scan if not e.name.startswith(".")), key=lambda e: e.name)
+    folders = []
+    for entry in entries:
+        path = folder / entry.name
+        if entry.is_symlink():
+            on_link(path)
+        elif entry.is_dir(follow_symlinks=False):
+            folders.append(entry.name)
+        elif entry.is_file(follow_symlinks=False):
+            yield path
+    if depth >= MAX_DEPTH:
+        return
+    for name in folders:
+        try:
+            child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+        except OSError as exc:  # swapped for a link since the listing (not followed), or removed
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                on_link(folder / name)
+            continue
+        try:
+            yield from _walk(child, folder / name, on_link, depth + 1)
+        finally:
+            os.close(child)
