@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 
 import optuna
 import redis
@@ -27,7 +28,7 @@ from workbench.core.groups import group_publish, search_group_name
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.selectors import reported_as
-from workbench.runs.validators import validate_trainer_config
+from workbench.runs.validators import check_pretrained, validate_trainer_config
 from workbench.searches import studies
 from workbench.searches.models import Search, Trial
 from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used, trial_series
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # How long a pass may hold its search's lock, and wait for it (a pass asks Optuna a few times).
 PASS_LOCK_SECONDS = 60
+# An Optuna trial asked this long ago and still without its row was asked by a pass that died.
+UNCLAIMED_ASK_SECONDS = 2 * PASS_LOCK_SECONDS
 
 
 class SearchError(ValueError):
@@ -69,18 +72,24 @@ def queue_advance(search_id: int) -> None:
 # ------------------------------------------------------------------------------- create
 
 
-def _check_candidates(*, space: dict, network: str, config: dict, dataset: Dataset, request, executor, owner, nodes):
-    """Each value of the space (every choice, each range's ends) makes a run the runs' own rules
+def _check_candidates(*, space: dict, network: str, config: dict, dataset: Dataset, request, owner, nodes) -> None:
+    """Each value of the space (every choice, each range's two ends) makes a run the runs' own rules
     accept, refused under space.<name> before anything is queued: a network that cannot take the
-    images, a batch that does not divide over the GPUs, a learning rate out of the trainer's range."""
+    images or the base's weights, a batch that does not divide over the GPUs, a learning rate out
+    of the trainer's range. A network is built once however many values keep it (network_fit's
+    cache), and validators.MAX_CANDIDATES bounds the values."""
+    reference = config.get("pretrained")
     # Weights named by the base are resolved (copied) once per trial run, not for each probe.
     base = {key: value for key, value in config.items() if key != "pretrained"}
     for name, spec in space.items():
         for value in candidate_values(spec):
             probe_network, probe = trial_request(network=network, config=base, params={name: value})
+            # The base's weights, or the value's when the space searches over weights.
+            weights = probe.pop("pretrained", reference)
             try:
                 run_services.check_network_fits(network=probe_network, config=probe, dataset=dataset)
-                validate_trainer_config(probe, network=probe_network, request=request, owner=owner, nodes=nodes)
+                _check_run_config(probe, network=probe_network, reference=weights, request=request, owner=owner,
+                                  nodes=nodes)  # fmt: skip
             except RequestError as error:
                 where = config_path(name)
                 pairs = [
@@ -88,6 +97,16 @@ def _check_candidates(*, space: dict, network: str, config: dict, dataset: Datas
                     for field, text in error.errors
                 ]
                 raise RequestError.of(pairs) from None
+
+
+def _check_run_config(config: dict, *, network: str, reference, request, owner, nodes) -> None:
+    """A trial's config by the run creation's rules, its weights (`reference`, config.pretrained)
+    by their rule of who may use what for which network, without copying any file: a search whose
+    weights no trial may use is refused here, not by every trial at its start."""
+    weights = reference not in (None, "")
+    validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes, with_weights=weights)
+    if weights:
+        check_pretrained(reference, owner=owner, network=network)
 
 
 def _check_runs(*, owner, dataset: Dataset, network: str, config, space: dict, gpus, executor, nodes):
@@ -99,11 +118,11 @@ def _check_runs(*, owner, dataset: Dataset, network: str, config, space: dict, g
         raise RequestError("config", "expected an object")
     run_services.check_network_fits(network=network, config=config, dataset=dataset)
     base = {key: value for key, value in config.items() if key != "pretrained"}
-    validate_trainer_config(base, network=network, request=request, owner=owner, nodes=nodes)
+    _check_run_config(base, network=network, reference=config.get("pretrained"), request=request, owner=owner,
+                      nodes=nodes)  # fmt: skip
     _check_candidates(
-        space=space, network=network, config=config, dataset=dataset, request=request, executor=executor,
-        owner=owner, nodes=nodes,
-    )  # fmt: skip
+        space=space, network=network, config=config, dataset=dataset, request=request, owner=owner, nodes=nodes
+    )
     return executor, nodes
 
 
@@ -171,14 +190,16 @@ def search_create(
 def search_advance(*, search_id: int) -> Search | None:
     """Moves a search on: tells Optuna of trials whose runs ended, starts new trials while the
     budget and `parallel` allow, and ends the search once its budget is spent and nothing runs.
-    Safe to run in several processes at once: each step claims its rows by conditional updates, and
-    a pass waits for the search's pass in flight, so a returned pass leaves no claim half-done."""
+    Safe to run in several processes at once: each step claims its rows by conditional updates (a
+    trial's claim commits with its run and row, _claim_trial), and a pass waits for the search's
+    pass in flight; what a pass killed midway left untold to Optuna, the next tells."""
     with _one_pass_at_a_time(search_id):
         search = Search.objects.filter(pk=search_id).first()
         if search is None:
             return None
         before = _fingerprint(search)
         _settle_ended_trials(search)
+        _tell_untold_trials(search)
         _start_trials(search)
         _finish_if_spent(search)
         search.refresh_from_db()
@@ -202,8 +223,8 @@ def publish_changed(search_id: int) -> None:
 @contextmanager
 def _one_pass_at_a_time(search_id: int) -> Iterator[None]:
     """Holds the search's pass lock in Redis. The claims alone keep concurrent passes correct, but
-    a pass could return while another process had claimed a trial slot and not yet written its
-    trial: what the caller then read (the CLI's table, the API) missed a trial. Waiting for the
+    a pass could return while another process was between asking Optuna for a trial and its
+    claim: what the caller then read (the CLI's table, the API) missed a trial. Waiting for the
     pass in flight makes a returned pass mean a settled search. No Redis: the claims still hold."""
     lock = client = None
     if settings.REDIS_URL:
@@ -280,43 +301,86 @@ def _start_trials(search: Search) -> None:
             return
         if search.gpu_hours_cap is not None and gpu_hours_used(search) >= search.gpu_hours_cap:
             return
-        claimed = search.trials_claimed
-        taken = Search.objects.filter(pk=search.pk, state=Search.State.RUNNING, trials_claimed=claimed)
-        if taken.update(trials_claimed=claimed + 1):
-            _start_trial(search)
+        _start_trial(search)  # claimed or not (another pass took the slot), the loop reads the search again
 
 
-def _start_trial(search: Search) -> Trial:
-    """Asks Optuna for the next trial's parameters and queues its run (search.trials_claimed is
-    still the count before this claim: it moves the sampler's seed on)."""
+def _start_trial(search: Search) -> Trial | None:
+    """Asks Optuna for the next trial's parameters, then claims the search's next trial slot and
+    queues the trial's run in one transaction (_claim_trial). None when the slot was taken by
+    another pass, or the search stopped running, since `search` was read: nothing is queued then."""
+    # The count before this claim: it moves the sampler's seed on (studies.sampler_for).
+    claimed = search.trials_claimed
     study = studies.study_for(search)
     asked = study.ask(fixed_distributions=studies.distributions(search.space))
-    trial_id = studies.trial_id(study, asked.number)
-    base = search.base_request
-    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=asked.params)
     try:
-        with transaction.atomic():
-            run = run_services.run_submit(
-                owner=search.owner,
-                dataset=search.dataset,
-                name=f"{search.name} · trial {asked.number}"[:200],
-                network=network,
-                config=config,
-                gpus=base.get("gpus", "auto"),
-                priority=base.get("priority") or 0,
-                executor=base.get("executor"),
-                nodes=base.get("nodes") or 1,
-            )
+        trial = _claim_trial(search, claimed=claimed, number=asked.number, params=asked.params,
+                             trial_id=studies.trial_id(study, asked.number))  # fmt: skip
+    except BaseException:
+        # Nothing of the claim was written: the asked trial is nobody's (a kill leaves it to
+        # _tell_untold_trials).
+        study.tell(asked.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        raise
+    if trial is None or trial.state == Trial.State.FAILED:
+        study.tell(asked.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    return trial
+
+
+def _claim_trial(search: Search, *, claimed: int, number: int, params: dict, trial_id: int) -> Trial | None:
+    """The claim of the slot (search.trials_claimed), the trial's run and its Trial row, written
+    together or not at all: a worker killed between a claim and its row lost the trial for good
+    (a 10-trial search ended done with 9; one trial at a time, it never ended). The claim's update
+    is the first write: it finds a search aborted or paused before it (no run is queued), and it
+    holds the search's row, so an abort that comes after waits for this trial's run and aborts it."""
+    base = search.base_request
+    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=params)
+    with transaction.atomic():
+        taken = Search.objects.filter(pk=search.pk, state=Search.State.RUNNING, trials_claimed=claimed)
+        if not taken.update(trials_claimed=claimed + 1):
+            return None
+        try:
+            with transaction.atomic():  # a refused run is undone alone: the claim and its failed row stay
+                run = run_services.run_submit(
+                    owner=search.owner,
+                    dataset=search.dataset,
+                    name=f"{search.name} · trial {number}"[:200],
+                    network=network,
+                    config=config,
+                    gpus=base.get("gpus", "auto"),
+                    priority=base.get("priority") or 0,
+                    executor=base.get("executor"),
+                    nodes=base.get("nodes") or 1,
+                )
+        except (RequestError, run_services.RunError) as error:
+            # A value inside a range the ends of which passed (rare): the trial fails, the search goes on.
             return Trial.objects.create(
-                search=search, number=asked.number, study_trial_id=trial_id, run=run, params=asked.params
-            )
-    except (RequestError, run_services.RunError) as error:
-        # A value inside a range the ends of which passed (rare): the trial fails, the search goes on.
-        study.tell(asked.number, state=optuna.trial.TrialState.FAIL)
-        return Trial.objects.create(
-            search=search, number=asked.number, study_trial_id=trial_id, params=asked.params,
-            state=Trial.State.FAILED, reason=f"refused: {error}"[:300],
-        )  # fmt: skip
+                search=search, number=number, study_trial_id=trial_id, params=params, state=Trial.State.FAILED,
+                reason=f"refused: {error}"[:300],
+            )  # fmt: skip
+        return Trial.objects.create(search=search, number=number, study_trial_id=trial_id, run=run, params=params)
+
+
+def _tell_untold_trials(search: Search) -> None:
+    """Optuna's half of a step a process died in: a trial running in the study whose row has
+    ended (killed between _settle_ended_trials' update and its tell), or that has no row at all
+    (asked by a pass killed before _claim_trial committed), is told now: its row's end, or failed.
+    Left running, the first kept the sampler's "constant liar" on it for good, and a grid's point."""
+    running = studies.running_trials(search)
+    if not running:
+        return
+    rows = {row.number: row for row in search.trials.filter(number__in=[trial.number for trial in running])}
+    # A pass in flight may not have committed its row yet (passes hold a lock of this age at most).
+    asked_before = datetime.now() - timedelta(seconds=UNCLAIMED_ASK_SECONDS)
+    study = None
+    for untold in running:
+        row = rows.get(untold.number)
+        if row is not None and row.state == Trial.State.RUNNING:
+            continue
+        if row is None and (untold.datetime_start is None or untold.datetime_start > asked_before):
+            continue
+        study = study or studies.study_for(search)
+        state = _OPTUNA_STATES[row.state] if row is not None else optuna.trial.TrialState.FAIL
+        values = row.value if row is not None and row.state == Trial.State.COMPLETE else None
+        study.tell(untold.number, values, state=state, skip_if_finished=True)
 
 
 def _finish_if_spent(search: Search) -> None:

@@ -135,3 +135,11 @@ def trial_id(study: optuna.Study, number: int) -> int:
     """The storage's id of the study's trial `number` (what a later report names it by)."""
     rdb = storage()
     return rdb.get_trial_id_from_study_id_trial_number(rdb.get_study_id_from_name(study.study_name), number)
+
+
+def running_trials(search: Search) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials Optuna holds as running, read from the storage alone (no sampler or
+    pruner built: every pass of every running search reads them)."""
+    rdb = storage()
+    study_id = rdb.get_study_id_from_name(search.study_name)
+    return rdb.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
