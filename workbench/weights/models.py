@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from workbench.weights.catalog import headline
+from workbench.weights.files import cache_roots, resolves_inside
 
 
 class StoredWeights(models.Model):
@@ -55,7 +56,9 @@ class StoredWeights(models.Model):
 
     @property
     def present(self) -> bool:
-        return self.file.is_file()
+        """There, and really in one of the caches: a link swapped after filing to point elsewhere
+        (the server's secret key) makes the row absent, never offered."""
+        return any(resolves_inside(self.file, root) for root in cache_roots())
 
     @property
     def reference(self) -> str:
@@ -67,7 +70,9 @@ class StoredWeights(models.Model):
         """As the new-run form offers them: "ImageNet-1k (torchvision IMAGENET1K_V1)"."""
         if self.source == self.Source.LOCAL:
             return f"local weights {self.tag or self.file_name} (unverified)"
-        return f"{self.dataset or 'published'} ({self.source} {self.tag})"
+        # Found in a cache but not matched to a hash the library or the hub recorded: its claim only.
+        unverified = "" if self.verified else ", unverified"
+        return f"{self.dataset or 'published'} ({self.source} {self.tag}{unverified})"
 
     @property
     def top1(self) -> float | None:

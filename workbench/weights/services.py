@@ -14,8 +14,9 @@ from pathlib import Path
 from django.conf import settings
 
 from trainer.config import ALL_NETWORKS
+from trainer.weights_file import suffix_of
 from workbench.weights.catalog import NOT_PUBLISHED, Published, published_for, published_named
-from workbench.weights.files import WeightsError, file_sha256
+from workbench.weights.files import WeightsError, file_sha256, resolves_inside
 from workbench.weights.models import StoredWeights
 
 
@@ -98,7 +99,8 @@ def weights_import(*, source: Path, network: str, tag: str = "", created_by=None
     existing = StoredWeights.objects.filter(network=network, sha256=sha256).first()
     if existing is not None and existing.present:
         return existing, f"already filed as {existing.reference} ({existing.label})"
-    name = published.file_name if published else f"{network}-{tag or 'local'}-{sha256[:8]}.pth"
+    # The ending says what the content is (the reader goes by content; people and tools by name).
+    name = published.file_name if published else f"{network}-{tag or 'local'}-{sha256[:8]}{suffix_of(source)}"
     row = _file(
         path=_copy_into_store(source, name),
         network=network,
@@ -124,16 +126,38 @@ def _hub_files(published: Published) -> list[Path]:
     return [path for folder in sorted(snapshots.glob("*")) for name in names if (path := folder / name).is_file()]
 
 
-def _discover_hub(network: str, published: Published, filed: set[str]) -> None:
+def _file_found(*, path: Path, root: Path, network: str, published: Published, verified: bool) -> str | None:
+    """Files a published file found in a cache, once it is really there (`path`, links followed,
+    under `root`) and holds `network`'s weights; returns the line saying why not, or None.
+    The lines name the file as the library publishes it, never where a link points."""
+    shown = f"{published.file_name}/{path.name}" if published.source == "timm" else published.file_name
+    if not resolves_inside(path, root):
+        return f"{shown}: a link to a file outside the cache; not filed"
+    from workbench.weights.checks import check_network  # torch: imported only when a file is checked
+
+    try:
+        tensor_count = check_network(path, network)
+    except WeightsError as error:  # it names the file by its name; a hub file by its repository's too
+        return f"{shown.removesuffix(path.name)}{error}; not filed"
+    _file(path=path, network=network, sha256=file_sha256(path), published=published, tag="",
+          tensor_count=tensor_count, created_by=None, verified=verified)  # fmt: skip
+    return None
+
+
+def _discover_hub(network: str, published: Published, filed: set[str]) -> list[str]:
+    """The hub's files are filed unverified: a blob named by its own sha256 proves only that
+    whoever wrote it could hash it (a text file passed). `weights fetch` verifies against the
+    sha256 the hub records for the file."""
+    skipped = []
     for path in _hub_files(published):
         if str(path) in filed:
             continue
-        sha256 = file_sha256(path)
-        # The hub names each blob by its sha256 (from the repository's LFS pointer): the check.
-        verified = path.is_symlink() and path.resolve().name == sha256
-        _file(path=path, network=network, sha256=sha256, published=published, tag="", tensor_count=0,
-              created_by=None, verified=verified)  # fmt: skip
+        # A snapshot's link must land in its own repository's blobs/.
+        blobs = Path(settings.HF_HUB_CACHE) / published.file_name / "blobs"
+        line = _file_found(path=path, root=blobs, network=network, published=published, verified=False)
+        skipped += [line] if line else []
         filed.add(str(path))
+    return skipped
 
 
 def cache_folders() -> list[Path]:
@@ -142,33 +166,27 @@ def cache_folders() -> list[Path]:
 
 
 def weights_discover() -> list[str]:
-    """Files every published file found in the folders (by its published name, the hash checked);
-    returns a line for each one skipped (a name whose content is not the published file)."""
+    """Files every published file found in the folders (by its published name, the hash checked,
+    the file load-checked against its network); returns a line for each one skipped."""
     filed = set(StoredWeights.objects.values_list("path", flat=True))
     skipped = []
     for network in store_networks():
         for published in published_for(network):
             if published.source == "timm":
-                _discover_hub(network, published, filed)
+                skipped += _discover_hub(network, published, filed)
                 continue
             for folder in cache_folders():
                 path = folder / published.file_name
                 if str(path) in filed or not path.is_file():
                     continue
-                sha256 = file_sha256(path)
-                if not published.matches(sha256):
-                    skipped.append(f"{published.file_name}: not the published file (its sha256 differs); not filed")
-                    continue
-                _file(
-                    path=path,
-                    network=network,
-                    sha256=sha256,
-                    published=published,
-                    tag="",
-                    tensor_count=0,
-                    created_by=None,
-                )
                 filed.add(str(path))
+                if not resolves_inside(path, folder):
+                    skipped.append(f"{published.file_name}: a link to a file outside the cache; not filed")
+                elif not published.matches(file_sha256(path)):
+                    skipped.append(f"{published.file_name}: not the published file (its sha256 differs); not filed")
+                else:
+                    line = _file_found(path=path, root=folder, network=network, published=published, verified=True)
+                    skipped += [line] if line else []
     return skipped
 
 
@@ -181,7 +199,7 @@ def weights_fetch(*, network: str, tag: str = "", progress: bool = True) -> Stor
         known = ", ".join(item.tag for item in published_for(network)) or "none"
         raise WeightsError(f"{network} has no published weights {tag or 'DEFAULT'!r} (published: {known})")
     try:
-        _download(published, progress=progress)
+        recorded = _download(published, progress=progress)
     except OSError as error:  # URLError, a refused connection, a name that does not resolve
         reason = getattr(error, "reason", None) or error.strerror or str(error) or type(error).__name__
         where = (
@@ -194,6 +212,8 @@ def weights_fetch(*, network: str, tag: str = "", progress: bool = True) -> Stor
             f"into {where} (found by the next `manage.py weights list`), "
             f"or file a copy anywhere with `manage.py weights import FILE --network {network}`"
         ) from None
+    if recorded is not None:
+        _file_as_recorded(published, recorded)
     weights_discover()
     row = StoredWeights.objects.filter(network=network, tag=published.tag).first()
     if row is None:
@@ -201,7 +221,21 @@ def weights_fetch(*, network: str, tag: str = "", progress: bool = True) -> Stor
     return row
 
 
-def _download(published: Published, *, progress: bool) -> None:
+def _file_as_recorded(published: Published, recorded: str) -> None:
+    """Files the hub's file whose sha256 is the one the hub records for it, as verified."""
+    for path in _hub_files(published):
+        if file_sha256(path) == recorded:
+            blobs = Path(settings.HF_HUB_CACHE) / published.file_name / "blobs"
+            line = _file_found(path=path, root=blobs, network=published.network, published=published, verified=True)
+            if line:
+                raise WeightsError(line)
+            return
+    raise WeightsError(f"{published.file_name}: the file in the cache is not the one the hub records; not filed")
+
+
+def _download(published: Published, *, progress: bool) -> str | None:
+    """Downloads through the library; returns the sha256 the hub records for a timm file (None
+    for torchvision's, whose name carries its hash's start)."""
     if published.source == "torchvision":
         # torchvision only here: the store's pages and lists never load it otherwise.
         from torchvision.models import get_model_weights  # torchvision: loaded only where this runs
@@ -209,13 +243,15 @@ def _download(published: Published, *, progress: bool) -> None:
         weights = get_model_weights(published.network)[published.tag]
         # Into the cache folder the store reads, the hash checked by torch.hub against the name.
         weights.get_state_dict(progress=progress, model_dir=str(settings.TORCH_HUB_CHECKPOINTS), check_hash=True)
-        return
+        return None
     # huggingface_hub only here (timm's dependency): into the cache the store reads, with its bar.
-    from huggingface_hub import hf_hub_download  # huggingface_hub: loaded only where this runs
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url  # huggingface_hub: here only
 
     repository = published.url.removeprefix("https://huggingface.co/")
     try:
         hf_hub_download(repository, "model.safetensors", cache_dir=str(settings.HF_HUB_CACHE))
+        # The hub's record of the file: an LFS file's etag is its sha256.
+        return get_hf_file_metadata(hf_hub_url(repository, "model.safetensors")).etag.strip('"')
     except OSError:
         raise
     except Exception as error:  # the hub client's own connection errors are not OSErrors

@@ -1,3 +1,6 @@
+import uuid
+from pathlib import Path
+
 import pytest
 import torch
 import torchvision
@@ -7,8 +10,10 @@ from workbench.weights.services import weights_import
 
 @pytest.fixture
 def store(settings, tmp_path):
-    """The store's folder and torchvision's cache, private to the test."""
-    settings.WEIGHTS_DIR = tmp_path / "weights"
+    """The store's folder and torchvision's cache, private to the test. The store's folder lies
+    under the data dir's weights/ folder, where a live server's (a process of its own, with the
+    default settings) finds the filed files in its own store (StoredWeights.present)."""
+    settings.WEIGHTS_DIR = Path(settings.DATA_DIR) / "weights" / uuid.uuid4().hex
     settings.TORCH_HUB_CHECKPOINTS = tmp_path / "torch" / "hub" / "checkpoints"
     settings.HF_HUB_CACHE = tmp_path / "huggingface" / "hub"
     return settings

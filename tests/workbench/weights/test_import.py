@@ -17,6 +17,7 @@ from workbench.weights import catalog, services
 from workbench.weights.catalog import Published
 from workbench.weights.files import file_sha256
 from workbench.weights.models import StoredWeights
+from workbench.weights.selectors import weights_for_networks
 
 pytestmark = pytest.mark.django_db
 
@@ -78,28 +79,127 @@ def test_it_finds_a_published_file_dropped_into_torchvisions_cache(store, mobile
     ]
 
 
-def test_it_finds_timms_weights_in_the_hugging_face_cache_by_its_blob_hash(store):
+def hub_repository(store, repository: str = "models--timm--convnext_atto.d2_in1k"):
+    """The hub cache's own layout of one repository: blobs/ and snapshots/, empty."""
+    folder = store.HF_HUB_CACHE / repository
+    (folder / "blobs").mkdir(parents=True)
+    return folder
+
+
+def hub_snapshot(repository, revision: str, target) -> None:
+    """snapshots/<revision>/model.safetensors, a link to `target` as the hub makes them."""
+    snapshot = repository / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").symlink_to(os.path.relpath(target, snapshot))
+
+
+def convnext_blob(repository):
+    """convnext_atto's weights (weights=None) as a blob named by its own sha256, as the hub names them."""
     from safetensors.torch import save_file
     from timm import create_model
 
-    # The hub cache's own layout: snapshots/<revision>/model.safetensors -> blobs/<sha256>.
-    repository = store.HF_HUB_CACHE / "models--timm--convnext_atto.d2_in1k"
-    (repository / "blobs").mkdir(parents=True)
     made = repository / "blobs" / "made.safetensors"
     save_file(create_model("convnext_atto", pretrained=False).state_dict(), made)
-    blob = made.rename(repository / "blobs" / file_sha256(made))
-    snapshot = repository / "snapshots" / "0123abcd"
-    snapshot.mkdir(parents=True)
-    (snapshot / "model.safetensors").symlink_to(os.path.relpath(blob, snapshot))
+    return made.rename(repository / "blobs" / file_sha256(made))
+
+
+def test_it_files_timms_weights_found_in_the_hugging_face_cache_unverified_and_load_checked(store):
+    repository = hub_repository(store)
+    hub_snapshot(repository, "0123abcd", convnext_blob(repository))
 
     listed = json.loads(weights("list", "--format", "json"))
 
     row = StoredWeights.objects.get()
+    # A blob named by its own sha256 proves nothing: whoever wrote it could hash it.
     assert [(e["network"], e["source"], e["tag"], e["verified"]) for e in listed] == [
-        ("timm/convnext_atto", "timm", "convnext_atto.d2_in1k", True)
+        ("timm/convnext_atto", "timm", "convnext_atto.d2_in1k", False)
     ]
-    assert row.label == "ImageNet-1k (timm convnext_atto.d2_in1k)" and row.licence == "apache-2.0"
+    assert row.label == "ImageNet-1k (timm convnext_atto.d2_in1k, unverified)" and row.licence == "apache-2.0"
+    assert row.tensor_count > 0  # load-checked against the network
     assert row.preprocessing() == {"norm_mean": [0.485, 0.456, 0.406], "norm_std": [0.229, 0.224, 0.225]}
+
+
+def test_it_files_a_fetched_hub_file_as_verified_when_its_sha256_is_the_one_the_hub_records(store, monkeypatch):
+    repository = hub_repository(store)
+    blob = convnext_blob(repository)
+
+    def download(published, *, progress):  # the stand-in for the hub this machine cannot reach
+        hub_snapshot(repository, "0123abcd", blob)
+        return blob.name  # the hub's record: the file's sha256
+
+    monkeypatch.setattr(services, "_download", download)
+    row = services.weights_fetch(network="timm/convnext_atto", tag="convnext_atto.d2_in1k", progress=False)
+    assert (row.verified, row.label) == (True, "ImageNet-1k (timm convnext_atto.d2_in1k)")
+
+    monkeypatch.setattr(services, "_download", lambda published, *, progress: "0" * 64)
+    with pytest.raises(services.WeightsError, match="not the one the hub records; not filed"):
+        services.weights_fetch(network="timm/convnext_atto", tag="convnext_atto.d2_in1k", progress=False)
+
+
+def test_it_files_no_text_blob_nor_a_link_leaving_the_cache_and_hides_a_link_swapped_later(store, tmp_path):
+    repository = hub_repository(store)
+    text = repository / "blobs" / "text"
+    text.write_text("not weights, stored under its own sha256\n")
+    hub_snapshot(repository, "1-text", text.rename(repository / "blobs" / file_sha256(text)))
+    secret = tmp_path / "data" / "secret_key"
+    secret.parent.mkdir()
+    secret.write_text("django-insecure-secret")
+    hub_snapshot(repository, "2-secret", secret)
+    store.TORCH_HUB_CHECKPOINTS.mkdir(parents=True)
+    name = catalog.torchvision_published("mobilenet_v3_small")[0].file_name
+    (store.TORCH_HUB_CHECKPOINTS / name).symlink_to(secret)
+
+    errors = StringIO()
+    call_command("weights", "list", stdout=StringIO(), stderr=errors)
+
+    assert not StoredWeights.objects.exists()
+    lines = sorted(errors.getvalue().splitlines())
+    assert lines == sorted(
+        [
+            "models--timm--convnext_atto.d2_in1k/model.safetensors is not a PyTorch state_dict file "
+            "(torch.save or safetensors); not filed",
+            "models--timm--convnext_atto.d2_in1k/model.safetensors: a link to a file outside the cache; not filed",
+            f"{name}: a link to a file outside the cache; not filed",
+        ]
+    ), lines
+    assert all("secret" not in line and str(tmp_path) not in line for line in lines)
+
+    # Filed, then its link pointed elsewhere: no longer offered to anyone.
+    good = hub_repository(store, "models--timm--convnext_atto.d2_in1k-copy")
+    hub_snapshot(good, "3", convnext_blob(good))
+    link = good / "snapshots" / "3" / "model.safetensors"
+    row = StoredWeights.objects.create(network="timm/convnext_atto", source="timm", path=str(link))
+    assert row.present and weights_for_networks() == [row]
+    link.unlink()
+    link.symlink_to(secret)
+    assert not row.present and weights_for_networks() == []
+
+
+def test_it_files_a_safetensors_import_under_a_safetensors_name_a_run_loads(store, tmp_path):
+    from tests.support.weights_files import save_safetensors
+    from trainer.networks import InputSpec, build_model, load_pretrained
+
+    source = save_safetensors(torchvision.models.mobilenet_v3_small(weights=None).state_dict(), tmp_path / "lab")
+
+    weights("import", str(source), "--network", "mobilenet_v3_small", "--tag", "lab")
+
+    row = StoredWeights.objects.get()
+    assert row.file_name.endswith(".safetensors") and row.tensor_count == 244
+    loaded, _ = load_pretrained(build_model("mobilenet_v3_small", InputSpec(3, 32, 32, 5)), str(row.file))
+    assert len(loaded) == 242  # all but the replaced head
+
+
+def test_it_refuses_a_bomb_padded_with_a_stored_record_filing_nothing(store, mobilenet_file, tmp_path):
+    from tests.support.weights_files import padded_bomb
+
+    bomb = padded_bomb(torch.load(mobilenet_file, weights_only=True), tmp_path / "lab-bomb.pth")
+
+    with pytest.raises(CommandError) as refused:
+        weights("import", str(bomb), "--network", "mobilenet_v3_small")
+
+    assert str(refused.value).startswith("lab-bomb.pth: record 'archive/data/bomb' inflates")
+    assert not StoredWeights.objects.exists()
+    assert not store.WEIGHTS_DIR.exists() or not any(store.WEIGHTS_DIR.iterdir())
 
 
 # torch warns that it met pickle protocol 4 in the pickled-code file, before refusing it.
