@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# The suite's processes (pytest-xdist), each with its own data dir, Redis, worker and server; 0: one process.
+TEST_PROCESSES ?= 2
 
 .PHONY: run test install install-test lint migrate
 
@@ -37,4 +39,4 @@ test: $(VENV)/.installed-test
 	bin/ensure-chromium
 	bin/ensure-slurm
 	$(MAKE) lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
