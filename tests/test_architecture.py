@@ -102,3 +102,26 @@ def test_it_starts_django_and_its_urls_without_importing_torch(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "", f"imported at start: {result.stdout.strip()}"
+
+
+# Files the trainer wrote itself and reads back whole (not weights a user or a cache supplied):
+# a run's checkpoints on resume, and the bundles its exports write.
+OWN_FILE_READERS = {"trainer/checkpoint.py", "trainer/inference.py"}
+WEIGHTS_READER = "trainer/weights_file.py"
+
+
+def test_it_reads_weights_files_in_one_module():
+    # Three readers once took and refused different files (a .safetensors upload refused while
+    # `weights import` took it; the inflate check on uploads only). Weights a user, the store or a
+    # cache supplies are read by trainer/weights_file.py alone.
+    readers = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+            if (owner, name) == ("torch", "load") or name in ("load_file", "safe_open", "load_safetensors"):
+                readers.append(_relative(path))
+    assert sorted(set(readers) - OWN_FILE_READERS) == [WEIGHTS_READER]
