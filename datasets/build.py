@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image
 
 from datasets.images import ImageLimits, ImageRefused, image_limits, prepare_image, set_image_limits
-from datasets.labels.prepare import prepare_annotated
+from datasets.labels.prepare import open_image, prepare_annotated
 from datasets.labels.stats import LabelStats
 from datasets.names import os_error_text
 from trainer.datum import encode_datum, write_mean_blobproto
@@ -121,14 +121,15 @@ def process_chunk(items: list[tuple], options: ImageOptions, slot: str | None = 
                     seed=seq,
                 )
             else:
-                pixels = prepare_image(
-                    path,
-                    width=options.width,
-                    height=options.height,
-                    channels=options.channels,
-                    resize_mode=options.resize_mode,
-                    seed=seq,
-                )
+                with open_image(path) as handle:  # no link followed, as for annotated images
+                    pixels = prepare_image(
+                        handle,
+                        width=options.width,
+                        height=options.height,
+                        channels=options.channels,
+                        resize_mode=options.resize_mode,
+                        seed=seq,
+                    )
         except ImageRefused as exc:
             results.append((seq, None, str(exc)))
             continue

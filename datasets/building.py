@@ -295,6 +295,9 @@ def _archive_plan(dataset: Dataset, scratch: Path, options: SplitOptions, should
     """Extract the archive into `scratch` (within the caps) and plan its folder."""
     extracted = _extract(dataset, scratch, should_stop)
     display_name = dataset.source.get("filename") or Path(dataset.source["path"]).name
+    # Resolved as plan_folder resolves its root, so the report's paths are relative to the same
+    # folder as the plan's (a link above the data dir is the administrator's, not the archive's).
+    scratch = scratch.resolve()
     root = unwrap_single_folder(scratch)
     plan = plan_folder(root, options, display_name=display_name)
     # Skipped paths are named as inside the archive, wrapper folder included.
@@ -308,7 +311,7 @@ def _folder_plan(dataset: Dataset, options: SplitOptions) -> tuple[Plan, Path]:
     root = Path(source["path"])
     val, test = _optional_path(source.get("val")), _optional_path(source.get("test"))
     _check_roots(dataset, root, val, test)
-    return plan_folder(root, options, val_folder=val, test_folder=test), root
+    return plan_folder(root, options, val_folder=val, test_folder=test), root.resolve()  # as the plan's paths
 
 
 def _text_list_plan(dataset: Dataset, options: SplitOptions) -> tuple[Plan, Path]:
@@ -322,7 +325,7 @@ def _text_list_plan(dataset: Dataset, options: SplitOptions) -> tuple[Plan, Path
     plan = plan_text_lists(
         train, labels, options, image_folder=image_folder, val_list=val, test_list=test, allowed_roots=roots
     )
-    return plan, image_folder or train.parent
+    return plan, (image_folder or train.parent).resolve()  # the base the plan's paths were joined to
 
 
 def _split_options(dataset: Dataset) -> SplitOptions:

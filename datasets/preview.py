@@ -28,8 +28,16 @@ from datasets.images import (
     to_png_bytes,
 )
 from datasets.labels.plan import label_check
+from datasets.labels.prepare import open_image
 from datasets.names import class_name_problem, is_utf8, os_error_text
-from datasets.sources import IGNORED_FOLDERS, SourceError, read_labels_file, unwrap_single_folder
+from datasets.sources import (
+    IGNORED_FOLDERS,
+    SourceError,
+    read_labels_file,
+    read_source_text,
+    text_list_path,
+    unwrap_single_folder,
+)
 from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 MAX_TRIES = 20
@@ -60,16 +68,11 @@ def _folder_candidates(root: Path):
 
 
 def _textlist_candidates(list_path: Path, image_folder: Path | None, roots: list[Path] | None):
-    base = image_folder or list_path.parent
-    with open(list_path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            parts = line.strip().rsplit(None, 1)
-            if len(parts) == 2:
-                path = Path(parts[0]) if Path(parts[0]).is_absolute() else base / parts[0]
-                resolved = path.resolve()
-                if roots is not None and not any(resolved.is_relative_to(r) for r in roots):
-                    continue
-                yield parts[0], path
+    base = (image_folder or list_path.parent).resolve()
+    for line in read_source_text(list_path, "text list").splitlines():  # as the build reads it
+        parts = line.strip().rsplit(None, 1)
+        if len(parts) == 2 and (path := text_list_path(parts[0], base, roots)) is not None:
+            yield parts[0], path
 
 
 def _archive_candidates(path: Path):
@@ -170,7 +173,7 @@ def _first_image(candidates, *, width: int, height: int, channels: int, resize_m
             break
         data = source if isinstance(source, bytes) else None
         try:
-            data = data if data is not None else Path(source).read_bytes()
+            data = data if data is not None else _read_image(source)
             if result is not None:
                 shapes[_shape(data)] += 1
                 continue
@@ -199,6 +202,13 @@ def _first_image(candidates, *, width: int, height: int, channels: int, resize_m
         raise SourceError(f"no image found to preview in the first {MAX_TRIES} files{detail}")
     result["proposed"] = _proposal(shapes)
     return result
+
+
+def _read_image(path: Path) -> bytes:
+    """A server folder's image, opened as the build opens it (datasets.labels.prepare.open_image):
+    a link anywhere on its way is refused, so the preview never shows what a link points at."""
+    with open_image(str(path)) as handle:
+        return handle.read()
 
 
 def _shape(data: bytes) -> tuple[int, int, int]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets.archives import archive_kind
+from datasets.labels.files import LabelError, open_file
 from datasets.names import (
     LINK_NOT_FOLLOWED,
     NOT_UTF8,
@@ -25,6 +26,7 @@ from datasets.names import (
     escaped,
     is_utf8,
     name_lines,
+    os_error_text,
     readable,
     shown_name,
 )
@@ -232,7 +234,13 @@ def plan_folder(
     display_name: str | None = None,
 ) -> Plan:
     """`display_name` is what messages call `root` (an archive's name rather than the folder it
-    was extracted into); the default is the path itself, which the user gave."""
+    was extracted into); the default is the path itself, which the user gave.
+
+    The folders are resolved here, once: the build opens each planned file again from "/" without
+    following a link (datasets.labels.prepare.open_image), so no link may stand above them either."""
+    root = root.resolve()
+    val_folder = val_folder.resolve() if val_folder is not None else None
+    test_folder = test_folder.resolve() if test_folder is not None else None
     skipped: list[dict] = []
     by_class = scan_class_folders(root, skipped)
     _drop_small_classes(by_class, options, skipped, display_name or str(root))
@@ -253,14 +261,27 @@ def plan_folder(
 # --------------------------------------------------------------------------------------------
 
 
-def read_labels_file(path: Path) -> list[str]:
+def read_source_text(path: Path, what: str) -> str:
+    """A labels file's or a text list's text, opened as a label reader opens a file (datasets.labels.
+    files): no link followed anywhere on its way, so one swapped for a link after the form's check
+    is refused by name, not read. `what` names the file in messages ("labels file", "text list")."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_file(path, path.parent) as handle:
+            data = handle.read()
     except FileNotFoundError:
-        raise SourceError(f"{path}: labels file not found") from None
+        raise SourceError(f"{path}: {what} not found") from None
+    except LabelError as exc:  # "labels.txt: symbolic link not followed", or not a regular file
+        raise SourceError(f"{what} {exc}") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: {what} cannot be read ({os_error_text(exc)})") from None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SourceError(f"{path}: labels file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    lines = name_lines(text)
+        raise SourceError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_labels_file(path: Path) -> list[str]:
+    lines = name_lines(read_source_text(path, "labels file"))
     for number, name in enumerate(lines, start=1):
         if not name:
             raise SourceError(f"{path}: line {number} is blank; every line up to the last must name a class")
@@ -281,17 +302,26 @@ def _within(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
+def text_list_path(raw_path: str, base: Path, allowed_roots: list[Path] | None) -> Path | None:
+    """Where a text list's line points (relative to `base`), or None outside the allowed roots.
+
+    Made absolute and normalised only, never resolved: a link on the way is not followed by
+    whoever opens it (the build, the preview), so the path as written is the one to check."""
+    path = Path(os.path.normpath(base / raw_path))  # an absolute raw_path stays itself
+    return path if allowed_roots is None or _within(path, allowed_roots) else None
+
+
 def parse_text_list(
     list_path: Path, n_labels: int, *, image_folder: Path | None, allowed_roots: list[Path] | None, skipped: list[dict]
 ) -> list[tuple[str, int]]:
-    """`path label` lines; blank and malformed lines and out-of-range labels go to `skipped`."""
-    base = image_folder or list_path.parent
-    try:
-        text = list_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SourceError(f"{list_path}: text list not found") from None
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{list_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    """`path label` lines; blank and malformed lines and out-of-range labels go to `skipped`.
+
+    Each path is only made absolute and normalised here, never resolved: the roots (resolved by
+    settings) are checked on the path as written, and the build opens it from "/" without following
+    a link (datasets.labels.prepare.open_image), so a named link is skipped there, by its name, as
+    is a path through a linked folder. A link cannot lead out of the roots or into another folder."""
+    base = (image_folder or list_path.parent).resolve()  # what the user named, as the form resolved it
+    text = read_source_text(list_path, "text list")
     entries: list[tuple[str, int]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         where = f"{list_path.name} line {number}"
@@ -312,13 +342,10 @@ def parse_text_list(
         if not 0 <= label < n_labels:
             skipped.append({"path": where, "reason": f"label {label} is out of range (0..{n_labels - 1})"})
             continue
-        path = Path(raw_path)
-        path = path if path.is_absolute() else base / path
-        if allowed_roots is not None:
-            resolved = path.resolve()
-            if not _within(resolved, allowed_roots):
-                skipped.append({"path": where, "reason": f"{raw_path} is outside the allowed import folders"})
-                continue
+        path = text_list_path(raw_path, base, allowed_roots)
+        if path is None:
+            skipped.append({"path": where, "reason": f"{raw_path} is outside the allowed import folders"})
+            continue
         entries.append((str(path), label))
     return entries
 

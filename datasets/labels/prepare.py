@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw
 
 from datasets.images import ImageRefused, _as_hwc, convert_image, fit_geometry, load_image, resize_image
 from datasets.labels.common import LabelError, MaskFormat
-from datasets.labels.files import open_file
+from datasets.labels.files import file_size, open_file
 from datasets.labels.masks import load_mask
 from datasets.names import os_error_text
 from trainer.protocol import IGNORE_INDEX
@@ -46,18 +46,31 @@ class TargetFacts:
     objects: int = 0
 
 
+def open_image(path: str) -> BinaryIO:
+    """A user's image opened by a build worker, every task alike: `path` (absolute, made by a plan
+    from a resolved root) is opened again without following a link anywhere on its way
+    (datasets.labels.files), so a file swapped for a link since the plan is refused, not read.
+    ImageRefused names why; the reason never holds a path (the report names the file)."""
+    try:
+        handle = open_file(path)
+    except FileNotFoundError:
+        raise ImageRefused("file not found") from None
+    except LabelError as exc:  # a link (LINK_NOT_FOLLOWED), a FIFO or a device
+        raise ImageRefused(str(exc).removeprefix(f"{Path(path).name}: ")) from None
+    except OSError as exc:
+        raise ImageRefused(os_error_text(exc)) from None
+    if file_size(handle) == 0:
+        handle.close()
+        raise ImageRefused("empty file (0 bytes)")
+    return handle
+
+
 def prepare_annotated(
     path: str, target, *, width: int, height: int, channels: int, resize_mode: str, seed: int
 ) -> tuple[np.ndarray, bytes, TargetFacts]:
     """load -> convert -> resize the image, and move its target with it: (pixels, target Datum
     bytes, facts). `target` is an N x 6 float32 array (detection, source pixels) or a MaskTarget."""
-    try:  # the reader's path, opened again without following a link: swapped for one since, refused
-        handle = open_file(path)
-    except LabelError as exc:
-        raise ImageRefused(str(exc).removeprefix(f"{Path(path).name}: ")) from None
-    except OSError as exc:
-        raise ImageRefused(os_error_text(exc)) from None
-    with handle:
+    with open_image(path) as handle:
         return _prepare(
             handle, target, width=width, height=height, channels=channels, resize_mode=resize_mode, seed=seed
         )
