@@ -115,7 +115,10 @@ def propose_task(*, kind: str, path: Path) -> tuple[str, str]:
     (datasets.labels.detect_format) or in an archive's member names, else classification."""
     fmt = None
     if kind == "folder" and path.is_dir():
-        fmt = detect_source_format(path)
+        try:
+            fmt = detect_source_format(path)
+        except LabelError as error:  # a link where a format looks: named, not followed
+            raise ValidationError(str(error)) from None
     elif kind == "archive":
         try:
             names = archive_member_names(path)
