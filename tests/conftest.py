@@ -23,6 +23,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from tests.support.waiting import wait_until
 from workbench.embedded_redis import free_port
 from workbench.supervisor import celery_worker_argv
 from workbench.workers.processes import die_with_parent
@@ -132,12 +133,16 @@ def start_worker(name: str, **env: str) -> ServiceProcess:
     argv = celery_worker_argv(nodename=nodename, concurrency=4, extra=("--without-mingle", "--without-gossip"))
     worker = ServiceProcess(name, argv, child_env(**env))
     worker.nodename = nodename
-    deadline = time.monotonic() + 90
-    while not app.control.ping(destination=[nodename], timeout=0.5):
+
+    def answers() -> bool:
         worker.check_alive()
-        if time.monotonic() > deadline:
-            worker.stop()
-            pytest.fail(f"the Celery worker {nodename} did not answer a ping within 90 s:\n{worker.tail()}")
+        return bool(app.control.ping(destination=[nodename], timeout=0.5))
+
+    try:
+        wait_until(answers, what=lambda: f"the Celery worker {nodename} to answer a ping:\n{worker.tail()}", timeout=90)
+    except BaseException:  # pytest.fail's exception is no Exception: the worker must not outlive it
+        worker.stop()
+        raise
     return worker
 
 
@@ -158,23 +163,28 @@ def live_server_url(django_db_setup):
         child_env(),
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
+    started = time.monotonic()
+
+    def answers() -> bool:
         server.check_alive()
         try:
-            # One probe waits for its answer: daphne imports the app on its first request, which
-            # took 11 s on a busy machine, and a probe that gave up sooner was asked again and
-            # again until the deadline. The login page, not /healthz, whose Redis round trips
-            # add up to 3 s.
-            urllib.request.urlopen(f"{url}/accounts/login/", timeout=max(1.0, deadline - time.monotonic())).close()
-            break
+            # One probe waits for its answer, as long as the 120 s allow: daphne imports the app on
+            # its first request, which took 11 s on a busy machine, and a probe that gave up sooner
+            # was asked again and again until the deadline. The login page, not /healthz, whose
+            # Redis round trips add up to 3 s.
+            timeout = max(1.0, 120 - (time.monotonic() - started))
+            urllib.request.urlopen(f"{url}/accounts/login/", timeout=timeout).close()
         except urllib.error.HTTPError:
-            break  # it answers
+            return True  # it answers
         except OSError:
-            if time.monotonic() > deadline:
-                server.stop()
-                pytest.fail(f"daphne did not answer within 120 s:\n{server.tail()}")
-            time.sleep(0.2)
+            return False
+        return True
+
+    try:
+        wait_until(answers, what=lambda: f"daphne to answer:\n{server.tail()}", timeout=120)
+    except BaseException:  # pytest.fail's exception is no Exception: daphne must not outlive it
+        server.stop()
+        raise
     yield url
     server.stop()
 

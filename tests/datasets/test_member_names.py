@@ -17,6 +17,7 @@ from django.conf import settings
 from datasets import building, services
 from datasets.models import Dataset
 from tests.datasets.conftest import image_bytes, make_class_folders
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -233,18 +234,17 @@ def test_it_gives_a_reason_without_the_server_path_for_an_unreadable_list_entry(
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_builds_an_uploaded_latin1_tar_through_the_worker(celery_worker, owner, client, tmp_path):
-    import time
-
     client.force_login(owner)
     archive = _tar_with_latin1_name(tmp_path / "latin1.tar.gz")
     with archive.open("rb") as fh:
         response = client.post("/api/datasets/", {"name": "w", "archive": fh, "image_width": 6, "image_height": 6})
     assert response.status_code == 201, response.content[:300]
     pk = response.json()["id"]
-    deadline = time.monotonic() + 90
-    while Dataset.objects.get(pk=pk).status not in ("ready", "failed"):
-        assert time.monotonic() < deadline, "the worker never finished the build"
-        time.sleep(0.2)
+    wait_until(
+        lambda: Dataset.objects.get(pk=pk).status in ("ready", "failed"),
+        what="the worker to finish the build",
+        timeout=90,
+    )
     body = client.get(f"/api/datasets/{pk}/").json()
     assert body["status"] == "ready", body["error"]
     skipped = client.get(f"/datasets/{pk}/skipped.json").json()

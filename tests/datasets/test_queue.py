@@ -4,7 +4,6 @@ processes, the dashboard group hears the progress, the CLI waits, and a cancel s
 from __future__ import annotations
 
 import io
-import time
 from datetime import timedelta
 
 import pytest
@@ -15,18 +14,9 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from tests.datasets.conftest import make_class_folders, noise_image
+from tests.support.waiting import wait_for_state, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def _wait_for(pk: int, statuses: tuple[str, ...], timeout: float = 90) -> Dataset:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        dataset = Dataset.objects.get(pk=pk)
-        if dataset.status in statuses:
-            return dataset
-        time.sleep(0.2)
-    raise AssertionError(f"dataset {pk} is still {Dataset.objects.get(pk=pk).status} after {timeout} s")
 
 
 def _drain(layer, channel: str) -> list[dict]:
@@ -56,7 +46,9 @@ def test_it_builds_through_the_worker_and_tells_the_dashboard(celery_worker, own
         content_type="application/json",
     )
     assert response.status_code == 201, response.json()
-    dataset = _wait_for(response.json()["id"], ("ready", "failed"))
+    dataset = wait_for_state(
+        Dataset.objects.get(pk=response.json()["id"]), "ready", "failed", field="status", timeout=90
+    )
     assert dataset.status == "ready", dataset.error
     assert dataset.splits["train"]["class_counts"] == [30, 30]
     assert dataset.path.joinpath("train_db", "data.mdb").is_file()
@@ -105,10 +97,7 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
         {"name": "big", "source_path": str(root), "image_width": 256, "image_height": 256, "encoding": "png"},
         content_type="application/json",
     ).json()["id"]
-    deadline = time.monotonic() + 60
-    while Dataset.objects.get(pk=pk).progress_done == 0:
-        assert time.monotonic() < deadline, "the build never reported progress"
-        time.sleep(0.1)
+    wait_until(lambda: Dataset.objects.get(pk=pk).progress_done, what="the build to report progress", timeout=60)
     live = client.get(f"/api/datasets/{pk}/").json()
     assert live["status"] == "building"
     progress = live["progress"]
@@ -120,10 +109,11 @@ def test_it_cancels_a_running_build_and_leaves_nothing(celery_worker, owner, cli
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     # The build loop notices within about half a second, stops its processes, removes its temp folder.
     root_dir = settings.DATA_DIR / "datasets"
-    deadline = time.monotonic() + 30
-    while [p.name for p in root_dir.iterdir() if p.name.startswith(f".{pk}.")]:
-        assert time.monotonic() < deadline, "the cancelled build left its temp folder"
-        time.sleep(0.2)
+    wait_until(
+        lambda: not any(p.name.startswith(f".{pk}.") for p in root_dir.iterdir()),
+        what="the cancelled build to remove its temp folder",
+        timeout=30,
+    )
     dataset = Dataset.objects.get(pk=pk)
     assert dataset.status == "cancelled" and dataset.progress_done < 2000
     assert not dataset.path.exists()
@@ -161,7 +151,7 @@ def test_it_builds_again_when_the_building_worker_stops_beating(celery_worker, o
     # Whichever reclaim won, the dead try's files went before its transaction let the other one on;
     # the new try may already have its own temp folder.
     assert not (datasets_root() / f".{dataset.pk}.building-dead1").exists()
-    dataset = _wait_for(dataset.pk, ("ready", "failed"))
+    dataset = wait_for_state(dataset, "ready", "failed", field="status", timeout=90)
     assert dataset.status == "ready", dataset.error
     assert dataset.build_attempts == 2 and dataset.build_worker not in ("", "gone1@gpu9") and dataset.error == ""
     assert dataset.splits["train"]["class_counts"] == [4, 4]

@@ -202,8 +202,14 @@ def test_it_never_writes_a_proposed_size_into_the_field_the_user_is_typing_in(
     page.check("input[name=source_choice][value=server]")
     page.fill("[name=source_path]", str(root))
     page.click("#wizard-next")
-    while not held:
-        page.wait_for_timeout(50)
+    # Playwright serves the routes only while it is called: wait in the page, not in time.sleep.
+    wait_until(
+        lambda: held,
+        what="the wizard to ask for its second proposal",
+        timeout=60,
+        interval=0.05,
+        sleep=lambda seconds: page.wait_for_timeout(seconds * 1000),
+    )
     page.focus("[name=image_width]")
     page.keyboard.press("Control+A")
     held[0].continue_()

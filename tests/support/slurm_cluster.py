@@ -20,11 +20,12 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from tests.support.waiting import wait_until
 
 NODES = ("n1", "n2")
 GPUS_PER_NODE = 2
@@ -242,16 +243,17 @@ class SlurmCluster:
             process.wait()
 
     def _wait(self, ready, what: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def answered() -> bool:
             try:
-                if ready():
-                    return
-            except (subprocess.SubprocessError, ValueError):
-                pass
-            time.sleep(0.3)
-        logs = "\n".join(f"--- {path.name}\n{path.read_text()[-2000:]}" for path in (self.folder / "log").glob("*"))
-        raise RuntimeError(f"Slurm test cluster: {what}\n{logs}")
+                return bool(ready())
+            except (subprocess.SubprocessError, ValueError):  # a daemon still starting: ask again
+                return False
+
+        def logs() -> str:
+            tails = (f"--- {path.name}\n{path.read_text()[-2000:]}" for path in (self.folder / "log").glob("*"))
+            return f"the Slurm test cluster: {what}\n" + "\n".join(tails)
+
+        wait_until(answered, what=logs, timeout=timeout, interval=0.3)
 
 
 def main() -> int:

@@ -16,12 +16,19 @@ T = TypeVar("T")
 
 
 def wait_until(
-    predicate: Callable[[], T], *, what: str | Callable[[], str], timeout: float = 120, interval: float = 0.2
+    predicate: Callable[[], T],
+    *,
+    what: str | Callable[[], str],
+    timeout: float = 120,
+    interval: float = 0.2,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """The first truthy value `predicate()` returns; fails the test after `timeout` seconds.
 
     `what` says what was awaited; a callable is asked only on failure, so the message can show
-    the state the test ended in.
+    the state the test ended in. The predicate may itself fail the test early (a process that
+    exited cannot reach the state any more). `sleep` waits between two asks: a browser's test
+    passes one that lets Playwright serve its routes meanwhile (time.sleep would starve them).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -30,7 +37,7 @@ def wait_until(
             return value
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what() if callable(what) else what}")
-        time.sleep(interval)
+        sleep(interval)
 
 
 def wait_for_state(row, *states: str, timeout: float = 180, field: str = "state"):

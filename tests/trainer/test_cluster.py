@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.trainer_data import make_dataset_folder
+from tests.support.waiting import wait_until
 from trainer.cluster import NodePlacement, placement_from_environment
 from trainer.config import ConfigError
 from trainer.distributed import free_port
@@ -61,11 +61,12 @@ def test_it_ends_the_run_naming_a_rank_that_died_on_another_node(tmp_path):
     launchers = start_nodes(tmp_path, cfg)
     try:
         node1 = tmp_path / "processes.node1.json"
-        deadline = time.monotonic() + 240
         events = tmp_path / "events.jsonl"
-        while not (node1.exists() and events.exists() and '"type":"metrics"' in events.read_text()):
-            assert time.monotonic() < deadline, "training did not start"
-            time.sleep(0.2)
+        wait_until(
+            lambda: node1.exists() and events.exists() and '"type":"metrics"' in events.read_text(),
+            what="training to start (a first metrics event and the second node's processes)",
+            timeout=240,
+        )
         victim = json.loads(node1.read_text())["ranks"][1]  # global rank 3
         os.kill(victim, signal.SIGKILL)
         assert launchers[1].wait(timeout=120) == EXIT_FAILED

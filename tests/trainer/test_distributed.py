@@ -14,6 +14,7 @@ import torch
 import torchvision
 
 from tests.support.trainer_data import make_dataset_folder
+from tests.support.waiting import wait_until
 from trainer.checkpoint import CheckpointStore
 from trainer.events import ListReporter
 from trainer.protocol import EXIT_CONFIG, EXIT_DONE, EXIT_FAILED, EXIT_NONFINITE
@@ -71,12 +72,18 @@ def start_training(tmp_path, cfg):
         cwd=tmp_path,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while not (events.exists() and '"type":"metrics","time"' in events.read_text()):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("training did not start")
-        time.sleep(0.1)
+
+    def started() -> bool:
+        if events.exists() and '"type":"metrics","time"' in events.read_text():
+            return True
+        assert proc.poll() is None, f"the trainer exited ({proc.returncode}) before training"
+        return False
+
+    try:
+        wait_until(started, what="training to start (a first metrics event)", timeout=120, interval=0.1)
+    except BaseException:  # pytest.fail's exception is no Exception: the trainer must not outlive it
+        proc.kill()
+        raise
     return proc, events
 
 

@@ -12,11 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import wait_until
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
 from trainer.protocol import EXIT_DONE, EXIT_STOPPED
@@ -48,11 +48,13 @@ class Trainer:
         self.proc = subprocess.Popen(argv, env=env, cwd=tmp_path, start_new_session=True)
 
     def wait_until(self, predicate, what: str) -> None:
-        deadline = time.monotonic() + DEADLINE_S
-        while not predicate():
+        def reached() -> bool:
+            if predicate():
+                return True
             assert self.proc.poll() is None, f"the trainer exited ({self.proc.returncode}) before {what}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.05)
+            return False
+
+        wait_until(reached, what=what, timeout=DEADLINE_S, interval=0.05)
 
     def metric_steps(self) -> list[int]:
         return [event["step"] for event in events_of(self.events) if event["type"] == "metrics"]

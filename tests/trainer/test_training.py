@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 import trainer.checkpoint as checkpoint_module
+from tests.support.waiting import wait_until
 from trainer.checkpoint import CheckpointStore
 from trainer.engine import StopFlag
 from trainer.events import ListReporter
@@ -233,10 +233,14 @@ def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "trainer", "train", "--config", str(tmp_path / "run.json"), "--events", str(events)]
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not any(e["type"] == "metrics" and e["step"] >= 5 for e in _events(events)):
-        assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
-        time.sleep(0.1)
+
+    def trained_5_steps() -> bool:
+        if any(e["type"] == "metrics" and e["step"] >= 5 for e in _events(events)):
+            return True
+        assert proc.poll() is None, f"the trainer exited ({proc.returncode}) before training"
+        return False
+
+    wait_until(trained_5_steps, what="training to start (metrics at step 5)", timeout=120, interval=0.1)
     os.killpg(proc.pid, signal.SIGTERM)  # what the runs app does to abort/pause
     assert proc.wait(timeout=60) == EXIT_STOPPED
     final = _events(events)[-1]

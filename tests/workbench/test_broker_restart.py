@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ import psutil
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.support.waiting import wait_until
 from workbench.embedded_redis import free_port
 from workbench.workers.processes import die_with_parent
 
@@ -100,14 +100,11 @@ class Workbench:
             return None
 
     def wait_for(self, predicate, what: str, timeout: float = 120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def alive_and_ready():
             assert self.process.poll() is None, f"runworkbench exited:\n{self.tail()}"
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.5)
-        pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}:\n{self.tail()}")
+            return predicate()
+
+        return wait_until(alive_and_ready, what=lambda: f"{what}:\n{self.tail()}", timeout=timeout, interval=0.5)
 
     def setup_run(self) -> int:
         shell = subprocess.run(

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.support.waiting import wait_until
 from workbench.embedded_redis import free_port
 
 pytestmark = [pytest.mark.slow]
@@ -30,22 +31,22 @@ def fetch_health(url: str) -> dict | None:
 
 
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    report = None
-    while time.monotonic() < deadline:
+    last = [None]  # the last report, for the failure message
+
+    def healthy() -> dict | None:
         assert process.poll() is None, "runworkbench exited early"
-        report = fetch_health(url)
-        if report and report["status"] == "ok":
-            return report
-        time.sleep(0.5)
-    pytest.fail(f"not healthy within {timeout} s: {report}")
+        last[0] = report = fetch_health(url)
+        return report if report and report["status"] == "ok" else None
+
+    return wait_until(healthy, what=lambda: f"{url} to be healthy: {last[0]}", timeout=timeout, interval=0.5)
 
 
 def wait_for_lines(log_path, lines: list[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not all(line in log_path.read_text() for line in lines):
-        assert time.monotonic() < deadline, log_path.read_text()[-3000:]
-        time.sleep(0.2)
+    wait_until(
+        lambda: all(line in log_path.read_text() for line in lines),
+        what=lambda: f"the lines {lines} in the log:\n{log_path.read_text()[-3000:]}",
+        timeout=timeout,
+    )
 
 
 def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):

@@ -4,10 +4,10 @@ import io
 import sys
 import textwrap
 import threading
-import time
 
 import psutil
 
+from tests.support.waiting import wait_until
 from workbench.supervisor import Service, Supervisor, child_environment
 
 SPAWNS_DETACHED_GRANDCHILD = textwrap.dedent(
@@ -26,10 +26,7 @@ def test_it_stops_every_process_including_detached_grandchildren():
     service = Service(name="worker", argv=[sys.executable, "-c", SPAWNS_DETACHED_GRANDCHILD], env=child_environment({}))
     supervisor = Supervisor([service], out=out, grace_seconds=5)
     supervisor.start()
-    deadline = time.monotonic() + 10
-    while "grandchild" not in out.getvalue():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: "grandchild" in out.getvalue(), what="the child to print its grandchild's pid", timeout=10)
     grandchild_pid = int(out.getvalue().split("grandchild ")[1].split()[0])
     grandchild = psutil.Process(grandchild_pid)
     assert grandchild.is_running()

@@ -16,6 +16,7 @@ import pytest
 import torch
 from django.urls import reverse
 
+from tests.support.waiting import wait_until
 from trainer.data import LMDBImageDataset
 from trainer.datum import DatumLMDB
 from trainer.inference import load_bundle, load_checkpoint_classifier
@@ -28,12 +29,17 @@ pytestmark = pytest.mark.django_db
 def download(client, run, **params):
     """Asks as a client of the API does: again after Retry-After while a worker builds it."""
     url = reverse("api-run-download", args=[run.pk])
-    deadline = time.monotonic() + 120
-    response = client.get(url, params)
-    while response.status_code == 202 and time.monotonic() < deadline:
-        assert response.json()["state"] == "building" and response["Retry-After"] == "2"
-        time.sleep(0.5)
+
+    def answered():
         response = client.get(url, params)
+        if response.status_code != 202:
+            return response
+        assert response.json()["state"] == "building" and response["Retry-After"] == "2"
+        return None
+
+    response = wait_until(
+        answered, what=f"the download of run {run.pk} {params} to be built", timeout=120, interval=0.5
+    )
     assert response.status_code == 200, getattr(response, "data", response)
     assert response["Content-Type"] == "application/zip"
     return zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))

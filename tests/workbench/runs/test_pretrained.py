@@ -18,6 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG
 from trainer.checkpoint import CheckpointStore
 from trainer.networks import InputSpec, build_model
@@ -313,8 +314,6 @@ def test_it_keeps_an_upload_a_pending_run_starts_from(owner_client, owner, alice
 def test_it_trains_from_an_uploaded_state_dict_and_then_from_that_run(
     celery_worker, transactional_db, owner, client, make_dataset
 ):
-    from tests.workbench.runs.test_worker_runs import wait_for_state
-
     client.force_login(owner)
     dataset = make_dataset(owner)
     upload = client.post(reverse("api-pretrained"), {"file": SimpleUploadedFile("w.pt", lenet_bytes(seed=7))}).json()

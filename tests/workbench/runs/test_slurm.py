@@ -24,9 +24,9 @@ from tests.support.slurm_cluster import (
     SlurmCluster,
     slurm_available,
 )
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_for_state, wait_until
 from tests.workbench.runs.conftest import TINY_CONFIG
-from tests.workbench.runs.test_worker_runs import metric_steps, wait_for, wait_for_state
+from tests.workbench.runs.test_worker_runs import metric_steps
 from trainer.checkpoint import CheckpointStore
 from workbench.runs.models import Run
 from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
@@ -153,7 +153,7 @@ def test_it_shows_slurms_reason_while_a_job_waits_for_gpus(slurm, owner, make_da
         waiting.refresh_from_db()
         return "Resources" in waiting.wait_reason and waiting.wait_reason
 
-    text = wait_for(reason, "Slurm's pending reason", timeout=60)
+    text = wait_until(reason, what="Slurm's pending reason", timeout=60)
     assert waiting.state == Run.State.WAITING
     assert (
         text
@@ -169,7 +169,7 @@ def test_it_shows_slurms_reason_while_a_job_waits_for_gpus(slurm, owner, make_da
 def test_it_aborts_with_a_checkpoint_and_leaves_no_process(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(owner, dataset, nodes=2)
-    wait_for(lambda: trained_steps(run, 20), "training on Slurm", timeout=240)
+    wait_until(lambda: trained_steps(run, 20), what="training on Slurm", timeout=240)
     run_abort(run=run)
     wait_for_state(run, Run.State.ABORTED, timeout=200)
     assert run.transitions.last().reason == "aborted by the user"
@@ -216,16 +216,16 @@ def release(cluster: SlurmCluster, job_id: str) -> None:
 def test_it_resumes_from_its_checkpoint_when_its_node_fails(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: aborted once it has resumed
-    wait_for(lambda: trained_steps(run, 15), "training on Slurm", timeout=240)
+    wait_until(lambda: trained_steps(run, 15), what="training on Slurm", timeout=240)
     node = job_of(run).nodes
     # The node dies (slurmd and the trainer at once, no checkpoint on the way out): the job ends
     # NODE_FAIL and Slurm requeues it, as the workbench submits with --requeue; the next attempt
     # runs on the other node, from the last checkpoint the trainer saved by its interval.
     slurm.lose_node(node)
     try:
-        wait_for(lambda: run.refresh_from_db() or run.attempt == 2, "the node failure to be seen", timeout=120)
+        wait_until(lambda: run.refresh_from_db() or run.attempt == 2, what="the node failure to be seen", timeout=120)
         release(slurm, run.slurm_job_id)
-        wait_for(lambda: trained_on_after(run, 1), "the next attempt to train on", timeout=300)
+        wait_until(lambda: trained_on_after(run, 1), what="the next attempt to train on", timeout=300)
     finally:
         slurm.restore_node(node)
     assert node not in job_of(run).nodes
@@ -239,14 +239,14 @@ def test_it_resumes_from_its_checkpoint_when_its_node_fails(slurm, owner, make_d
 def test_it_resumes_on_a_new_job_when_slurm_preempts_it(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: aborted once it has resumed
-    wait_for(lambda: trained_steps(run, 15), "training on Slurm", timeout=240)
+    wait_until(lambda: trained_steps(run, 15), what="training on Slurm", timeout=240)
     preempted = run.slurm_job_id
     # A job of the urgent partition takes every GPU: Slurm cancels the run's job (PreemptMode=CANCEL).
     slurm.command(
         "sbatch", f"--partition={URGENT_PARTITION}", f"--nodes={len(NODES)}", f"--gres=gpu:{GPUS_PER_NODE}",
         "--output=/dev/null", "--wrap=sleep 3",
     )  # fmt: skip
-    wait_for(lambda: trained_on_after(run, 1), "the next attempt to train on", timeout=300)
+    wait_until(lambda: trained_on_after(run, 1), what="the next attempt to train on", timeout=300)
     assert run.slurm_job_id != preempted  # a new job
     interrupted = run.transitions.get(to_state=Run.State.INTERRUPTED)
     assert interrupted.reason.startswith(f"interrupted: {words.end_words('PREEMPTED')} (job {preempted})")
@@ -256,7 +256,7 @@ def test_it_resumes_on_a_new_job_when_slurm_preempts_it(slurm, owner, make_datas
 def test_it_fails_a_run_whose_job_reached_its_time_limit(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: Slurm's time limit ends it
-    wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
+    wait_until(lambda: trained_steps(run, 5), what="training on Slurm", timeout=240)
     # Its time limit, reached now: Slurm ends the job TIMEOUT at its next check (about every 30 s).
     slurm.command("scontrol", "update", f"jobid={run.slurm_job_id}", "EndTime=now")
     wait_for_state(run, Run.State.FAILED, Run.State.ABORTED, Run.State.DONE, Run.State.INTERRUPTED, timeout=180)
@@ -280,9 +280,11 @@ def test_it_trains_a_segmentation_net_over_two_nodes_and_aborts_when_cancelled_i
     config = {**LONG_CONFIG, "val_interval": 1, "data": {"num_workers": 0}}
     run = run_submit(owner=owner, dataset=dataset, name="segment on slurm", network="lraspp_mobilenet_v3_large",
                      config=config, gpus="1", executor="slurm", nodes=2)  # fmt: skip
-    wait_for(lambda: run.events.filter(kind="validation").exists(), "a validation on Slurm", timeout=300)
+    wait_until(lambda: run.events.filter(kind="validation").exists(), what="a validation on Slurm", timeout=300)
     assert 0 <= run.events.filter(kind="validation").first().data["miou"] <= 1
-    wait_for(lambda: {e.data["node_rank"] for e in run.events.filter(kind="system")} == {0, 1}, "both nodes' samples")
+    wait_until(
+        lambda: {e.data["node_rank"] for e in run.events.filter(kind="system")} == {0, 1}, what="both nodes' samples"
+    )
     run.refresh_from_db()
     slurm.command("scancel", run.slurm_job_id)
     wait_for_state(run, Run.State.ABORTED, Run.State.FAILED, timeout=180)
@@ -296,20 +298,24 @@ def test_it_trains_a_segmentation_net_over_two_nodes_and_aborts_when_cancelled_i
 def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: it is aborted below
-    wait_for(lambda: trained_steps(run, 5), "training on Slurm", timeout=240)
+    wait_until(lambda: trained_steps(run, 5), what="training on Slurm", timeout=240)
     from workbench.runs.slurm_status import controller_status
 
     slurm.stop_controller()
     try:
-        wait_for(lambda: controller_status().get("answers") is False, "the follower to see the controller down", 120)
+        wait_until(
+            lambda: controller_status().get("answers") is False,
+            what="the follower to see the controller down",
+            timeout=120,
+        )
         run.refresh_from_db()
         assert run.state == Run.State.RUNNING
         before = metric_steps(run)[-1]
         # The curves go on: the events are on shared storage, not with the controller.
-        wait_for(lambda: trained_steps(run, before + 5), "events while the controller is down", timeout=120)
+        wait_until(lambda: trained_steps(run, before + 5), what="events while the controller is down", timeout=120)
     finally:
         slurm.start_controller()
-    wait_for(lambda: controller_status().get("answers") is True, "the controller to answer again", 120)
+    wait_until(lambda: controller_status().get("answers") is True, what="the controller to answer again", timeout=120)
     run.refresh_from_db()
     assert run.state == Run.State.RUNNING and run.slurm_state == "RUNNING"
     # Followed again: an abort reaches the job through Slurm, and every step is stored once.
@@ -322,13 +328,13 @@ def test_it_loses_nothing_while_the_controller_is_down(slurm, owner, make_datase
 def test_it_pauses_and_resumes_with_a_new_job(slurm, owner, make_dataset):
     dataset = make_dataset(owner)
     run = submit(owner, dataset, gpus="1")  # LONG_CONFIG: aborted once it has resumed
-    wait_for(lambda: trained_steps(run, 10), "training on Slurm", timeout=240)
+    wait_until(lambda: trained_steps(run, 10), what="training on Slurm", timeout=240)
     first_job = run.slurm_job_id
     run_pause(run=run)
     wait_for_state(run, Run.State.PAUSED, timeout=200)
     run_resume(run=run)
     # Training on past the pause's checkpoint in a new job is the resume; a run to the end after
     # it is test_worker_runs' (the same attempt machinery), and took this test 25 s more.
-    wait_for(lambda: trained_on_after(run, 1), "the resumed job to train on", timeout=300)
+    wait_until(lambda: trained_on_after(run, 1), what="the resumed job to train on", timeout=300)
     assert run.slurm_job_id not in ("", first_job)
     resumed_without_gaps(run)

@@ -1,12 +1,12 @@
 """Runs on real worker processes: multi-process training, abort, pause and resume, a killed worker."""
 
 import json
-import time
 
 import psutil
 import pytest
 
 from tests.conftest import start_worker
+from tests.support.waiting import wait_for_state, wait_until
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.celery import app as celery_app
 from workbench.runs.models import Run
@@ -18,25 +18,6 @@ pytestmark = [pytest.mark.slow]
 
 # Long enough to act on while it trains; checkpoints often so a resume has one.
 LONG_CONFIG = {**TINY_CONFIG, "epochs": 2000, "val_interval": 5, "snapshot_interval": 1, "keep_last": 2}
-
-
-def wait_for(predicate, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
-
-
-def wait_for_state(run: Run, *states: str, timeout: float = 180) -> Run:
-    def reached():
-        run.refresh_from_db()
-        return run.state in states
-
-    wait_for(reached, f"run {run.pk} to be {' or '.join(states)} (now {run.state}: {run.wait_reason})", timeout)
-    return run
 
 
 def checkpoints(run: Run) -> list:
@@ -80,7 +61,7 @@ def test_it_aborts_a_run_and_stops_every_trainer_process(celery_worker, transact
     dataset = make_dataset(owner)
     run = run_submit(owner=owner, dataset=dataset, name="long", network="lenet", config=LONG_CONFIG, gpus="cpu")
     wait_for_state(run, Run.State.RUNNING)
-    wait_for(lambda: metric_steps(run), "the first metrics")
+    wait_until(lambda: metric_steps(run), what="the first metrics")
     processes = trainer_tree(run)
     keeps_its_run_while_its_heartbeat_is_late(run)
     run_abort(run=run)
@@ -105,7 +86,7 @@ def keeps_its_run_while_its_heartbeat_is_late(run: Run) -> None:
     from workbench.runs.scheduler import schedule
     from workbench.workers.models import WorkerHost
 
-    wait_for(lambda: Run.objects.get(pk=run.pk).watched_at, "the watch to say it follows the trainer")
+    wait_until(lambda: Run.objects.get(pk=run.pk).watched_at, what="the watch to say it follows the trainer")
     silent = timezone.now() - timedelta(seconds=settings.WORKER_TIMEOUT_SECONDS + 5)
     # One transaction: the worker's own beat cannot make the host fresh between the two.
     with transaction.atomic():
@@ -121,7 +102,7 @@ def test_it_pauses_and_resumes_from_the_checkpoint(celery_worker, transactional_
     config = {**LONG_CONFIG, "epochs": 40}
     run = run_submit(owner=owner, dataset=dataset, name="pausable", network="lenet", config=config, gpus="cpu")
     wait_for_state(run, Run.State.RUNNING)
-    wait_for(lambda: checkpoints(run), "a first checkpoint")
+    wait_until(lambda: checkpoints(run), what="a first checkpoint")
     run_pause(run=run)
     wait_for_state(run, Run.State.PAUSED, timeout=90)
     assert not Device.objects.filter(run=run).exists()
@@ -153,7 +134,7 @@ def test_it_resumes_a_run_after_its_worker_is_killed_storing_what_the_trainer_wr
         gpus = f"{crash_worker.nodename}:0"
         run = run_submit(owner=owner, dataset=dataset, name="crashy", network="lenet", config=config, gpus=gpus)
         wait_for_state(run, Run.State.RUNNING)
-        wait_for(lambda: checkpoints(run) and len(metric_steps(run)) > 5, "a checkpoint and some metrics")
+        wait_until(lambda: checkpoints(run) and len(metric_steps(run)) > 5, what="a checkpoint and some metrics")
         processes = trainer_tree(run)
 
         crash_worker.kill()
@@ -190,7 +171,7 @@ def test_it_starts_nothing_on_a_duplicate_delivery(celery_worker, transactional_
     dataset = make_dataset(owner)
     run = run_submit(owner=owner, dataset=dataset, name="once", network="lenet", config=LONG_CONFIG, gpus="cpu")
     wait_for_state(run, Run.State.RUNNING)
-    wait_for(lambda: metric_steps(run), "the first metrics")
+    wait_until(lambda: metric_steps(run), what="the first metrics")
     run.refresh_from_db()
     first_trainer = run.trainer_pid
     # The same message again, through the broker to the same host's queue...
@@ -219,7 +200,7 @@ def test_it_stops_the_trainer_of_a_worker_that_is_stopping_so_the_run_resumes(
         gpus = f"{stopping_worker.nodename}:0"
         run = run_submit(owner=owner, dataset=dataset, name="stays", network="lenet", config=LONG_CONFIG, gpus=gpus)
         wait_for_state(run, Run.State.RUNNING)
-        wait_for(lambda: metric_steps(run), "the first metrics")
+        wait_until(lambda: metric_steps(run), what="the first metrics")
         processes = trainer_tree(run)
 
         app.control.shutdown(destination=[stopping_worker.nodename])
@@ -232,7 +213,7 @@ def test_it_stops_the_trainer_of_a_worker_that_is_stopping_so_the_run_resumes(
         assert checkpoints(run), "the trainer should have saved a checkpoint"
         gone, alive = psutil.wait_procs(processes, timeout=30)
         assert not alive
-        wait_for(lambda: stopping_worker.process.poll() is not None, "the worker process to exit", 60)
+        wait_until(lambda: stopping_worker.process.poll() is not None, what="the worker process to exit", timeout=60)
     finally:
         stopping_worker.stop()
 
@@ -257,9 +238,9 @@ def test_it_resends_a_launch_the_broker_did_not_take(celery_worker, transactiona
 
     # The suite's worker announces its devices again after the database flush between tests:
     # the pass below can only place the run once the worker's CPU is back in the inventory.
-    wait_for(
+    wait_until(
         lambda: Device.objects.filter(kind="cpu", run__isnull=True, host__hostname=celery_worker.nodename).exists(),
-        "the suite's worker to announce its free CPU",
+        what="the suite's worker to announce its free CPU",
     )
     # The scheduler sends the launch by the task's name through the Celery app.
     monkeypatch.setattr(celery_app, "send_task", broker_down)

@@ -10,6 +10,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG, parked_host
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run
@@ -163,9 +164,7 @@ def test_it_watches_a_real_cpu_training_run_to_done(live_server_url, celery_work
     run = run_submit(owner=owner, dataset=dataset, name="tiny", network="lenet", config=config, gpus="cpu")
     # Paused at once (still queued, or stopped at a checkpoint), so the page is open before it trains.
     off_the_loop(run_pause, run=run)
-    deadline = time.monotonic() + 60
-    while Run.objects.get(pk=run.pk).state != Run.State.PAUSED and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for_state(run, Run.State.PAUSED, timeout=60)
     page.goto(f"{live_server_url}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
     page.wait_for_function("document.querySelector('#run-state .status').textContent === 'paused'")

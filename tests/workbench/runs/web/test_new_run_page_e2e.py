@@ -8,6 +8,7 @@ import pytest
 from datasets.models import Dataset
 from tests.conftest import log_in
 from tests.support.trainer_data import make_dataset_folder
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -79,8 +80,14 @@ def test_it_keeps_every_row_in_place_while_the_fits_come_in(live_server_url, pag
     page.route("**/runs/new/networks/**", hold)
     page.goto(f"{live_server_url}/runs/new/?dataset={dataset.pk}")
     page.wait_for_function("document.querySelector('#network-table').dataset.fits === 'checking'")
-    while not held:
-        page.wait_for_timeout(50)
+    # Playwright serves the routes only while it is called: wait in the page, not in time.sleep.
+    wait_until(
+        lambda: held,
+        what="the page to ask for the networks' fits",
+        timeout=60,
+        interval=0.05,
+        sleep=lambda seconds: page.wait_for_timeout(seconds * 1000),
+    )
     before = page.evaluate(ROW_TOPS)
     for route in held:
         route.continue_()
