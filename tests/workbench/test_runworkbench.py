@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -95,10 +94,17 @@ def test_it_starts_everything_restarts_a_crash_and_stops_cleanly(tmp_path):
         crashing = [next(p for p in services if name in " ".join(p.cmdline())) for name in ("celery", "follow_slurm")]
         for child in crashing:
             child.kill()
-        wait_for_lines(log_path, ["restarting worker in 1 s", "restarting slurm-follower in 1 s"])
+        restarted = ("worker", "slurm-follower")
+        wait_for_lines(log_path, [f"restarting {name} in 1 s" for name in restarted])
         assert "worker stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
         assert "slurm-follower stopped unexpectedly (killed by SIGKILL)" in log_path.read_text()
-        time.sleep(3)
+        # Healthy alone proves nothing yet (the old worker's last heartbeat is still fresh): first
+        # both services started again, then healthy.
+        wait_until(
+            lambda: all(log_path.read_text().count(f"[workbench] {name} started (pid") == 2 for name in restarted),
+            what=lambda: f"the worker and the follower to start again:\n{log_path.read_text()[-3000:]}",
+            timeout=60,
+        )
         wait_healthy(health_url, process)
 
         tree = psutil.Process(process.pid).children(recursive=True)
