@@ -22,6 +22,7 @@ from datasets.labels.common import (
     MaskFormat,
     checked_box,
     class_name_refused,
+    coordinate,
     image_size,
     images_by_stem,
     read_text,
@@ -34,9 +35,6 @@ from workbench.core.numbers import NumberError, bounded_number
 # Characters one RLE count may take: 7 x 5 bits hold 2^35, more than the pixels of any image that
 # may be decoded (datasets.images). pycocotools reads them into a 64-bit integer.
 MAX_RLE_CHARS = 7
-# A box corner or polygon point further out than this is no coordinate of an image (their sides
-# are far smaller: datasets.images), only a way to make a number that overflows later.
-MAX_COORDINATE = 1e6
 
 
 def coco_files(root: Path) -> list[Path]:
@@ -148,7 +146,7 @@ def _segmentation(segmentation, image: AnnotatedImage) -> tuple[str, tuple]:
     if isinstance(segmentation, list):
         if not segmentation or not all(isinstance(p, list) and len(p) >= 6 and len(p) % 2 == 0 for p in segmentation):
             raise ValueError("a polygon is a list of at least 3 x, y pairs")
-        return "polygons", tuple(tuple(_coordinate(v, "polygon point") for v in p) for p in segmentation)
+        return "polygons", tuple(tuple(coordinate(v, "polygon point") for v in p) for p in segmentation)
     if not isinstance(segmentation, dict):
         raise ValueError("segmentation must be polygons or an RLE")
     counts, size, area = segmentation.get("counts"), segmentation.get("size"), image.width * image.height
@@ -163,10 +161,6 @@ def _segmentation(segmentation, image: AnnotatedImage) -> tuple[str, tuple]:
     if sum(runs) != area:
         raise ValueError("RLE counts do not cover the image")
     return "rle", tuple(runs)
-
-
-def _coordinate(value, field: str) -> float:
-    return float(bounded_number(value, field=field, low=-MAX_COORDINATE, high=MAX_COORDINATE))
 
 
 def rle_counts(text: str, area: int) -> list[int]:
@@ -205,7 +199,7 @@ def _rle_number(text: str, position: int) -> tuple[int, int]:
 
 def _load(json_file: Path, root: Path, name: str) -> dict:
     try:
-        data = json.loads(read_text(json_file, root))
+        data = json.loads(read_text(json_file, root, "coco_json"))
     except json.JSONDecodeError as exc:
         raise LabelError(f"{name} line {exc.lineno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
@@ -245,7 +239,7 @@ def _box(entry: dict, categories: dict, where, report) -> Box | None:
         report.add(*where, "malformed", "bbox must be [x, y, width, height]")
         return None
     try:
-        x, y, w, h = (_coordinate(v, f"bbox[{i}]") for i, v in enumerate(bbox))
+        x, y, w, h = (coordinate(v, f"bbox[{i}]") for i, v in enumerate(bbox))
     except NumberError as error:
         report.add(*where, "malformed", str(error))
         return None

@@ -8,23 +8,39 @@ pixel columns 10..29 is x1=10, x2=30); each reader converts its format's convent
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-from datasets.labels.files import LabelError, LinkRefused, file_size, list_files, open_file, relative_name
-from datasets.names import LINK_NOT_FOLLOWED, class_name_problem, name_lines, os_error_text, shown_name
+from datasets.images import ImageRefused, check_image_size, image_limits
+from datasets.labels.files import (
+    LabelError,
+    LinkRefused,
+    TooLarge,
+    file_size,
+    limited_lines,
+    list_files,
+    open_file,
+    read_limited,
+    relative_name,
+)
+from datasets.labels.limits import limit_for, over_limit_text
+from datasets.names import LINK_NOT_FOLLOWED, class_name_problem, name_lines, shown_name
 from trainer.protocol import DETECTION, SEGMENTATION
+from workbench.core.numbers import bounded_number
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
 # How many problems a report keeps by file and line (every problem is still counted by kind).
 REPORT_LIMIT = 1000
-# A label file (JSON, XML, text) larger than this is refused, not parsed: a COCO file of the
-# largest public sets is ~450 MB; anything far beyond is a mistake or an attack.
-MAX_LABEL_FILE_BYTES = 1 << 30
+# A box corner or polygon point further out than this is no coordinate of an image (their sides
+# are far smaller: datasets.images), only a way to make a number that overflows later. YOLO's
+# relative numbers are held to it too: times a side, they stay finite.
+MAX_COORDINATE = 1e6
 # A box past the border by less than this (pixels) is clipped without a word: the rounding of
 # YOLO's relative coordinates and of tools that write the last pixel's far edge.
 OUTSIDE_SLACK = 0.5
@@ -148,14 +164,46 @@ class LabelSource:
         return counts
 
 
+def coordinate(value, field: str) -> float:
+    """A box corner, polygon point or YOLO number of a label file (its text or a JSON value): a
+    finite number within MAX_COORDINATE, through the one bounded parser; NumberError names `field`."""
+    return float(bounded_number(value, field=field, low=-MAX_COORDINATE, high=MAX_COORDINATE))
+
+
+@contextmanager
+def open_image(path: str | Path, root: Path | None = None, *, kind: str | None = None, name: str | None = None):
+    """An image (or mask) of the source opened through the one door, header only, and judged by the
+    image-size rule (datasets.images.check_image_size) before a pixel is decoded: ImageRefused with
+    the rule's words. With `kind`, the file is also held to that kind's byte limit (a mask's).
+
+    Pillow refuses a header of more than twice its pixel limit inside Image.open, before the rule
+    can see its sides (a 60000 x 60000 PNG of 100 bytes): that is said in the rule's words too."""
+    with open_file(path, root) as handle:
+        if kind is not None and file_size(handle) > limit_for(kind).max_bytes:
+            shown = name or (relative_name(Path(path), root) if root else Path(path).name)
+            raise TooLarge(over_limit_text(shown, file_size(handle), kind))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the rule below says it
+                image = Image.open(handle)
+        except Image.DecompressionBombError:
+            limit = image_limits().max_pixels
+            raise ImageRefused(f"image is over the limit of {limit} pixels (its header claims twice that)") from None
+        with image:
+            check_image_size(*image.size)
+            yield image
+
+
 def image_size(path: Path, root: Path, report: LabelReport) -> tuple[int, int] | None:
-    """(width, height) from the image's header, or None (reported by name) when it is a link or
-    not an image that can be opened."""
+    """(width, height) from the image's header, or None (reported by name) when it is a link, over
+    the image-size rule or not an image that can be opened."""
     try:
-        with open_file(path, root) as handle, Image.open(handle) as image:
+        with open_image(path, root) as image:
             return image.size
     except LinkRefused:
         report.add(relative_name(path, root), None, "link", LINK_NOT_FOLLOWED)
+    except ImageRefused as exc:
+        report.add(relative_name(path, root), None, "bad_file", str(exc))
     except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
         report.add(relative_name(path, root), None, "bad_file", "not an image that can be opened")
     return None
@@ -180,22 +228,10 @@ def files_under(folder: Path, suffix: str, root: Path, report: LabelReport) -> l
     return sorted(p for p in list_files(folder, root, _link_reporter(root, report)) if p.name.endswith(suffix))
 
 
-def read_text(path: Path, root: Path) -> str:
-    """A label file's text; LabelError for a link, or one too large or not UTF-8 (named, never parsed)."""
-    return read_bytes_text(path, root, MAX_LABEL_FILE_BYTES)
-
-
-def read_bytes_text(path: Path, root: Path, limit: int) -> str:
-    """read_text with its own size `limit` (data.yaml's is far smaller than a COCO file's)."""
-    try:
-        with open_file(path, root) as handle:
-            size = file_size(handle)
-            data = b"" if size > limit else handle.read(limit + 1)  # never more than the limit in memory
-    except OSError as exc:
-        raise LabelError(f"{relative_name(path, root)}: cannot be read ({os_error_text(exc)})") from None
-    if size > limit or len(data) > limit:
-        size = max(size, len(data))
-        raise LabelError(f"{relative_name(path, root)}: {size} bytes, more than the {limit} a label file may have")
+def read_text(path: Path, root: Path, kind: str) -> str:
+    """A label file's whole text, within `kind`'s byte limit (datasets.labels.limits); LabelError for
+    a link, or one too large or not UTF-8 (named, never parsed)."""
+    data = read_limited(path, root, kind)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -224,18 +260,27 @@ def checked_class_names(names: list, file: str) -> list[str]:
     return names
 
 
+# One line of a KITTI or YOLO file -> its box as written (None: nothing, or reported at `where`).
+LineParser = Callable[[str, tuple[str, int], AnnotatedImage, LabelReport], Box | None]
+
+
 def labelled_text_files(
     root: Path,
-    image_folder: Path,
+    folders: tuple[Path, Path],
     images: dict[str, Path],
-    label_folder: Path,
     report: LabelReport,
     *,
+    kind: str,
+    parse_line: LineParser,
+    min_box_size: float,
     skip: tuple[str, ...] = (),
-) -> Iterator[tuple[str, str, AnnotatedImage, str]]:
-    """(stem, label file's name, its image, its text) for every .txt label file under
-    `label_folder` whose image (`images`: `image_folder`'s, by stem) opens and whose text reads; each that does not
-    is reported by name and left out (KITTI's and YOLO's one-file-per-image layout)."""
+) -> dict[str, AnnotatedImage | None]:
+    """KITTI's and YOLO's one .txt per image: {stem: its image with the boxes of its label file}
+    for every label file under the label folder (`folders`: images, labels; `images` by stem), read
+    line by line within `kind`'s byte limit. A label file that cannot be read (too large, not UTF-8)
+    is reported and its image left out (None): it is no image without objects."""
+    image_folder, label_folder = folders
+    labelled: dict[str, AnnotatedImage | None] = {}
     for label_file in files_under(label_folder, ".txt", root, report):
         if label_file.name in skip:
             continue
@@ -248,23 +293,39 @@ def labelled_text_files(
         size = image_size(image_path, root, report)
         if size is None:
             continue
+        image = AnnotatedImage(str(image_path), relative_name(image_path, root), *size)
         try:
-            text = read_text(label_file, root)
+            image.boxes = _boxes_of(label_file, root, kind, image, report, parse_line, min_box_size)
         except LabelError as exc:
             report.add(name, None, "bad_file", str(exc))
+            labelled[stem] = None
             continue
-        yield stem, name, AnnotatedImage(str(image_path), relative_name(image_path, root), *size), text
+        labelled[stem] = image
+    return labelled
+
+
+def _boxes_of(label_file: Path, root: Path, kind: str, image: AnnotatedImage, report, parse_line, min_box_size):
+    name = relative_name(label_file, root)
+    boxes = []
+    for number, line in limited_lines(label_file, root, kind):
+        box = parse_line(line, (name, number), image, report)
+        if box is not None:
+            box = checked_box(report, (name, number), box, image.width, image.height, min_box_size)
+        if box is not None:
+            boxes.append(box)
+    return boxes
 
 
 def with_unlabelled(
-    root: Path, images: dict[str, Path], labelled: dict[str, AnnotatedImage], report: LabelReport
+    root: Path, images: dict[str, Path], labelled: dict[str, AnnotatedImage | None], report: LabelReport
 ) -> list[AnnotatedImage]:
     """Every image in `images`: the labelled ones as read, the others as images without labels
-    (reported when they cannot be opened)."""
+    (reported when they cannot be opened); one whose label file was refused (None) is left out."""
     found = []
     for stem, path in images.items():
         if stem in labelled:
-            found.append(labelled[stem])
+            if labelled[stem] is not None:
+                found.append(labelled[stem])
             continue
         size = image_size(path, root, report)
         if size is None:

@@ -19,6 +19,7 @@ source; tests/datasets/labels/test_files.py scans datasets/labels/ for them.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -26,7 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from datasets.names import LINK_NOT_FOLLOWED
+from datasets.labels.limits import limit_for, over_limit_text
+from datasets.names import LINK_NOT_FOLLOWED, os_error_text
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted as "classes.txt" must not hang the reader; it is refused as
@@ -44,6 +46,10 @@ class LinkRefused(LabelError):
 
 class NotRegularFile(LabelError):
     """A FIFO, device or socket where a file was expected."""
+
+
+class TooLarge(LabelError):
+    """A label file over its kind's byte limit (datasets.labels.limits); the message names both."""
 
 
 def relative_name(path: Path, root: Path) -> str:
@@ -132,6 +138,76 @@ def open_file(path: str | os.PathLike[str], root: Path | None = None) -> BinaryI
 
 def file_size(handle: BinaryIO) -> int:
     return os.fstat(handle.fileno()).st_size
+
+
+# --------------------------------------------------------------------------- bounded reading
+
+
+class _Limited(io.RawIOBase):
+    """A source file read by a parser, refused (TooLarge) as soon as it gives more than its kind's
+    limit: its size was checked at the open, and this holds when it grows while being read."""
+
+    def __init__(self, handle: BinaryIO, name: str, kind: str) -> None:
+        super().__init__()
+        self.handle, self.name_shown, self.kind = handle, name, kind
+        self.left = limit_for(kind).max_bytes
+        self.seen = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.handle.readinto(memoryview(buffer)[: self.left + 1])
+        self.seen += count
+        self.left -= count
+        if self.left < 0:
+            raise TooLarge(over_limit_text(self.name_shown, max(self.seen, file_size(self.handle)), self.kind))
+        return count
+
+    def close(self) -> None:
+        self.handle.close()
+        super().close()
+
+
+@contextmanager
+def open_limited(path: Path, root: Path, kind: str) -> Iterator[io.RawIOBase]:
+    """`path` opened through the one door for a parser that streams it, within `kind`'s byte limit
+    (datasets.labels.limits): TooLarge at once when its size is over, else while it is read. Other
+    failures to read are a LabelError naming the file relative to `root`."""
+    name = relative_name(path, root)
+    try:
+        handle = open_file(path, root)
+    except OSError as exc:
+        raise LabelError(f"{name}: cannot be read ({os_error_text(exc)})") from None
+    with _Limited(handle, name, kind) as limited:
+        if file_size(handle) > limit_for(kind).max_bytes:
+            raise TooLarge(over_limit_text(name, file_size(handle), kind))
+        try:
+            yield limited
+        except OSError as exc:
+            raise LabelError(f"{name}: cannot be read ({os_error_text(exc)})") from None
+
+
+def read_limited(path: Path, root: Path, kind: str) -> bytes:
+    """The whole of a file a parser needs at once (JSON, YAML, a class list), within its kind's limit."""
+    with open_limited(path, root, kind) as limited:
+        return limited.read()
+
+
+def limited_lines(path: Path, root: Path, kind: str) -> Iterator[tuple[int, str]]:
+    """(number from 1, line without its end) of a UTF-8 text file, one at a time, within its kind's
+    limit: a file of one image's objects is never held whole. LabelError names the file, and the line
+    when it is not UTF-8 there (lines before it were given already: the caller drops the file)."""
+    number = 0
+    with open_limited(path, root, kind) as limited:
+        text = io.TextIOWrapper(io.BufferedReader(limited), encoding="utf-8-sig", newline=None)
+        try:
+            for number, line in enumerate(text, start=1):
+                yield number, line.rstrip("\n")
+        except UnicodeDecodeError:
+            raise LabelError(f"{relative_name(path, root)} line {number + 1}: not UTF-8 text") from None
+        finally:
+            text.detach()
 
 
 @contextmanager

@@ -18,17 +18,19 @@ from datasets.labels.common import (
     LabelError,
     LabelReport,
     LabelSource,
-    checked_box,
     class_name_refused,
+    coordinate,
     images_by_stem,
     labelled_text_files,
     with_unlabelled,
 )
 from trainer.protocol import DETECTION
+from workbench.core.numbers import NumberError
 
 IMAGE_FOLDERS = ("images", "image_2")
 LABEL_FOLDERS = ("labels", "label_2")
 DONT_CARE = "dontcare"
+BOX_COLUMNS = ("left", "top", "right", "bottom")  # columns 5 to 8, as messages name them
 
 
 def kitti_folders(root: Path) -> tuple[Path, Path] | None:
@@ -43,25 +45,22 @@ def read_kitti(root: Path, *, min_box_size: float = 0) -> LabelSource:
         raise LabelError("KITTI needs an images/ and a labels/ folder side by side")
     image_folder, label_folder = folders
     report = LabelReport()
-    labelled: dict[str, AnnotatedImage] = {}
-    classes: set[str] = set()
     images = images_by_stem(image_folder, root, report)
-    for stem, name, image, text in labelled_text_files(root, image_folder, images, label_folder, report):
-        for number, line in enumerate(text.splitlines(), start=1):
-            box = _parse_line(line, (name, number), report)
-            if box is None:
-                continue
-            box = checked_box(report, (name, number), box, image.width, image.height, min_box_size)
-            if box is not None:
-                image.boxes.append(box)
-                if box.class_name is not None:
-                    classes.add(box.class_name)
-        labelled[stem] = image
+    labelled = labelled_text_files(
+        root,
+        folders,
+        images,
+        report,
+        kind="kitti_txt",
+        parse_line=_parse_line,
+        min_box_size=min_box_size,
+    )
+    classes = {box.class_name for image in labelled.values() if image for box in image.boxes if box.class_name}
     found = with_unlabelled(root, images, labelled, report)
     return LabelSource(DETECTION, "kitti", sorted(classes), found, report)
 
 
-def _parse_line(line: str, where: tuple[str, int], report: LabelReport) -> Box | None:
+def _parse_line(line: str, where: tuple[str, int], image: AnnotatedImage, report: LabelReport) -> Box | None:
     fields = line.split()
     if not fields:
         return None
@@ -69,9 +68,9 @@ def _parse_line(line: str, where: tuple[str, int], report: LabelReport) -> Box |
         report.add(*where, "malformed", f"{len(fields)} columns; a KITTI line has 15 (16 with a score)")
         return None
     try:
-        left, top, right, bottom = (float(v) for v in fields[4:8])
-    except ValueError:
-        report.add(*where, "malformed", "columns 5 to 8 (left top right bottom) must be numbers")
+        left, top, right, bottom = (coordinate(v, f) for v, f in zip(fields[4:8], BOX_COLUMNS, strict=True))
+    except NumberError as error:
+        report.add(*where, "malformed", str(error))
         return None
     if fields[0].lower() == DONT_CARE:
         return Box(None, left, top, right, bottom, ignore=True)

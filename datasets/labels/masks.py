@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from datasets.images import ImageRefused, check_image_size
+from datasets.images import ImageRefused
 from datasets.labels.common import (
     AnnotatedImage,
     LabelError,
@@ -29,12 +29,14 @@ from datasets.labels.common import (
     image_size,
     images_by_stem,
     name_lines,
+    open_image,
     read_text,
     relative_name,
 )
-from datasets.labels.files import LinkRefused, open_file
-from datasets.names import LINK_NOT_FOLLOWED
+from datasets.labels.files import LinkRefused
+from datasets.names import LINK_NOT_FOLLOWED, shown_name
 from trainer.protocol import IGNORE_INDEX, SEGMENTATION
+from workbench.core.numbers import NumberError, bounded_number
 
 VOC_CLASSES = (
     "background aeroplane bicycle bird boat bottle bus car cat chair cow diningtable dog horse "
@@ -42,6 +44,13 @@ VOC_CLASSES = (
 ).split()
 LAYOUTS = {"voc_masks": ("SegmentationClass", "JPEGImages"), "index_masks": ("masks", "images")}
 LAYOUTS["rgb_masks"] = LAYOUTS["index_masks"]
+# Distinct colours one RGB mask may hold: a colour per class (a mask's classes fit a byte, so 256 at
+# most) and room for unknown ones (a few tools' anti-aliased borders, read as ignore). A mask of
+# millions of colours is no mask: refused after the first block that shows it, not after sorting
+# all its pixels (np.unique of 16.7 million colours took seconds and a gigabyte).
+MAX_MASK_COLOURS = 1024
+# Pixels whose colours are gathered at a time while counting them.
+COLOUR_BLOCK = 1 << 16
 
 
 def voc_palette(n: int = 256) -> list[tuple[int, int, int]]:
@@ -74,7 +83,7 @@ def read_class_names(root: Path, mask_folder: Path) -> tuple[list[str], dict[tup
     for folder in (root, mask_folder):
         labels = folder / "labels.txt"
         if labels.is_file():
-            names = [name for name in name_lines(read_text(labels, root)) if name]
+            names = [name for name in name_lines(read_text(labels, root, "class_list")) if name]
             if not names:
                 raise LabelError(f"{relative_name(labels, root)}: no class names")
             checked_class_names(names, relative_name(labels, root))
@@ -89,18 +98,14 @@ def read_class_names(root: Path, mask_folder: Path) -> tuple[list[str], dict[tup
 def _parse_labelmap(path: Path, root: Path) -> tuple[list[str], dict[tuple[int, int, int], int]]:
     names: list[str] = []
     colours: dict[tuple[int, int, int], int] = {}
-    for number, line in enumerate(read_text(path, root).split("\n"), start=1):  # "\n" alone: see name_lines
+    lines = read_text(path, root, "class_list").split("\n")  # "\n" alone: see name_lines
+    for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, _, rest = line.partition(":")
         colour_text = rest.split(":", 1)[0].strip()
         if colour_text:
-            try:
-                colour = tuple(int(v) for v in colour_text.split(","))
-            except ValueError:
-                colour = ()
-            if len(colour) != 3 or not all(0 <= v <= 255 for v in colour):
-                raise LabelError(f"{relative_name(path, root)} line {number}: colour {colour_text!r} is not r,g,b")
+            colour = _colour(colour_text, f"{relative_name(path, root)} line {number}")
             colours[colour] = len(names)
         names.append(name.strip())
     if not names:
@@ -112,19 +117,25 @@ def _parse_colormap(path: Path, root: Path, classes: int) -> dict[tuple[int, int
     if not path.is_file():
         return {}
     colours = {}
-    for number, line in enumerate(read_text(path, root).splitlines(), start=1):
+    for number, line in enumerate(read_text(path, root, "class_list").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            colour = tuple(int(v) for v in line.replace(",", " ").split())
-        except ValueError:
-            colour = ()
-        if len(colour) != 3:
-            raise LabelError(f"{relative_name(path, root)} line {number}: give a colour as r g b")
-        colours[colour] = len(colours)
+        colours[_colour(line, f"{relative_name(path, root)} line {number}")] = len(colours)
     if len(colours) > classes:
         raise LabelError(f"{relative_name(path, root)}: {len(colours)} colours for {classes} classes")
     return colours
+
+
+def _colour(text: str, where: str) -> tuple[int, int, int]:
+    """r, g, b (each 0..255, through the one bounded parser) of a colour map's "r,g,b" or "r g b"."""
+    parts = text.replace(",", " ").split()
+    try:
+        if len(parts) != 3:
+            raise NumberError("give three numbers from 0 to 255")
+        r, g, b = (bounded_number(v, field=c, low=0, high=255, integer=True) for v, c in zip(parts, "rgb", strict=True))
+    except NumberError as error:
+        raise LabelError(f"{where}: colour {shown_name(text)!r} is not r,g,b ({error})") from None
+    return r, g, b
 
 
 def read_masks(root: Path, fmt: str = "voc_masks") -> LabelSource:
@@ -163,14 +174,14 @@ def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np
     not in the colour map (read as ignore). `path` is opened without following a link (the
     build worker reads masks through here too)."""
     try:
-        with open_file(path) as handle, Image.open(handle) as image:
-            check_image_size(*image.size)  # a mask is a user image too: judged from its header first
+        with open_image(path, kind="mask", name=where) as image:  # the image-size rule, from its header
             image.load()
             mode = image.mode
             if mode in ("P", "L"):
                 values = np.array(image, dtype=np.uint8)
             elif mode in ("RGB", "RGBA") and mask_format.colours:
-                return _colours_to_index(np.array(image.convert("RGB"), dtype=np.uint8), mask_format.colours)
+                rgb = np.array(image.convert("RGB"), dtype=np.uint8)
+                return _colours_to_index(rgb, mask_format.colours, where)
             elif mode in ("RGB", "RGBA"):
                 raise LabelError(
                     f"{where}: an RGB mask, not a paletted or grey one: give its colour map "
@@ -189,13 +200,28 @@ def load_mask(path: str | Path, mask_format: MaskFormat, where: str) -> tuple[np
     return values, False
 
 
-def _colours_to_index(rgb: np.ndarray, colours: dict[tuple[int, int, int], int]) -> tuple[np.ndarray, bool]:
-    """Class indexes of an RGB mask; colours not in the map become ignore (and are said to be there)."""
+def _colours_to_index(rgb: np.ndarray, colours: dict[tuple[int, int, int], int], where: str) -> tuple[np.ndarray, bool]:
+    """Class indexes of an RGB mask; colours not in the map become ignore (and are said to be there).
+    Vectorised: colours packed into one uint32, their distinct values gathered a block at a time (so
+    a mask of too many is refused early) and looked up by searchsorted; LabelError past MAX_MASK_COLOURS."""
     packed = (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]
-    unique, inverse = np.unique(packed, return_inverse=True)
-    indexes = [colours.get((int(v) >> 16, (int(v) >> 8) & 255, int(v) & 255)) for v in unique]
-    table = np.array([IGNORE_INDEX if i is None else i for i in indexes], dtype=np.uint8)
-    return table[inverse].reshape(packed.shape), None in indexes
+    flat = packed.ravel()
+    found = np.empty(0, dtype=np.uint32)
+    for start in range(0, flat.size, COLOUR_BLOCK):
+        found = np.union1d(found, flat[start : start + COLOUR_BLOCK])
+        if found.size > MAX_MASK_COLOURS:
+            raise LabelError(
+                f"{where}: more than {MAX_MASK_COLOURS} distinct colours; an RGB mask holds one colour per class "
+                "(at most 256)"
+            )
+    keys = np.array([(r << 16) | (g << 8) | b for r, g, b in colours], dtype=np.uint32)
+    values = np.array(list(colours.values()), dtype=np.int64)
+    order = np.argsort(keys)
+    keys, values = keys[order], values[order]
+    at = np.minimum(np.searchsorted(keys, found), keys.size - 1)
+    known = keys[at] == found
+    table = np.where(known, values[at], IGNORE_INDEX).astype(np.uint8)
+    return table[np.searchsorted(found, flat)].reshape(packed.shape), not bool(known.all())
 
 
 def check_mask(

@@ -16,21 +16,20 @@ from datasets.labels.common import (
     LabelError,
     LabelReport,
     LabelSource,
-    checked_box,
     checked_class_names,
-    image_size,
+    coordinate,
     images_by_stem,
     labelled_text_files,
     name_lines,
-    read_bytes_text,
     read_text,
     relative_name,
+    with_unlabelled,
 )
 from trainer.protocol import DETECTION
+from workbench.core.numbers import MAX_ID, NumberError, bounded_number
 
-# A data.yaml names a few hundred classes at most; 1 MiB holds thousands of long names. The cap
-# bounds the parse's time and memory (PyYAML in pure Python, so that the composer can refuse aliases).
-MAX_DATA_YAML_BYTES = 1 << 20
+# The four numbers of a box line, as messages name them.
+BOX_FIELDS = ("x_center", "y_center", "width", "height")
 
 
 class _Refused(yaml.YAMLError):
@@ -67,9 +66,9 @@ def yolo_class_file(root: Path) -> Path | None:
 def read_yolo_classes(path: Path, root: Path) -> list[str]:
     name = relative_name(path, root)
     if path.suffix == ".txt":
-        names = name_lines(read_text(path, root))
+        names = name_lines(read_text(path, root, "class_list"))
     else:
-        names = _yaml_names(read_bytes_text(path, root, MAX_DATA_YAML_BYTES), name)
+        names = _yaml_names(read_text(path, root, "data_yaml"), name)
     if not names:
         raise LabelError(f"{name}: no class names")
     return checked_class_names(names, name)
@@ -102,24 +101,22 @@ def read_yolo(root: Path, *, min_box_size: float = 0) -> LabelSource:
         raise LabelError("YOLO needs images/ and labels/ folders and classes.txt or data.yaml")
     classes = read_yolo_classes(class_file, root)
     report = LabelReport()
-    labelled: dict[str, AnnotatedImage] = {}
     images = images_by_stem(root / "images", root, report)
-    labelled_files = labelled_text_files(root, root / "images", images, root / "labels", report, skip=("classes.txt",))
-    for stem, name, image, text in labelled_files:
-        for number, line in enumerate(text.splitlines(), start=1):
-            box = _parse_line(line, (name, number), classes, image.width, image.height, report)
-            if box is not None:
-                box = checked_box(report, (name, number), box, image.width, image.height, min_box_size)
-            if box is not None:
-                image.boxes.append(box)
-        labelled[stem] = image
-    found = []
-    for stem, path in images.items():
-        if stem in labelled:
-            found.append(labelled[stem])
-        elif (size := image_size(path, root, report)) is not None:
-            found.append(AnnotatedImage(str(path), relative_name(path, root), *size, labelled=False))
-    return LabelSource(DETECTION, "yolo", classes, found, report)
+
+    def parse_line(line: str, where: tuple[str, int], image: AnnotatedImage, report: LabelReport) -> Box | None:
+        return _parse_line(line, where, classes, image.width, image.height, report)
+
+    labelled = labelled_text_files(
+        root,
+        (root / "images", root / "labels"),
+        images,
+        report,
+        kind="yolo_txt",
+        parse_line=parse_line,
+        min_box_size=min_box_size,
+        skip=("classes.txt",),
+    )
+    return LabelSource(DETECTION, "yolo", classes, with_unlabelled(root, images, labelled, report), report)
 
 
 def _parse_line(line, where, classes: list[str], width: int, height: int, report: LabelReport) -> Box | None:
@@ -130,10 +127,10 @@ def _parse_line(line, where, classes: list[str], width: int, height: int, report
         report.add(*where, "malformed", f"{len(fields)} columns; a YOLO box line has 5 (class cx cy w h)")
         return None
     try:
-        class_id = int(fields[0])
-        cx, cy, w, h = (float(v) for v in fields[1:])
-    except ValueError:
-        report.add(*where, "malformed", "a YOLO line is an integer class and four numbers")
+        class_id = bounded_number(fields[0], field="class", low=-MAX_ID, high=MAX_ID, integer=True)
+        cx, cy, w, h = (coordinate(v, f) for v, f in zip(fields[1:], BOX_FIELDS, strict=True))
+    except NumberError as error:
+        report.add(*where, "malformed", f"{error} (a YOLO line is an integer class and four numbers)")
         return None
     if not 0 <= class_id < len(classes):
         report.add(

@@ -3,15 +3,17 @@ rest is read; what cannot be read at all is refused with the file named."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.labels import common, detect_format, detect_format_in_names, read_labels
+from datasets.labels import detect_format, detect_format_in_names, read_labels
 from datasets.labels.classes import class_preview
 from datasets.labels.common import LabelError
+from datasets.labels.limits import FILE_LIMITS
 from datasets.labels.plan import plan_annotated
 from datasets.preview import archive_member_names
 from tests.datasets.conftest import make_class_folders, tar_folder, zip_folder
@@ -92,7 +94,8 @@ def test_it_refuses_a_huge_or_deeply_nested_coco_json_and_names_unknown_categori
         ("annotations/instances_default.json annotation 1", None, "unknown_class"),
         ("annotations/instances_default.json annotation 2", None, "malformed"),
     ]
-    monkeypatch.setattr(common, "MAX_LABEL_FILE_BYTES", 100)  # the size cap, lowered: no GB file in a test
+    coco_row = dataclasses.replace(FILE_LIMITS["coco_json"], max_bytes=100)
+    monkeypatch.setitem(FILE_LIMITS, "coco_json", coco_row)  # the size cap, lowered: no GB file in a test
     with pytest.raises(LabelError, match=r"annotations/instances_default.json: \d+ bytes, more than the 100 "):
         read_labels(root, "coco")
     monkeypatch.undo()

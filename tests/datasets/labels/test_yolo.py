@@ -10,10 +10,11 @@ import pytest
 
 from datasets.labels import read_labels
 from datasets.labels.common import LabelError
-from datasets.labels.yolo import MAX_DATA_YAML_BYTES
+from datasets.labels.limits import FILE_LIMITS
 from tests.support import shapes as drawn
 
 SHAPES = drawn.make_shapes(2)
+MAX_DATA_YAML_BYTES = FILE_LIMITS["data_yaml"].max_bytes
 
 
 def _laughs(levels: int, width: int = 10) -> str:
@@ -70,7 +71,10 @@ def test_it_refuses_a_data_yaml_over_the_size_cap_without_parsing_it(tmp_path):
     root = drawn.write_yolo(tmp_path / "yolo", SHAPES)
     (root / "classes.txt").unlink()
     (root / "data.yaml").write_text("names: [square, disc]\n#" + "x" * MAX_DATA_YAML_BYTES + "\n")
-    with pytest.raises(LabelError, match=rf"^data.yaml: \d+ bytes, more than the {MAX_DATA_YAML_BYTES} a label"):
+    with pytest.raises(
+        LabelError,
+        match=rf"^data.yaml: \d+ bytes, more than the {MAX_DATA_YAML_BYTES} bytes \(1 MiB\) a data.yaml may have",
+    ):
         read_labels(root, "yolo")
 
 
