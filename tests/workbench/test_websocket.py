@@ -4,13 +4,12 @@ import asyncio
 import json
 
 import pytest
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.test import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from workbench.core.groups import user_group_name
+from workbench.core.groups import group_publish, user_group_name
 
 pytestmark = [pytest.mark.slow]
 
@@ -99,6 +98,20 @@ def test_it_serves_static_files_through_daphne(live_server_url):
         assert b"plotly.js" in response.read(200)
 
 
-def test_async_to_sync_helper_is_importable():
-    # The dashboard publishers call group_send from sync code through async_to_sync.
-    assert callable(async_to_sync(get_channel_layer().group_send))
+def test_it_relays_to_the_socket_what_sync_code_publishes(live_server_url, transactional_db, owner):
+    # The dashboard's publishers (a build in a worker, a view) are sync code: group_publish reaches
+    # the owner's socket through async_to_sync(group_send) on the real channel layer.
+    cookie = session_cookie(owner)
+    message = {"type": "dashboard.update", "payload": {"kind": "run", "id": 3, "state": "done"}}
+
+    async def exchange():
+        socket = await _open(ws_url(live_server_url), origin=live_server_url, cookie=cookie)
+        try:
+            await asyncio.wait_for(socket.recv(), 10)  # hello
+            # In a thread of its own, as sync code is: async_to_sync refuses a thread running a loop.
+            await asyncio.to_thread(group_publish, user_group_name(owner.pk), message)
+            return json.loads(await asyncio.wait_for(socket.recv(), 10))
+        finally:
+            await socket.close()
+
+    assert asyncio.run(exchange()) == {"type": "update", "kind": "run", "id": 3, "state": "done"}
