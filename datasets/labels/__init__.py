@@ -14,7 +14,7 @@ from PIL import Image
 
 from datasets.labels.coco import read_coco
 from datasets.labels.common import LabelError, LabelSource
-from datasets.labels.files import LinkRefused, list_files, open_file
+from datasets.labels.files import LinkRefused, NotRegularFile, list_files, open_file
 from datasets.labels.kitti import IMAGE_FOLDERS, LABEL_FOLDERS, read_kitti
 from datasets.labels.masks import LAYOUTS, read_masks
 from datasets.labels.voc import ANNOTATION_FOLDER, read_voc
@@ -54,14 +54,20 @@ def detect_format(root: Path) -> str | None:
     SegmentationClass/, YOLO labels/ with classes.txt or data.yaml, a KITTI labels/ folder, or
     masks/ PNGs beside images/; None when it holds none of them.
 
-    Nothing is looked at through a link (lstat, never stat; a folder listed only when it is one):
-    a linked Annotations/ is not looked into. When no format is found and a link stood where one
-    of them looks, LinkRefused names that link, so the user hears why, not "no labels found"."""
+    Nothing is looked at through a link (datasets.labels.files, as the readers): a linked
+    Annotations/ is not looked into. A link where any rule looks (one of their folders, COCO's JSON,
+    YOLO's class file) refuses the source by its name (LinkRefused), whatever else was found: a
+    linked classes.txt is not read as YOLO, nor its images/ and labels/ as KITTI in its place."""
     if os.path.islink(root):  # a split folder (train/) made a link: named, not looked into
         raise LinkRefused(f"{root.name}: {LINK_NOT_FOLLOWED}")
+    root = root.parent.resolve() / root.name  # the folders above are the user's choice, checked by the roots
     look = _Look(root)
     fmt = _detected(look)
-    if fmt is None and look.links:
+    for name in _LOOKED_AT:  # what any rule looks at: a link there is refused whatever was found
+        look.kind(name)
+    for folder, wanted in _CLASS_FILES_AT:
+        look.linked(folder, wanted)
+    if look.links:
         raise LinkRefused(f"{look.links[0]}: {LINK_NOT_FOLLOWED}")
     return fmt
 
@@ -72,76 +78,98 @@ def detect_source_format(root: Path) -> str | None:
 
 
 class _Look:
-    """A root's entries as detection sees them: kinds by lstat, links collected (named relative
-    to the root) and never looked into."""
+    """A root as detection sees it, only through the one door (datasets.labels.files): a name's kind
+    by opening it without following a link, a folder's own files by list_files; links are collected
+    (named relative to the root) and never looked into."""
 
     def __init__(self, root: Path):
         self.root = root
         self.links: list[str] = []
-        self._listed: dict[str, dict[str, str]] = {}
+        self._kinds: dict[str, str | None] = {}
+        self._files: dict[str, tuple[list[str], list[str]]] = {}
 
-    def entries(self, folder: str = "") -> dict[str, str]:
-        """{name: "dir" | "file" | "link" | "other"} in root/folder ("" the root itself)."""
-        if folder not in self._listed:
-            self._listed[folder] = _entries(self.root / folder if folder else self.root)
-        return self._listed[folder]
+    def kind(self, name: str) -> str | None:
+        """ "file", "dir" (or another file that is not regular), "link", or None when missing."""
+        if name not in self._kinds:
+            self._kinds[name] = _kind(self.root / name, self.root)
+            if self._kinds[name] == "link":
+                self.links.append(name)
+        return self._kinds[name]
 
     def is_dir(self, name: str) -> bool:
-        kind = self.entries().get(name)
-        if kind == "link":
-            self.links.append(name)
-        return kind == "dir"
+        return self.kind(name) == "dir"
 
     def files(self, folder: str, wanted: Callable[[str], bool]) -> list[str]:
-        """Regular files of root/folder whose names are `wanted`; linked ones only collected."""
-        entries = self.entries(folder) if not folder or self.is_dir(folder) else {}
-        names = sorted(name for name in entries if wanted(name))
-        self.links += [f"{folder}/{name}" if folder else name for name in names if entries[name] == "link"]
-        return [name for name in names if entries[name] == "file"]
+        """Regular files directly in root/folder ("" the root) whose names are `wanted`."""
+        return [name for name in self._listed(folder)[0] if wanted(name)]
+
+    def linked(self, folder: str, wanted: Callable[[str], bool]) -> None:
+        """Collect the links directly in root/folder whose names are `wanted`."""
+        self.links += [f"{folder}/{name}" if folder else name for name in self._listed(folder)[1] if wanted(name)]
+
+    def _listed(self, folder: str) -> tuple[list[str], list[str]]:
+        """(regular files, links) directly in root/folder; nothing when it is not a folder."""
+        if folder and not self.is_dir(folder):
+            return [], []
+        if folder not in self._files:
+            path = self.root / folder if folder else self.root
+            files: list[str] = []
+            links: list[str] = []
+            for found in list_files(
+                path, self.root, lambda link: links.append(link.name) if link.parent == path else None
+            ):
+                if found.parent != path:  # list_files gives a folder's own files first: the rest is deeper
+                    break
+                files.append(found.name)
+            self._files[folder] = (files, links)
+        return self._files[folder]
 
 
-def _entries(folder: Path) -> dict[str, str]:
-    """`folder` listed through a descriptor opened with O_NOFOLLOW: {} when it is missing, not a
-    folder, or a link (the root is resolved by the caller, so no link stands above it)."""
+def _kind(path: Path, root: Path) -> str | None:
+    """What `path` is, asked by opening it as a label reader would, without following a link: a
+    folder (or a FIFO) is refused as not a regular file, a link as a link; nothing is read."""
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return {}
-    try:
-        with os.scandir(fd) as scan:
-            return {entry.name: _kind(entry) for entry in scan}
-    finally:
-        os.close(fd)
-
-
-def _kind(entry: os.DirEntry) -> str:
-    if entry.is_symlink():
+        with open_file(path, root):
+            return "file"
+    except LinkRefused:
         return "link"
-    if entry.is_dir(follow_symlinks=False):
+    except NotRegularFile:
         return "dir"
-    return "file" if entry.is_file(follow_symlinks=False) else "other"
+    except OSError:
+        return None
 
 
 def _detected(look: _Look) -> str | None:
-    """The rules of detect_format, in its order; every rule runs its checks in full (no short
-    circuit) so each link where a format looks is collected."""
+    """The rules of detect_format, in its order."""
     if look.files("annotations", _coco_name) or look.files("", _coco_name):
         return "coco"
     if look.files(ANNOTATION_FOLDER, lambda name: name.endswith(".xml")):
         return "voc"
-    if all([look.is_dir(name) for name in LAYOUTS["voc_masks"]]):
+    if all(look.is_dir(name) for name in LAYOUTS["voc_masks"]):
         return "voc_masks"
-    folders = {name: look.is_dir(name) for name in ("images", "labels")}
-    class_files = look.files("", _yolo_name) + look.files("labels", _yolo_name)
-    if all(folders.values()) and class_files:
+    if (
+        look.is_dir("images")
+        and look.is_dir("labels")
+        and look.files("", _yolo_name) + look.files("labels", _yolo_name)
+    ):
         return "yolo"
-    images = [look.is_dir(name) for name in IMAGE_FOLDERS]
-    labels = [look.is_dir(name) for name in LABEL_FOLDERS]
-    if any(images) and any(labels):
+    if any(look.is_dir(name) for name in IMAGE_FOLDERS) and any(look.is_dir(name) for name in LABEL_FOLDERS):
         return "kitti"
-    if all([look.is_dir(name) for name in LAYOUTS["index_masks"]]):
+    if all(look.is_dir(name) for name in LAYOUTS["index_masks"]):
         return "rgb_masks" if _holds_rgb_masks(look.root / LAYOUTS["index_masks"][0], look.root) else "index_masks"
     return None
+
+
+# Names detect_format's rules look at in a root, and where they look for a file a format cannot do
+# without (COCO's JSON, YOLO's class file); a linked image or .xml is left to its reader to report.
+_LOOKED_AT = (
+    "annotations",
+    ANNOTATION_FOLDER,
+    *LAYOUTS["voc_masks"],
+    *LAYOUTS["index_masks"],
+    *IMAGE_FOLDERS,
+    *LABEL_FOLDERS,
+)
 
 
 def _coco_name(name: str) -> bool:
@@ -206,3 +234,6 @@ def read_labels(root: Path, fmt: str, *, min_box_size: float = 0) -> LabelSource
         return read_coco(root, masks=True)
     reader = {"kitti": read_kitti, "voc": read_voc, "coco": read_coco, "yolo": read_yolo}[fmt]
     return reader(root, min_box_size=min_box_size)
+
+
+_CLASS_FILES_AT = (("", _coco_name), ("annotations", _coco_name), ("", _yolo_name), ("labels", _yolo_name))
