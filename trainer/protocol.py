@@ -224,6 +224,11 @@ def layout_refusal(network: str, model_parallel: int) -> str | None:
 # its outcome beside it), how far the workbench has stored them, and on Slurm the batch script.
 
 
+# The trainer's stdout and stderr, in the run (or benchmark) folder: the server's side of its log,
+# tracebacks included, which no page, API or socket serves.
+TRAINER_LOG = "trainer.log"
+
+
 def launch_name(attempt: int) -> str:
     return f"launch-{attempt}.json"
 

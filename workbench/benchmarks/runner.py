@@ -21,6 +21,7 @@ from workbench.benchmarks.models import Benchmark
 from workbench.runs.attempts import outcome
 from workbench.runs.attempts.config import device_config
 from workbench.runs.models import Run
+from workbench.workers.following import follow_child
 from workbench.workers.models import Device
 from workbench.workers.processes import EventTail, GracefulStop, start_child
 
@@ -83,11 +84,12 @@ def run_job(*, benchmark_id: int) -> str:
     devices = list(Device.objects.filter(reserved_by=benchmark.reservation).order_by("index"))
     config, env = trainer_config(benchmark, devices)
     benchmark.run_dir.mkdir(parents=True, exist_ok=True)
-    config_path = benchmark.run_dir / "benchmark.json"
+    # A benchmark is one attempt: its files have the names a run's first attempt has.
+    config_path = benchmark.run_dir / protocol.launch_name(1)
     config_path.write_text(json.dumps(config, indent=2))
-    events_path = benchmark.run_dir / "events.jsonl"
+    events_path = benchmark.run_dir / protocol.events_name(1)
     argv = [sys.executable, "-m", "trainer", "benchmark", "--config", str(config_path), "--events", str(events_path)]
-    with (benchmark.run_dir / "trainer.log").open("ab") as trainer_log:
+    with (benchmark.run_dir / protocol.TRAINER_LOG).open("ab") as trainer_log:
         # Its own process group, so a cancel reaches every rank and data loader.
         process = start_child(argv, stdout=trainer_log, env=env, own_session=True)
     log.info("benchmark %s: trainer pid %s on %s", benchmark.pk, process.pid, config["devices"])
@@ -109,56 +111,63 @@ def store(benchmark: Benchmark, events: list[dict]) -> dict:
 
 def watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail) -> outcome.Ending:
     """Stores the trainer's cells until it exits; stops it when the benchmark is cancelled or
-    deleted. A watch that ends any other way takes the trainer with it: nothing would store its
-    cells or give its GPUs back, and a ResNet-50 left running on the CPU took 11 GB for an hour."""
+    deleted, or its time budget is spent. A watch that fails takes the trainer with it (the one
+    loop, workers.following) and fails the benchmark, which gives its GPUs back."""
     stop = GracefulStop.of_process(
         process, grace_seconds=CANCEL_GRACE_SECONDS, name=f"benchmark {benchmark.pk}'s trainer"
     )
+    trainer = BenchmarkWatch(benchmark, tail, stop)
     try:
-        return _watch(benchmark, process, tail, stop)
+        code = follow_child(process, stop=stop, store=trainer.store, look=trainer.look, look_every=POLL_SECONDS)
     except BaseException as error:
-        stop.now()
         with contextlib.suppress(Exception):  # the database may be what failed: then lost-worker ends it
             reason = f"its worker stopped watching it ({type(error).__name__})"
             benchmark_finish(benchmark=benchmark, state=Benchmark.State.FAILED, reason=reason)
         raise
+    return trainer.ending(code)
 
 
-def _watch(benchmark: Benchmark, process: subprocess.Popen, tail: EventTail, stop: GracefulStop) -> outcome.Ending:
-    last_status: dict = {}
-    deadline = time.monotonic() + benchmark.time_budget_seconds
-    out_of_time = False
-    superseded = False
-    next_watched = 0.0
-    while True:
-        code = process.poll()
-        last_status = store(benchmark, tail.read()) or last_status
-        if code is not None:
-            # A cancel is the benchmark's abort, its budget spent its time limit: the outcome
-            # table decides as for a run (a job past its time limit fails).
-            request = Run.StopRequest.ABORT if stop.requested and not out_of_time else ""
-            end = BUDGET_SPENT if out_of_time else ""
-            message = last_status.get("message") or ""
-            return outcome.Ending(code, stop_request=request, message=message, end_state=end, superseded=superseded)
-        if time.monotonic() >= next_watched:
+class BenchmarkWatch:
+    """What the watch of a benchmark stores and looks at between the loop's turns."""
+
+    def __init__(self, benchmark: Benchmark, tail: EventTail, stop: GracefulStop) -> None:
+        self.benchmark, self.tail, self.stop = benchmark, tail, stop
+        self.last_status: dict = {}
+        self.deadline = time.monotonic() + benchmark.time_budget_seconds
+        self.out_of_time = False
+        self.superseded = False
+        self.next_watched = 0.0
+
+    def store(self) -> None:
+        self.last_status = store(self.benchmark, self.tail.read()) or self.last_status
+
+    def look(self) -> None:
+        benchmark = self.benchmark
+        if time.monotonic() >= self.next_watched:
             # Says the watch still follows its trainer: a late heartbeat then loses nothing.
-            next_watched = time.monotonic() + settings.HEARTBEAT_SECONDS
+            self.next_watched = time.monotonic() + settings.HEARTBEAT_SECONDS
             Benchmark.objects.filter(pk=benchmark.pk, state=Benchmark.State.RUNNING).update(watched_at=timezone.now())
         row = Benchmark.objects.filter(pk=benchmark.pk).values_list("state", "cancel_requested").first()
         # No row: the benchmark was deleted while it ran, and stops as a cancelled one does.
         state, cancel = row if row is not None else (None, True)
-        if state is not None and state != Benchmark.State.RUNNING and not superseded:
+        if state is not None and state != Benchmark.State.RUNNING and not self.superseded:
             # Ended while we watched (declared lost): not a cancel anyone asked for; it changes nothing.
-            superseded = True
-            stop.kill()
+            self.superseded = True
+            self.stop.kill()
         elif cancel:
-            stop.request()
-        elif time.monotonic() > deadline and not stop.requested:
+            self.stop.request()
+        elif time.monotonic() > self.deadline and not self.stop.requested:
             # Runs wait behind it on the budget's word (the queue's estimates count on it).
-            out_of_time = True
-            stop.request()
-        stop.poll()
-        time.sleep(POLL_SECONDS)
+            self.out_of_time = True
+            self.stop.request()
+
+    def ending(self, code: int) -> outcome.Ending:
+        # A cancel is the benchmark's abort, its budget spent its time limit: the outcome table
+        # decides as for a run (a job past its time limit fails).
+        request = Run.StopRequest.ABORT if self.stop.requested and not self.out_of_time else ""
+        end = BUDGET_SPENT if self.out_of_time else ""
+        message = self.last_status.get("message") or ""
+        return outcome.Ending(code, stop_request=request, message=message, end_state=end, superseded=self.superseded)
 
 
 # A benchmark has no pause and is not resumed: what the table decides for a run, for a benchmark.

@@ -70,7 +70,8 @@ def main(argv: list[str]) -> int:
     if "image_limits" in spec:  # the web side's limits (settings); without them, datasets.images' defaults
         set_image_limits(ImageLimits(**spec["image_limits"]))
     out = Path(spec["out"])
-    events = Events(JsonLinesReporter(sys.stdout))
+    # The events go to the file the worker follows (argv[1]), or to stdout when run by hand.
+    events = Events(JsonLinesReporter(argv[1] if len(argv) > 1 else sys.stdout))
     started = last = time.monotonic()
 
     def progress(done: int, total: int) -> None:

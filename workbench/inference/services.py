@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -34,9 +33,13 @@ from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
 from workbench.runs.selectors import best_metric_of
 from workbench.runs.templatetags.numbers import metric, metric_name
-from workbench.workers.processes import start_child
+from workbench.workers.following import follow_child
+from workbench.workers.processes import EventTail, GracefulStop, start_child
 
 log = logging.getLogger(__name__)
+
+# An engine asked to stop (its job deleted) has this long before it is killed: it holds no state worth saving.
+ENGINE_STOP_GRACE_SECONDS = 5.0
 
 
 class InferenceError(RequestError):
@@ -266,20 +269,43 @@ def _prepare_input(job: InferenceJob) -> dict:
 
 def _engine_run(job: InferenceJob, spec_path: Path) -> tuple[int, dict]:
     """Runs the engine on the spec in a child process (a job's heavy work never runs in the worker
-    itself) and follows its events (trainer/protocol.py); its exit code and its final status."""
-    with (job.folder / "engine.log").open("ab") as stderr:
-        process = start_child(
-            [sys.executable, "-m", "workbench.inference.job", str(spec_path)], stdout=subprocess.PIPE, stderr=stderr
-        )
-        final: dict = {}
-        for event in protocol.read_events(process.stdout):
+    itself) and follows the events it writes (trainer/protocol.py) with the one loop of every
+    child a worker follows (workers.following); its exit code and its final status. A job deleted
+    or ended meanwhile stops its engine."""
+    events_path = job.folder / protocol.events_name(1)
+    events_path.unlink(missing_ok=True)
+    with (job.folder / "engine.log").open("ab") as output:
+        argv = [sys.executable, "-m", "workbench.inference.job", str(spec_path), str(events_path)]
+        process = start_child(argv, stdout=output, own_session=True)
+    engine = EngineWatch(job, EventTail(events_path))
+    stop = GracefulStop.of_process(process, grace_seconds=ENGINE_STOP_GRACE_SECONDS, name=f"job {job.pk}'s engine")
+    look_every = settings.HEARTBEAT_SECONDS
+    code = follow_child(process, stop=stop, store=engine.store, look=lambda: engine.look(stop), look_every=look_every)
+    return code, engine.final
+
+
+class EngineWatch:
+    """What the watch of an inference job stores (its progress, as its liveness) and looks at."""
+
+    def __init__(self, job: InferenceJob, tail: EventTail) -> None:
+        self.job, self.tail = job, tail
+        self.final: dict = {}
+
+    def store(self) -> None:
+        for event in self.tail.read():
             if event.get("type") == protocol.PROGRESS:
-                InferenceJob.objects.filter(pk=job.pk).update(
+                InferenceJob.objects.filter(pk=self.job.pk).update(
                     progress_done=event["done"], progress_total=event["total"], heartbeat_at=timezone.now()
                 )
             elif event.get("type") == protocol.STATUS:
-                final = event
-        return process.wait(), final
+                self.final = event
+
+    def look(self, stop: GracefulStop) -> None:
+        # The watch's own word keeps a job that is slow between two progress events from being
+        # taken for lost (jobs_fail_stale); a job deleted or ended meanwhile stops its engine.
+        following = InferenceJob.objects.filter(pk=self.job.pk, state=InferenceJob.State.RUNNING)
+        if not following.update(heartbeat_at=timezone.now()):
+            stop.request()
 
 
 def job_run(*, job_id: int) -> str:

@@ -13,6 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from tests.support.waiting import wait_for_state, wait_until
+from trainer import protocol
 from workbench.benchmarks.models import Benchmark
 from workbench.workers.models import Device
 
@@ -65,7 +66,7 @@ def test_it_stops_the_trainer_of_a_benchmark_deleted_while_it_runs(celery_worker
     call_command("benchmark", "--owner", owner.username, *SMALL, "--steps", "10000", "--batch-sizes",
                  "8,16,32,64,128,256", stdout=io.StringIO())  # fmt: skip
     benchmark = Benchmark.objects.get()
-    config = str(benchmark.run_dir / "benchmark.json")
+    config = str(benchmark.run_dir / protocol.launch_name(1))
 
     def trainers() -> list[psutil.Process]:
         return [p for p in psutil.process_iter(["cmdline"]) if config in (p.info["cmdline"] or [])]

@@ -39,12 +39,12 @@ from workbench.runs.attempts.ingest import (
 )
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run
+from workbench.workers.following import follow_child
 from workbench.workers.models import Device
 from workbench.workers.processes import EventTail, GracefulStop, start_child
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.5
 STOP_CHECK_SECONDS = 1.0
 
 # Set when this worker process is on its way out (see heartbeat.worker_is_stopping): Celery waits
@@ -166,60 +166,66 @@ class Tails:
 
 
 def watch(run: Run, process: subprocess.Popen, tails: Tails) -> outcome.Ending:
-    """Stores the trainer's events until it exits; a watch that ends any other way (the database
-    gone, a bug) takes the trainer with it, so that nothing runs that nobody follows."""
+    """Stores the trainer's events until it exits (workers.following: the one loop, which takes
+    the trainer with it if the watch fails); a watch that fails interrupts the run."""
     stop = GracefulStop.of_process(
         process, grace_seconds=settings.RUN_STOP_GRACE_SECONDS, name=f"run {run.pk}'s trainer"
     )
+    trainer = TrainerWatch(run, tails, stop)
     try:
-        return _watch(run, process, tails, stop)
+        code = follow_child(process, stop=stop, store=trainer.store, look=trainer.look, look_every=STOP_CHECK_SECONDS)
     except BaseException as error:
-        stop.now()
         with contextlib.suppress(Exception):  # the database may be what failed: then lost-worker ends it
             run.refresh_from_db()
             why = f"its worker stopped watching the trainer ({type(error).__name__})"
             outcome.interrupt(run, why, on_attempt=tails.attempt)
         raise
+    return trainer.ending(code)
 
 
-def _watch(run: Run, process: subprocess.Popen, tails: Tails, stop: GracefulStop) -> outcome.Ending:
-    last_status: dict = {}
-    stop_request = ""
-    superseded = False
-    next_stop_check = 0.0
-    next_watched = 0.0
-    stored_since_snapshot = 0
-    while True:
-        code = process.poll()
-        events = tails.store()
+class TrainerWatch:
+    """What the watch of one attempt stores and looks at between the loop's turns."""
+
+    def __init__(self, run: Run, tails: Tails, stop: GracefulStop) -> None:
+        self.run, self.tails, self.stop = run, tails, stop
+        self.last_status: dict = {}
+        self.stop_request = ""
+        self.superseded = False
+        self.stored_since_snapshot = 0
+        self.next_watched = 0.0
+
+    def store(self) -> None:
+        events = self.tails.store()
         if events:
-            stored_since_snapshot += len(events)
-            if stored_since_snapshot >= series.SNAPSHOT_ROWS:
-                stored_since_snapshot = 0
-                snapshot(run)
-            last_status = protocol.final_status(events, last_status)
-        if code is not None:
-            message = last_status.get("message") or ""
-            return outcome.Ending(code, stop_request=stop_request, message=message, superseded=superseded)
+            self.stored_since_snapshot += len(events)
+            if self.stored_since_snapshot >= series.SNAPSHOT_ROWS:
+                self.stored_since_snapshot = 0
+                snapshot(self.run)
+            self.last_status = protocol.final_status(events, self.last_status)
+
+    def look(self) -> None:
+        if self.superseded:
+            return
         now = time.monotonic()
-        if now >= next_watched and not superseded:
+        if now >= self.next_watched:
             # Says the attempt still follows its trainer (the run stays ours if the heartbeat is
             # late), and finds out in the same update whether the run is still this attempt's.
-            next_watched = now + settings.HEARTBEAT_SECONDS
-            superseded = not _still_watching(run, tails.attempt)
-            if superseded:
+            self.next_watched = now + settings.HEARTBEAT_SECONDS
+            if not _still_watching(self.run, self.tails.attempt):
                 # Not a stop anyone asked for: the run was taken (declared lost while we lived) or
                 # ended meanwhile. Its trainer goes at once, without a checkpoint that would land
                 # beside the files of the attempt that owns the run now; its outcome changes nothing.
-                stop.kill()
-        if now >= next_stop_check and not superseded:
-            next_stop_check = now + STOP_CHECK_SECONDS
-            requested = Run.objects.values_list("stop_request", flat=True).get(pk=run.pk)
-            if (requested or _worker_exiting.is_set()) and not stop.requested:
-                stop_request = requested  # "" when only the worker is exiting: the run resumes
-                stop.request()
-            stop.poll()
-        time.sleep(POLL_SECONDS)
+                self.superseded = True
+                self.stop.kill()
+                return
+        requested = Run.objects.values_list("stop_request", flat=True).get(pk=self.run.pk)
+        if (requested or _worker_exiting.is_set()) and not self.stop.requested:
+            self.stop_request = requested  # "" when only the worker is exiting: the run resumes
+            self.stop.request()
+
+    def ending(self, code: int) -> outcome.Ending:
+        message = self.last_status.get("message") or ""
+        return outcome.Ending(code, stop_request=self.stop_request, message=message, superseded=self.superseded)
 
 
 def _still_watching(run: Run, attempt: int) -> bool:
