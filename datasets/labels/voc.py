@@ -64,13 +64,14 @@ def read_voc(root: Path, *, min_box_size: float = 0) -> LabelSource:
     images = images_by_stem(image_folder, root, report)
     found: list[AnnotatedImage] = []
     classes: set[str] = set()
-    used: set[Path] = set()
+    used: set[Path | None] = set()  # images read with their file, or left out with a refused one
     for xml_file in files_under(annotation_folder, ".xml", root, report):
         name = relative_name(xml_file, root)
         try:
             parsed = _parse_file(xml_file, root)
         except LabelError as exc:
             report.add(name, None, "bad_file", str(exc))
+            used.add(images.get(str(xml_file.relative_to(annotation_folder).with_suffix(""))))  # left out
             continue
         except expat.ExpatError as exc:
             report.add(name, exc.lineno, "malformed", f"not well-formed XML ({expat.ErrorString(exc.code)})")

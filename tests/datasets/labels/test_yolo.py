@@ -88,3 +88,24 @@ def test_it_still_reads_plain_names_as_a_list_a_mapping_or_digits(tmp_path):
     ):
         (root / "data.yaml").write_text(text)
         assert read_labels(root, "yolo").classes == names
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("0 inf 0.5 0.2 0.2", "x_center must be a finite number, not inf"),
+        ("0 0.5 nan 0.2 0.2", "y_center must be a finite number, not nan"),
+        ("0 0.5 0.5 1e999 0.2", "width must be a finite number, not inf"),
+        (f"0 0.5 0.5 0.2 {'9' * 400}", "height must be a number, not '99999"),
+        (f"{'9' * 400} 0.5 0.5 0.2 0.2", "class must be a whole number, not '99999"),
+    ],
+    ids=["inf", "nan", "overflow", "400-digits", "400-digit-class"],
+)
+def test_it_names_a_yolo_number_that_is_not_finite_or_in_range_by_line_and_field(tmp_path, line, message):
+    root = drawn.write_yolo(tmp_path / "yolo", SHAPES)
+    name = f"labels/{SHAPES[0].name}.txt"
+    (root / name).write_text(f"0 0.5 0.5 0.2 0.2\n{line}\n")
+    source = read_labels(root, "yolo")
+    problems = [(p.file, p.line, p.kind, p.message) for p in source.report.problems]
+    assert len(problems) == 1 and problems[0][:3] == (name, 2, "malformed"), problems
+    assert message in problems[0][3]
