@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from datasets import building, services
 from datasets.models import Dataset
 from tests.datasets.conftest import make_class_folders, zip_folder
+from tests.support.factories import make_dataset_row
 from workbench.runs.models import Run
 
 
@@ -151,7 +152,7 @@ def test_it_names_missing_list_labels_and_bad_options(owner_client, import_root)
 
 @pytest.mark.django_db
 def test_it_hides_other_users_datasets(client, owner, other_user, staff_user):
-    dataset = Dataset.objects.create(owner=owner, name="mine")
+    dataset = make_dataset_row(owner, name="mine", status=Dataset.Status.PENDING)
     client.force_login(other_user)
     assert client.get(f"/api/datasets/{dataset.pk}/").status_code == 404
     assert client.get("/api/datasets/999999/").status_code == 404
@@ -172,14 +173,14 @@ def test_it_accepts_token_authentication(client, owner):
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.create(user=owner)
-    Dataset.objects.create(owner=owner, name="t")
+    make_dataset_row(owner, name="t", status=Dataset.Status.PENDING)
     response = client.get("/api/datasets/", HTTP_AUTHORIZATION=f"Token {token.key}")
     assert response.status_code == 200 and response.json()["count"] == 1
 
 
 @pytest.mark.django_db
 def test_it_cancels_a_pending_dataset(owner_client, owner):
-    dataset = Dataset.objects.create(owner=owner, name="p")
+    dataset = make_dataset_row(owner, name="p", status=Dataset.Status.PENDING)
     response = owner_client.post(f"/api/datasets/{dataset.pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert building.dataset_build(dataset_id=dataset.pk) == "skipped"
@@ -188,7 +189,7 @@ def test_it_cancels_a_pending_dataset(owner_client, owner):
 
 @pytest.mark.django_db
 def test_it_refuses_to_delete_a_dataset_that_runs_use(owner_client, owner):
-    dataset = Dataset.objects.create(owner=owner, name="used", status="ready")
+    dataset = make_dataset_row(owner, name="used")
     run = Run.objects.create(owner=owner, name="lenet-1", dataset=dataset, network="lenet")
     response = owner_client.delete(f"/api/datasets/{dataset.pk}/")
     assert response.status_code == 409
@@ -385,7 +386,7 @@ def test_it_prunes_abandoned_uploads_but_not_those_a_dataset_uses(owner_client, 
         ).json()["upload"]
         for i in range(2)
     ]
-    Dataset.objects.create(owner=owner, name="keeps", kind="archive", source={"upload": tokens[1]})
+    make_dataset_row(owner, name="keeps", kind="archive", source={"upload": tokens[1]}, status=Dataset.Status.PENDING)
     old = time.time() - 2 * 24 * 3600
     for token in tokens:
         folder = settings.DATA_DIR / "uploads" / str(owner.pk) / token

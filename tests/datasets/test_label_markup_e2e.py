@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -16,8 +16,8 @@ HUGE = '<span style="font-size:300px">big</span>'
 
 
 def test_it_draws_markup_class_names_as_text_on_the_histogram(live_server_url, page, owner):
-    dataset = Dataset.objects.create(
-        owner=owner, name="markup", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+    dataset = make_dataset_row(
+        owner, name="markup", image_width=8, image_height=8, channels=1,
         labels=[LINK, HUGE, "plain"], splits={"train": {"count": 6, "class_counts": [2, 2, 2]}},
     )  # fmt: skip
     log_in(page, live_server_url, owner.username)

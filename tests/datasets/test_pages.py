@@ -8,6 +8,7 @@ from django.urls import reverse
 from datasets import building, services
 from datasets.models import Dataset
 from tests.datasets.conftest import make_class_folders, noise_image, zip_folder
+from tests.support.factories import make_dataset_row
 from workbench.runs.models import Run
 
 
@@ -49,7 +50,7 @@ def test_it_shows_a_ready_dataset_with_counts_chart_mean_and_skipped(owner_clien
 
 @pytest.mark.django_db
 def test_it_returns_404_for_someone_elses_dataset_pages(client, owner, other_user):
-    dataset = Dataset.objects.create(owner=owner, name="private")
+    dataset = make_dataset_row(owner, name="private", status=Dataset.Status.PENDING)
     client.force_login(other_user)
     for url in (f"/datasets/{dataset.pk}/", f"/datasets/{dataset.pk}/mean.png", f"/datasets/{dataset.pk}/delete/"):
         assert client.get(url).status_code == 404
@@ -143,7 +144,7 @@ def test_it_previews_an_image_inside_an_uploaded_archive(owner_client, owner, tm
 
 @pytest.mark.django_db
 def test_it_refuses_delete_while_runs_use_the_dataset(owner_client, owner):
-    dataset = Dataset.objects.create(owner=owner, name="used", status="ready")
+    dataset = make_dataset_row(owner, name="used")
     Run.objects.create(owner=owner, name="resnet-run", dataset=dataset, network="resnet18")
     page = owner_client.post(f"/datasets/{dataset.pk}/delete/")
     assert page.status_code == 409
@@ -162,7 +163,7 @@ def test_it_deletes_the_dataset_and_its_files(owner_client, owner, import_root):
 
 @pytest.mark.django_db
 def test_it_cancels_from_the_page(owner_client, owner):
-    dataset = Dataset.objects.create(owner=owner, name="slow", status="building")
+    dataset = make_dataset_row(owner, name="slow", status="building")
     response = owner_client.post(f"/datasets/{dataset.pk}/cancel/")
     assert response.status_code == 302
     dataset.refresh_from_db()
@@ -172,7 +173,7 @@ def test_it_cancels_from_the_page(owner_client, owner):
 @pytest.mark.django_db
 def test_it_says_on_the_page_why_a_build_started_again(owner_client, owner):
     note = "Interrupted (worker w@gpu1 stopped sending heartbeats); building again from the start (try 2)."
-    dataset = Dataset.objects.create(owner=owner, name="again", status="building", error=note, build_attempts=2)
+    dataset = make_dataset_row(owner, name="again", status="building", error=note, build_attempts=2)
     html = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert 'id="build-note"' in html and "stopped sending heartbeats" in html
 
@@ -182,7 +183,7 @@ def test_it_never_names_another_users_run_on_a_dataset(owner, staff_user, client
     # A staff member may train on alice's dataset; alice must not learn that run's name.
     from workbench.runs.services import run_create
 
-    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.READY)
+    dataset = make_dataset_row(owner, name="digits")
     run_create(
         owner=staff_user, dataset=dataset, name="carol-secret-project", network="lenet", config={},
         device_request={"kind": "cpu"},

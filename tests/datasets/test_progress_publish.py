@@ -5,12 +5,13 @@ from channels.layers import get_channel_layer
 
 from datasets.events import publish
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.core.groups import user_group_name
 
 
 def test_it_publishes_build_progress_to_the_dataset_page_and_the_dashboard(owner):
-    dataset = Dataset.objects.create(
-        owner=owner, name="d", status=Dataset.Status.BUILDING, progress_done=50, progress_total=200,
+    dataset = make_dataset_row(
+        owner, name="d", status=Dataset.Status.BUILDING, progress_done=50, progress_total=200,
         images_per_second=25.0,
     )  # fmt: skip
     layer = get_channel_layer()

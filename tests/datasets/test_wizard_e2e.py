@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import log_in
 from tests.datasets.conftest import make_class_folders, zip_folder
+from tests.support.factories import make_dataset_row
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -154,7 +155,7 @@ def test_it_follows_a_build_over_its_websocket_without_polling(live_server_url, 
     from datasets.events import publish
     from datasets.models import Dataset
 
-    dataset = Dataset.objects.create(owner=owner, name="growing", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, name="growing", status=Dataset.Status.BUILDING)
     api_calls = []
     page.on("request", lambda request: "/api/datasets/" in request.url and api_calls.append(request.url))
     log_in(page, live_server_url, owner.username)

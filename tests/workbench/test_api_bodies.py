@@ -17,6 +17,7 @@ from rest_framework.authtoken.models import Token
 
 from datasets.models import Dataset
 from datasets.uploads import upload_start
+from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.inference.docs import SCHEMA_SETTINGS
 from workbench.inference.models import InferenceJob
@@ -57,7 +58,7 @@ def objects(owner):
     """
     owner.is_staff = True
     owner.save()
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     job = InferenceJob.objects.create(owner=owner, run=run, kind=InferenceJob.Kind.CLASSIFY)
     weights = PretrainedWeights.objects.create(owner=owner, name="w", path=f"pretrained/{owner.pk}-w.pt")

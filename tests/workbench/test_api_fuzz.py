@@ -24,6 +24,7 @@ from schemathesis.specs.openapi.checks import (
 
 from datasets.models import Dataset
 from tests.conftest import PASSWORD
+from tests.support.factories import make_dataset_row
 from workbench.runs.services import run_create
 from workbench.workers.models import Device
 
@@ -47,7 +48,7 @@ def fuzz_user(live_server_url, transactional_db):
     a ResNet-50 benchmark on the CPU among it, and every device is held while it fuzzes."""
     Device.objects.update(reserved_by="fuzzing")
     user = get_user_model().objects.create_user("fuzzer", "fuzzer@example.com", PASSWORD)
-    dataset = Dataset.objects.create(owner=user, name="bars", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(user, status=Dataset.Status.BUILDING)
     run_create(owner=user, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     return Token.objects.create(user=user).key
 

@@ -1,13 +1,13 @@
 import pytest
 from django.urls import reverse
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.models import Run
 
 
 @pytest.fixture
 def alice_data(owner):
-    dataset = Dataset.objects.create(owner=owner, name="digits", status="building", progress_done=5, progress_total=20)
+    dataset = make_dataset_row(owner, name="digits", status="building", progress_done=5, progress_total=20)
     Run.objects.create(owner=owner, name="lenet-1", dataset=dataset, network="lenet", state="running", progress=0.4)
     return dataset
 
@@ -36,7 +36,7 @@ def test_it_shows_what_runs_now_on_which_device(owner_client, owner, monkeypatch
 
     monkeypatch.setattr("workbench.runs.scheduler.run_jobs.launch", lambda *args: True)
     (host,) = simulate_hosts(hosts=1, gpus_per_host=1)
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = make_dataset_row(owner)
     for name in ("first", "second"):
         run_create(owner=owner, dataset=dataset, name=name, network="lenet", config={},
                    device_request=DeviceRequest.gpus(1))  # fmt: skip

@@ -7,6 +7,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from workbench.runs.services import run_create
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
@@ -20,7 +21,7 @@ UTILISATION = """(host) => [...document.querySelectorAll('#workers section')]
 
 def test_it_shows_a_held_simulated_gpu_as_in_use_not_as_zero_percent(live_server_url, page, owner):
     (host,) = simulate_hosts(hosts=1, gpus_per_host=2, prefix="shown")
-    dataset = Dataset.objects.create(owner=owner, name="d", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, name="d", status=Dataset.Status.BUILDING)
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     Device.objects.filter(host=host, kind="gpu", index=0).update(run=run)
     log_in(page, live_server_url, owner.username)

@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.support.factories import make_dataset_row
 from workbench.embedded_redis import embedded_redis_command, free_port, wait_until_ready
 from workbench.health import HEALTH_DEADLINE_SECONDS
 from workbench.workers.inventory import consumer_beat
@@ -176,7 +177,7 @@ def test_it_shows_devices_and_who_uses_them_on_the_gpus_page(owner_client, owner
         boot_id=uuid.uuid4(),
         devices=[{"kind": "gpu", "index": 0, "name": "NVIDIA H200", "memory_total_mb": 143771, "memory_used_mb": 10}],
     )
-    dataset = Dataset.objects.create(owner=owner, name="d")
+    dataset = make_dataset_row(owner, name="d", status=Dataset.Status.PENDING)
     run = Run.objects.create(owner=owner, dataset=dataset, name="resnet run", network="resnet50")
     Device.objects.filter(host=host).update(run=run)
     body = owner_client.get(reverse("gpus")).content.decode()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.selectors import largest_batch_answer
 
@@ -29,7 +30,7 @@ def ready_dataset(owner, **extra) -> Dataset:
         "splits": {"train": {"count": 300}, "val": {"count": 60}},
         **extra,
     }
-    return Dataset.objects.create(owner=owner, **fields)
+    return make_dataset_row(owner, **fields)
 
 
 def test_it_queues_a_one_cell_benchmark_with_the_finder_for_the_runs_choices(owner_client, owner):

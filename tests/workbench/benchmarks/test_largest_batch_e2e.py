@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from datasets.models import Dataset
 from tests.conftest import log_in, start_worker
+from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.selectors import largest_batch_answer
 
@@ -24,10 +24,9 @@ def small_gpu_worker():
 def test_it_offers_the_largest_batch_found_on_the_runs_gpu_for_the_batch_size(
     live_server_url, page, owner, small_gpu_worker
 ):
-    dataset = Dataset.objects.create(
-        owner=owner,
+    dataset = make_dataset_row(
+        owner,
         name="mnist-like",
-        status=Dataset.Status.READY,
         image_width=28,
         image_height=28,
         channels=1,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_digits_folder
 from trainer.config import config_from_dict
 from trainer.run import train
@@ -34,8 +35,8 @@ def done_run(trained: dict, owner, *, name: str, network: str, config: dict, dat
     """A done run of `owner` whose folder holds `trained`'s checkpoints and dataset (a module's
     trainer run, copied so each test has its own rows and folders)."""
     meta = trained["meta"]
-    dataset = Dataset.objects.create(
-        owner=owner, name=dataset_name, status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+    dataset = make_dataset_row(
+        owner, name=dataset_name, image_width=8, image_height=8, channels=1,
         labels=meta["labels"], splits=meta["splits"],
     )  # fmt: skip
     # Rows are rolled back after each test and their ids used again; a folder left by an earlier
@@ -73,7 +74,7 @@ def task_run(owner, task: str, labels: list[str], *, network: str | None = None,
 
     network = network or TASK_NETWORKS[task]
     size = 32 if test_images else 64
-    dataset = Dataset.objects.create(owner=owner, name=task, status=Dataset.Status.READY, labels=labels, task=task,
+    dataset = make_dataset_row(owner, name=task, labels=labels, task=task,
                                      image_width=size, image_height=size, channels=3)  # fmt: skip
     if test_images:
         shutil.rmtree(dataset.path, ignore_errors=True)

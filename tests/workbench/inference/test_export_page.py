@@ -10,8 +10,8 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_dataset_folder
 from trainer.config import config_from_dict
 from trainer.run import train
@@ -30,8 +30,8 @@ def test_it_says_what_each_format_holds_before_it_is_asked_for(owner_client, dig
 
 @pytest.fixture
 def lenet32(owner, tmp_path):
-    dataset = Dataset.objects.create(
-        owner=owner, name="colour 32", status=Dataset.Status.READY, image_width=32, image_height=32, channels=3,
+    dataset = make_dataset_row(
+        owner, name="colour 32", image_width=32, image_height=32, channels=3,
         labels=["a", "b", "c"], splits={"train": {"count": 24}, "val": {"count": 12}},
     )  # fmt: skip
     shutil.rmtree(dataset.path, ignore_errors=True)
@@ -59,7 +59,7 @@ def test_it_exports_lenet_on_32x32_images_to_onnx(lenet32):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_shows_the_download_page_of_a_run_without_checkpoint_without_errors(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="d", status=Dataset.Status.READY, image_width=8,
+    dataset = make_dataset_row(owner, name="d", image_width=8,
                                      image_height=8, channels=1, labels=["0", "1"])  # fmt: skip
     run = run_create(owner=owner, dataset=dataset, name="fresh", network="lenet", config={"epochs": 1},
                      device_request={"kind": "cpu"})  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_dataset_folder
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
@@ -16,8 +17,8 @@ from workbench.runs.services import run_create
 
 @pytest.fixture
 def digits(owner):
-    dataset = Dataset.objects.create(
-        owner=owner, name="digits", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+    dataset = make_dataset_row(
+        owner, name="digits", image_width=8, image_height=8, channels=1,
         labels=["0", "1", "2"], splits={"train": {"count": 240}, "val": {"count": 60}},
     )  # fmt: skip
     make_dataset_folder(dataset.path)

@@ -3,6 +3,7 @@ import shutil
 import pytest
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_dataset_folder
 
 
@@ -11,7 +12,7 @@ def make_dataset():
     """A built (ready) dataset of tiny synthetic images, owned by `owner`."""
 
     def make(owner, *, name: str = "bars", status: str = Dataset.Status.READY, **folder_options) -> Dataset:
-        dataset = Dataset.objects.create(owner=owner, name=name, status=status, image_width=8, image_height=8)
+        dataset = make_dataset_row(owner, name=name, status=status, image_width=8, image_height=8)
         if status == Dataset.Status.READY:
             # Rows are rolled back after each test and their ids used again: start from an empty
             # folder, whatever an earlier test left under this id (another dataset's LMDBs).
@@ -29,10 +30,8 @@ BARS_LABELS = ["class_0", "class_1", "class_2"]
 def dataset(owner):
     """`owner`'s ready dataset "bars": 8x8 grey images of three classes, 24 to train on and 12 to
     validate, with the LMDBs on disk (modules that need only the row define their own)."""
-    dataset = Dataset.objects.create(
-        owner=owner,
-        name="bars",
-        status=Dataset.Status.READY,
+    dataset = make_dataset_row(
+        owner,
         image_width=8,
         image_height=8,
         channels=1,
@@ -59,7 +58,7 @@ def run(owner):
     from workbench.runs import series
     from workbench.runs.services import run_create
 
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     series.forget(run.pk)
     return run

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from datasets.models import Dataset
 from tests.support import loadgen
+from tests.support.factories import make_dataset_row
 from tests.workbench.test_production_config import POSTGRES_ADMIN_URL, postgres_url  # noqa: F401
 from workbench.runs.models import Run
 
@@ -85,7 +85,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     users = [get_user_model().objects.create_user(f"user{i}") for i in range(3)]
     simulate_hosts(hosts=2, gpus_per_host=4)
-    dataset = Dataset.objects.create(owner=users[0], name="d", status=Dataset.Status.READY)
+    dataset = make_dataset_row(users[0], name="d")
     keys = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "WORKBENCH_DATA_DIR")
     env = {key: os.environ[key] for key in keys if key in os.environ}
     hammer(env, [u.pk for u in users], dataset.pk)

@@ -15,6 +15,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import REPO_ROOT
+from tests.support.factories import make_dataset_row
 from trainer import protocol
 from workbench.inference.services import checkpoint_choices
 from workbench.runs.services import run_create
@@ -95,7 +96,7 @@ def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
 @pytest.mark.django_db
 def test_it_writes_a_checkpoints_metrics_as_the_run_page_does(owner):
     # The checkpoint menus said "top1 0.9775" where the run header says 97.75%.
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never started
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # never started
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     folder = protocol.checkpoint_dir(run.run_dir)
     folder.mkdir(parents=True)

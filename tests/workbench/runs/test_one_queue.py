@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.services import benchmark_submit
 from workbench.runs.devices import DeviceRequest
@@ -24,7 +24,7 @@ GRID = {"networks": ["lenet"], "image_size": 28, "batch_sizes": "8", "steps": 3}
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    return make_dataset_row(owner)
 
 
 @pytest.fixture(autouse=True)

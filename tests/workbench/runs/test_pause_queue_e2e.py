@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.workbench.runs.conftest import parked_host
 from tests.workbench.runs.web.test_e2e_live import off_the_loop
 from workbench.runs.devices import DeviceRequest
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 
 
 def test_it_says_pausing_frees_the_devices_and_where_the_resumed_run_waits(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.READY)
+    dataset = make_dataset_row(owner, name="digits")
     # Eight GPUs: no worker of the suite has them, so nothing but this test moves the run.
     run = run_create(owner=owner, dataset=dataset, name="paused one", network="lenet", config={"epochs": 3},
                      device_request=DeviceRequest.gpus(8))  # fmt: skip

@@ -18,6 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG
 from trainer.checkpoint import CheckpointStore
@@ -41,7 +42,7 @@ def lenet_bytes(seed: int = 0) -> bytes:
 
 def building_dataset(user, name: str = "bars") -> Dataset:
     # Never started by a worker another test may have running: its runs stay queued.
-    return Dataset.objects.create(owner=user, name=name, status=Dataset.Status.BUILDING)
+    return make_dataset_row(user, name=name, status=Dataset.Status.BUILDING)
 
 
 def run_with_checkpoint(user, *, network: str = "lenet") -> Run:
@@ -144,7 +145,7 @@ def test_it_refuses_the_same_through_the_cli(other_user, alice_run, alice_upload
 def test_it_refuses_the_same_through_the_form_and_its_clone_field(bob_client, other_user, alice_run, alice_upload):
     from tests.workbench.runs.web.test_wizard import errors_of, valid
 
-    dataset = Dataset.objects.create(owner=other_user, name="bobs", status=Dataset.Status.READY, image_width=8,
+    dataset = make_dataset_row(other_user, name="bobs", image_width=8,
                                      image_height=8, channels=1, labels=["a", "b", "c"],
                                      splits={"train": {"count": 24}})  # fmt: skip
     for value in (f"run:{alice_run.pk}", f"upload:{alice_upload.pk}", "/etc/passwd", str(alice_upload.file)):
@@ -220,7 +221,7 @@ def test_it_lists_finished_runs_first_and_a_running_one_as_its_latest_snapshot(o
         f"#{done.pk} finished-one (lenet, done: best checkpoint, epoch 8)",
         f"#{running.pk} still-going (lenet, running — its latest snapshot, epoch 3)",
     ]
-    dataset = Dataset.objects.create(owner=owner, name="mine", status=Dataset.Status.READY, image_width=8,
+    dataset = make_dataset_row(owner, name="mine", image_width=8,
                                      image_height=8, channels=1, labels=["a", "b", "c"],
                                      splits={"train": {"count": 24}})  # fmt: skip
     response = owner_client.post(reverse("run-new"), valid(dataset, start_from="run", previous_run=str(running.pk)))

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    return make_dataset_row(owner)
 
 
 def submit(owner, dataset, count: int, *, epochs: int, name: str) -> Run:

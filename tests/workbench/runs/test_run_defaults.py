@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from trainer.config import TrainConfig
 from workbench.runs.models import Run
 from workbench.runs.web.live_views import run_label
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def dataset(owner):
     """A ready dataset row with room for the default batch (no files: nothing here trains)."""
-    return Dataset.objects.create(
-        owner=owner, name="digits", status=Dataset.Status.READY, image_width=28, image_height=28, channels=1,
+    return make_dataset_row(
+        owner, name="digits", image_width=28, image_height=28, channels=1,
         labels=["a", "b", "c"], splits={"train": {"count": 1000}, "val": {"count": 100}},
     )  # fmt: skip
 
@@ -72,8 +72,8 @@ def test_it_shows_the_settings_a_run_trains_with_sent_or_defaulted(owner_client,
 
 
 def test_it_refuses_a_priority_with_the_same_words_from_the_form_the_api_and_the_cli(client, staff_user, owner):
-    staff_set = Dataset.objects.create(
-        owner=staff_user, name="s", status=Dataset.Status.READY, image_width=28, image_height=28, channels=1,
+    staff_set = make_dataset_row(
+        staff_user, name="s", image_width=28, image_height=28, channels=1,
         labels=["a", "b"], splits={"train": {"count": 1000}},
     )  # fmt: skip
     client.force_login(staff_user)

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run
@@ -18,7 +19,7 @@ from workbench.workers.simulation import simulate_hosts
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    return make_dataset_row(owner)
 
 
 def submit(owner, dataset, request, *, priority=0, name="r") -> Run:

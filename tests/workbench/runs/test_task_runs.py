@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from trainer.protocol import TASK_NETWORKS
 from workbench.runs.models import Run
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def detection(owner):
-    return Dataset.objects.create(owner=owner, name="shapes", status=Dataset.Status.READY, task="detection",
+    return make_dataset_row(owner, name="shapes", task="detection",
                                   image_width=64, image_height=64, channels=3, labels=["square", "disc"])  # fmt: skip
 
 
@@ -36,7 +36,7 @@ def test_it_takes_only_the_datasets_task_networks_from_api_and_cli(owner_client,
     assert not Run.objects.exists()
     made = create(owner_client, detection, "fasterrcnn_mobilenet_v3_large_320_fpn")
     assert made.status_code == 201, made.json()
-    tiny = Dataset.objects.create(owner=owner, name="tiny", status=Dataset.Status.READY, task="segmentation",
+    tiny = make_dataset_row(owner, name="tiny", task="segmentation",
                                   image_width=16, image_height=16, channels=3, labels=["bg", "fg"])  # fmt: skip
     small = create(owner_client, tiny, "lraspp_mobilenet_v3_large")
     assert small.status_code == 400 and "needs images of at least 32x32, dataset is 16x16" in small.json()["network"][0]
@@ -67,7 +67,7 @@ def test_it_refuses_a_best_metric_the_datasets_task_does_not_report_before_anyth
     assert refused.json()["config"] == [
         "best_metric: 'val_loss' is not a metric of detection (map, map_50, map_75, mar_100)"
     ]
-    digits = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.READY, image_width=8,
+    digits = make_dataset_row(owner, name="digits", image_width=8,
                                     image_height=8, channels=1, labels=["0", "1"])  # fmt: skip
     body = {"dataset": digits.pk, "network": "lenet", "epochs": 1, "batch_size": 4, "gpus": "cpu",
             "config": {"best_metric": "miou"}}  # fmt: skip

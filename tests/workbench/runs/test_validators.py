@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
+from tests.support.factories import make_dataset_row
 from trainer.config import RANGES
 from workbench.benchmarks.validators import validate_benchmark_request
 from workbench.runs.models import Run
@@ -229,9 +230,7 @@ def test_it_finds_a_value_listed_twice_by_value_whatever_its_type():
 
 
 def test_it_refuses_to_split_a_detector_or_benchmark_it_as_a_classifier_naming_why(api, owner):
-    from datasets.models import Dataset
-
-    boxes = Dataset.objects.create(owner=owner, name="boxes", status=Dataset.Status.READY, task="detection",
+    boxes = make_dataset_row(owner, name="boxes", task="detection",
                                    labels=["square", "disc"], image_width=64, image_height=64, channels=3)  # fmt: skip
     network = "fasterrcnn_mobilenet_v3_large_320_fpn"
     body = {"dataset": boxes.pk, "network": network, "gpus": "2", "config": {"model_parallel": 2}}

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.models import Run
 from workbench.workers.models import Device, WorkerHost
 
@@ -24,8 +24,8 @@ WIDE = [{"type": "flatten"}, {"type": "linear", "out_features": 2_000_000}, {"ty
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(
-        owner=owner, name="bars", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+    return make_dataset_row(
+        owner, image_width=8, image_height=8, channels=1,
         labels=["a", "b", "c"], splits={"train": {"count": 1000}},
     )  # fmt: skip
 

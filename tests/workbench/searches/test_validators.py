@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.support.factories import make_dataset_row
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.core.errors import RequestError
 from workbench.runs.models import Run
@@ -69,9 +70,8 @@ def test_it_reads_the_command_lines_params():
 
 def test_it_searches_a_detection_dataset_by_its_own_metric(transactional_db, owner):
     # transactional: the study is created through Optuna's own connection to the database
-    from datasets.models import Dataset
 
-    shapes = Dataset.objects.create(owner=owner, name="shapes", status=Dataset.Status.READY, task="detection",
+    shapes = make_dataset_row(owner, name="shapes", task="detection",
                                     image_width=64, image_height=64, channels=3, labels=["square", "disc"])  # fmt: skip
     request = {"owner": owner, "dataset": shapes, "name": "", "network": "fasterrcnn_mobilenet_v3_large_320_fpn",
                "config": {"epochs": 1, "batch_size": 4}, "space": {"lr": LR}, "gpus": "cpu", "trials": 2,

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.models import Run
 from workbench.weights.models import StoredWeights
 
@@ -37,7 +38,7 @@ def submit(client, dataset, **config):
 
 
 def test_it_starts_a_run_from_weights_of_the_store_by_reference(owner_client, owner, lab_weights):
-    dataset = Dataset.objects.create(owner=owner, name="photos", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, name="photos", status=Dataset.Status.BUILDING)
 
     refused = submit(owner_client, dataset, pretrained="weights:999")
     assert refused.status_code == 400 and refused.json()["config"][0].startswith("pretrained: no such weights")
@@ -67,7 +68,7 @@ def test_it_starts_a_run_from_weights_of_the_store_by_reference(owner_client, ow
 
 
 def test_it_starts_a_run_from_weights_of_the_store_from_the_command_line(owner, lab_weights):
-    dataset = Dataset.objects.create(owner=owner, name="photos", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, name="photos", status=Dataset.Status.BUILDING)
     argv = ["--dataset", str(dataset.pk), "--network", "mobilenet_v3_small", "--epochs", "1", "--gpus", "cpu"]
 
     with pytest.raises(CommandError, match=r"^config: pretrained: no such weights"):

@@ -8,6 +8,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from trainer.config import DataConfig, SolverConfig, TrainConfig, settings_of
 from workbench.runs.models import Run
 from workbench.workers.simulation import simulate_hosts
@@ -15,7 +16,7 @@ from workbench.workers.simulation import simulate_hosts
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    return make_dataset_row(owner)
 
 
 def create(client, dataset, **fields):
@@ -208,7 +209,7 @@ def test_it_shows_another_users_run_in_every_wait_reason(client, owner, other_us
     specific = {"kind": "specific", "host": host.hostname, "indices": [0]}
     holder = run_create(owner=owner, dataset=dataset, name="alice-secret-project-x", network="lenet", config={},
                         device_request=specific)  # fmt: skip
-    bobs = Dataset.objects.create(owner=other_user, name="bobs", status=Dataset.Status.READY)
+    bobs = make_dataset_row(other_user, name="bobs")
     waiting = run_create(owner=other_user, dataset=bobs, name="bobs-run", network="lenet", config={},
                          device_request=specific)  # fmt: skip
     schedule()

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from trainer.checkpoint import CheckpointStore
 from workbench.inference.services import checkpoint_choices
 from workbench.runs import series
@@ -30,7 +31,7 @@ VALIDATIONS = [
 
 
 def run_with(owner, config: dict, *, averaged: bool = True) -> Run:
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(
         owner=owner, dataset=dataset, name="ema", network="lenet", config=config, device_request={"kind": "cpu"}
     )
@@ -83,7 +84,7 @@ def test_it_keeps_the_raw_best_without_an_average_and_follows_the_metric_asked_f
 
 
 def test_it_has_no_best_before_the_first_validation(owner_client, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)
     run = run_create(
         owner=owner, dataset=dataset, name="new", network="lenet", config={}, device_request={"kind": "cpu"}
     )

@@ -7,6 +7,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.workbench.runs.web.test_best_ema import VALIDATIONS
 from tests.workbench.runs.web.test_e2e_live import off_the_loop
 from workbench.runs.lifecycle import run_events_append
@@ -23,7 +24,7 @@ def validation(epoch: int, top1: float, ema_top1: float) -> dict:
 
 
 def test_it_moves_the_best_marker_with_the_averages_validation_only(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="ema", network="lenet",
                      config={"solver": {"ema_decay": 0.99}}, device_request={"kind": "cpu"})  # fmt: skip
     history = [validation(epoch, top1, ema_top1) for epoch, top1, _, ema_top1, _ in VALIDATIONS]

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.test import Client
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.asgi import application
 from workbench.runs import series
 from workbench.runs.lifecycle import run_events_append
@@ -225,8 +226,8 @@ def test_it_answers_a_malformed_request_with_an_error(run, owner):
 
 
 def test_it_streams_a_dataset_build_to_its_owner_only(owner, other_user):
-    dataset = Dataset.objects.create(
-        owner=owner, name="flowers", status=Dataset.Status.BUILDING, progress_done=10, progress_total=40
+    dataset = make_dataset_row(
+        owner, name="flowers", status=Dataset.Status.BUILDING, progress_done=10, progress_total=40
     )
     payload = {"done": 20, "total": 40, "images_per_second": 10.0, "eta_seconds": 2.0, "status": "building"}
 

@@ -10,6 +10,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG, parked_host
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
@@ -83,7 +84,7 @@ def wait_points(page, chart: str, at_least: int, trace: int = 0, timeout: float 
 
 
 def test_it_grows_the_charts_live_switches_axes_and_shows_done(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="live", network="lenet", config={"batch_size": 16},
                      device_request={"kind": "cpu"})  # fmt: skip
     host = parked_host()
@@ -204,7 +205,7 @@ def store_long_run(owner, dataset, *, name: str, batch_size: int, lr: float, ste
 
 
 def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     small = store_long_run(owner, dataset, name="small", batch_size=16, lr=0.05, steps=8000)
     large = store_long_run(owner, dataset, name="large", batch_size=64, lr=0.2, steps=3000)
     log_in(page, live_server_url, owner.username)
@@ -249,7 +250,7 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
 
 
 def test_it_shows_why_a_run_waits_and_aborts_it_from_the_page(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    dataset = make_dataset_row(owner)
     run = run_create(owner=owner, dataset=dataset, name="queued", network="lenet", config={},
                      device_request={"kind": "count", "count": 4})  # fmt: skip
     Run.objects.filter(pk=run.pk).update(state=Run.State.WAITING, wait_reason="needs 4 GPUs on one host, 0 free")
@@ -277,7 +278,7 @@ def test_it_shows_why_a_run_waits_and_aborts_it_from_the_page(live_server_url, p
 def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, owner):
     from unittest import mock
 
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="gappy", network="lenet", config={},
                      device_request={"kind": "cpu"})  # fmt: skip
     log_in(page, live_server_url, owner.username)
@@ -298,7 +299,7 @@ def test_it_fills_a_gap_in_the_live_stream_with_a_replay(live_server_url, page, 
 
 
 def test_it_compacts_a_long_live_series_and_redraws_it_once(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name="long", network="lenet", config={},
                      device_request={"kind": "cpu"})  # fmt: skip
     log_in(page, live_server_url, owner.username)

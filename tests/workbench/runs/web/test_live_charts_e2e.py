@@ -9,6 +9,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.workbench.runs.web.test_e2e_live import metrics, off_the_loop
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.services import run_create
@@ -34,7 +35,7 @@ def system(**position) -> dict:
 
 
 def stored_run(owner, events: list[dict]):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
     # A run with a GPU (its samples are a simulated GPU's): a run on the CPU has no GPU chart.
     run = run_create(owner=owner, dataset=dataset, name="short", network="lenet", config={"batch_size": 16},
                      device_request={"kind": "count", "count": 1})  # fmt: skip

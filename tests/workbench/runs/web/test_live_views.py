@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs import series
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
@@ -16,7 +17,7 @@ from workbench.runs.services import run_create
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # unschedulable
+    return make_dataset_row(owner, status=Dataset.Status.BUILDING)  # unschedulable
 
 
 def make_run(owner, dataset, *, name="r", batch_size=32, lr=0.1) -> Run:
@@ -135,7 +136,7 @@ def test_it_downloads_every_point_as_json(owner_client, owner, dataset):
 
 def test_it_lists_only_the_users_runs_on_the_compare_page(owner_client, owner, other_user, dataset):
     mine = make_run(owner, dataset, name="mine")
-    Dataset.objects.create(owner=other_user, name="theirs", status=Dataset.Status.READY)
+    make_dataset_row(other_user, name="theirs")
     theirs = make_run(other_user, Dataset.objects.get(name="theirs"), name="theirs")
     html = owner_client.get("/runs/compare/").content.decode()
     assert f"mine (#{mine.pk}: lenet, batch 32, lr 0.1)" in html and "theirs" not in html

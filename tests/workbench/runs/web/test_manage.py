@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def dataset(owner):
-    return Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.READY)
+    return make_dataset_row(owner)
 
 
 def make(owner, dataset, name, *, state=Run.State.QUEUED, sweep="") -> Run:

@@ -7,6 +7,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_dataset_folder
 from tests.support.waiting import wait_until
 
@@ -14,8 +15,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 
 
 def make_digits(owner, *, side: int) -> Dataset:
-    dataset = Dataset.objects.create(
-        owner=owner, name="digits", status=Dataset.Status.READY, image_width=side, image_height=side, channels=1,
+    dataset = make_dataset_row(
+        owner, name="digits", image_width=side, image_height=side, channels=1,
         labels=["0", "1", "2"], splits={"train": {"count": 240}, "val": {"count": 60}},
     )  # fmt: skip
     make_dataset_folder(dataset.path)

@@ -7,6 +7,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from workbench.runs.services import run_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -27,7 +28,7 @@ def assert_one_line(locator, expected_text: str) -> None:
 
 
 def test_it_keeps_long_run_names_on_one_line_with_the_whole_name_in_the_title(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.BUILDING)  # unschedulable
+    dataset = make_dataset_row(owner, name="digits", status=Dataset.Status.BUILDING)  # unschedulable
     run = run_create(owner=owner, dataset=dataset, name=LONG, network="lenet", config={},
                      device_request={"kind": "cpu"})  # fmt: skip
     log_in(page, live_server_url, owner.username)
@@ -42,7 +43,7 @@ def test_it_keeps_long_run_names_on_one_line_with_the_whole_name_in_the_title(li
 
 
 def test_it_says_what_the_loss_and_accuracy_columns_are(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="digits", status=Dataset.Status.BUILDING)
+    dataset = make_dataset_row(owner, name="digits", status=Dataset.Status.BUILDING)
     run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     log_in(page, live_server_url, owner.username)
     page.goto(f"{live_server_url}/runs/")

@@ -9,6 +9,7 @@ import pytest
 
 from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_dataset_folder
 from tests.workbench.runs.conftest import parked_host
 from tests.workbench.runs.web.test_e2e_live import off_the_loop
@@ -20,8 +21,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 
 
 def test_it_drops_the_queued_message_and_shows_every_epoch_when_done(live_server_url, page, owner):
-    dataset = Dataset.objects.create(
-        owner=owner, name="digits", status=Dataset.Status.READY, image_width=8, image_height=8, channels=1,
+    dataset = make_dataset_row(
+        owner, name="digits", image_width=8, image_height=8, channels=1,
         labels=["0", "1", "2"], splits={"train": {"count": 240}, "val": {"count": 60}},
     )  # fmt: skip
     make_dataset_folder(dataset.path)
@@ -57,7 +58,7 @@ def test_it_keeps_an_early_stopped_runs_stop_progress_and_best_once_its_history_
 ):
     # The page's script replays the events (a progress of 26.7 %, validations up to 96.40 %) and
     # reads the run (done: progress 1.0); it must still say what the server drew.
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never started
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # never started
     run = early_stopped(make_run(owner, dataset))
     log_in(page, live_server_url, owner.username)
     page.goto(f"{live_server_url}/runs/{run.pk}/")
@@ -68,7 +69,7 @@ def test_it_keeps_an_early_stopped_runs_stop_progress_and_best_once_its_history_
 
 
 def test_it_takes_delete_away_when_a_run_loaded_while_queued_starts_and_back_when_it_ends(live_server_url, page, owner):
-    dataset = Dataset.objects.create(owner=owner, name="bars", status=Dataset.Status.BUILDING)  # never scheduled
+    dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)  # never scheduled
     run = make_run(owner, dataset)
     log_in(page, live_server_url, owner.username)
     page.goto(f"{live_server_url}/runs/{run.pk}/")

@@ -11,6 +11,7 @@ import torch
 from django.urls import reverse
 
 from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from trainer.checkpoint import CheckpointStore
 from trainer.config import SolverConfig
 from trainer.networks import InputSpec, build_model
@@ -366,8 +367,8 @@ def test_it_splits_the_network_over_groups_of_gpus(owner_client, dataset):
 
 
 def test_it_offers_only_ready_datasets_of_the_user(owner_client, owner, other_user):
-    Dataset.objects.create(owner=owner, name="building", status=Dataset.Status.BUILDING)
-    Dataset.objects.create(owner=other_user, name="bobs", status=Dataset.Status.READY)
+    make_dataset_row(owner, name="building", status=Dataset.Status.BUILDING)
+    make_dataset_row(other_user, name="bobs")
     response = owner_client.get(reverse("run-new"))
     assert "There is no ready dataset yet" in response.content.decode()
     assert json.loads(json.dumps(response.context["datasets"])) == {}

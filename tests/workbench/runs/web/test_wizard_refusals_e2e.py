@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from datasets.models import Dataset
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.support.trainer_data import make_dataset_folder
 from workbench.runs.models import Run
 from workbench.workers.simulation import simulate_hosts
@@ -18,10 +18,9 @@ REFUSAL = "63 is not divisible by the 2 processes"
 
 @pytest.fixture
 def digits(owner):
-    dataset = Dataset.objects.create(
-        owner=owner,
+    dataset = make_dataset_row(
+        owner,
         name="digits",
-        status=Dataset.Status.READY,
         image_width=8,
         image_height=8,
         channels=1,

@@ -9,7 +9,7 @@ import io
 from django.core.management import call_command
 from django.urls import reverse
 
-from datasets.models import Dataset
+from tests.support.factories import make_dataset_row
 from workbench.runs.models import Run
 from workbench.runs.web import wizard_views
 
@@ -82,7 +82,7 @@ def test_it_previews_eight_augmented_copies_of_a_training_image(owner, owner_cli
     assert len(set(body["images"])) > 1
     refused = owner_client.post(url, {**fields, "color_jitter": "0.4"})
     assert refused.status_code == 400 and "grey" in refused.json()["errors"]["color_jitter"]
-    boxes = Dataset.objects.create(owner=owner, name="boxes", status=Dataset.Status.READY, task="detection",
+    boxes = make_dataset_row(owner, name="boxes", task="detection",
                                    labels=["square"], image_width=64, image_height=64, channels=3)  # fmt: skip
     refused = owner_client.post(url, {"dataset": boxes.pk, "crop_size": "32"})
     assert refused.status_code == 400
