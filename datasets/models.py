@@ -8,15 +8,10 @@ from django.utils import timezone
 
 from trainer.protocol import TASKS
 from workbench.core.groups import dataset_group_name
+from workbench.core.ownership import OwnedModel
 
 
-class DatasetQuerySet(models.QuerySet):
-    def visible_to(self, user) -> models.QuerySet:
-        """Who may see a dataset: its owner, and staff (selectors.py reads through this)."""
-        return self if user.is_staff else self.filter(owner=user)
-
-
-class Dataset(models.Model):
+class Dataset(OwnedModel):
     """An image dataset: imported from a source and built into per-split LMDBs."""
 
     class Status(models.TextChoices):
@@ -91,17 +86,11 @@ class Dataset(models.Model):
     build_boot_id = models.UUIDField(null=True, blank=True)
     build_attempts = models.PositiveSmallIntegerField(default=0)
 
-    objects = DatasetQuerySet.as_manager()
-
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return self.name
-
-    def is_visible_to(self, user) -> bool:
-        """The rule of DatasetQuerySet.visible_to, for one row already loaded."""
-        return user.is_staff or self.owner_id == user.pk
 
     @property
     def progress_percent(self) -> float:

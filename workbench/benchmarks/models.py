@@ -10,18 +10,13 @@ from django.db import models
 from django.utils import timezone
 
 from workbench.core.groups import benchmark_group_name
+from workbench.core.ownership import OwnedModel
 
 # The time a benchmark may hold its GPUs unless it asks for another (validators.py bounds it).
 DEFAULT_TIME_BUDGET_MINUTES = 60
 
 
-class BenchmarkQuerySet(models.QuerySet):
-    def visible_to(self, user) -> models.QuerySet:
-        """Who may see a benchmark: its owner, and staff (selectors.py reads through this)."""
-        return self if user.is_staff else self.filter(owner=user)
-
-
-class Benchmark(models.Model):
+class Benchmark(OwnedModel):
     class State(models.TextChoices):
         QUEUED = "queued"
         WAITING = "waiting"  # for its GPUs; `wait_reason` says why
@@ -55,16 +50,11 @@ class Benchmark(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    objects = BenchmarkQuerySet.as_manager()
-
     class Meta:
         ordering = ["-queued_at", "-pk"]
 
     def __str__(self) -> str:
         return f"benchmark #{self.pk} {self.name}"
-
-    def is_visible_to(self, user) -> bool:
-        return user.is_staff or self.owner_id == user.pk
 
     @property
     def is_active(self) -> bool:
@@ -99,8 +89,10 @@ class Benchmark(models.Model):
         return Path(settings.DATA_DIR) / "benchmarks" / str(self.pk)
 
 
-class BenchmarkCell(models.Model):
+class BenchmarkCell(OwnedModel):
     """One measured cell, as the trainer's `cell` event reported it (`data`)."""
+
+    owner_field = "benchmark__owner"
 
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="cells")
     seq = models.PositiveIntegerField()

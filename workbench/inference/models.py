@@ -6,14 +6,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-
-class InferenceJobQuerySet(models.QuerySet):
-    def visible_to(self, user) -> models.QuerySet:
-        """Who may see an inference job: its owner, and staff (selectors.py reads through this)."""
-        return self if user.is_staff else self.filter(owner=user)
+from workbench.core.ownership import OwnedModel
 
 
-class InferenceJob(models.Model):
+class InferenceJob(OwnedModel):
     """A background job on a trained run: classify, detect or segment many images, or test on
     labelled images (the run's task decides what a test measures).
 
@@ -63,17 +59,11 @@ class InferenceJob(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    objects = InferenceJobQuerySet.as_manager()
-
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk} on {self.run_id}"
-
-    def is_visible_to(self, user) -> bool:
-        """The rule of InferenceJobQuerySet.visible_to, for one row already loaded."""
-        return user.is_staff or self.owner_id == user.pk
 
     @property
     def folder(self) -> Path:

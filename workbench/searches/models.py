@@ -13,16 +13,11 @@ from django.db import models
 from django.utils import timezone
 
 from workbench.core.groups import search_group_name
+from workbench.core.ownership import OwnedModel
 from workbench.runs.models import Run
 
 
-class SearchQuerySet(models.QuerySet):
-    def visible_to(self, user) -> models.QuerySet:
-        """Who may see a search: its owner, and staff (selectors.py reads through this)."""
-        return self if user.is_staff else self.filter(owner=user)
-
-
-class Search(models.Model):
+class Search(OwnedModel):
     class State(models.TextChoices):
         RUNNING = "running"  # asks for trials and runs them, up to `parallel` at once
         PAUSED = "paused"  # its trials are paused; no new trial starts
@@ -89,16 +84,11 @@ class Search(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    objects = SearchQuerySet.as_manager()
-
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return self.name
-
-    def is_visible_to(self, user) -> bool:
-        return user.is_staff or self.owner_id == user.pk
 
     @property
     def is_finished(self) -> bool:
@@ -109,8 +99,10 @@ class Search(models.Model):
         return search_group_name(self.pk)
 
 
-class Trial(models.Model):
+class Trial(OwnedModel):
     """One trial of a search: the run that trains it, the parameters Optuna chose, and where it got."""
+
+    owner_field = "search__owner"
 
     class State(models.TextChoices):
         RUNNING = "running"  # its run is queued, running or paused
