@@ -1,4 +1,4 @@
-"""Reads of datasets, with the one rule of who may see one: its owner, and staff.
+"""Reads of datasets, through the one rule of who may see a row (workbench/core/ownership.py).
 
 Every page, API call, websocket and form that shows or takes a dataset goes through here, so a
 dataset someone may not see answers exactly like one that does not exist (404).

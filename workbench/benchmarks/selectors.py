@@ -1,5 +1,6 @@
-"""Reads of benchmarks for a user (the same 404 for missing and not yours), and the one shape a
-benchmark takes in the API, the page and the socket: its state and its cells, derived."""
+"""Reads of benchmarks for a user, through the one rule of who may see a row (workbench/core/
+ownership.py: the same 404 for missing and not yours), and the one shape a benchmark takes in the
+API, the page and the socket: its state and its cells, derived."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reads of inference jobs, with the one rule of who may see one: its owner, and staff."""
+"""Reads of inference jobs, through the one rule of who may see a row (workbench/core/ownership.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reads of runs, with the one rule of who may see one: its owner, and staff.
+"""Reads of runs, through the one rule of who may see a row (workbench/core/ownership.py).
 
 Every page, API call, websocket and form that shows or takes a run goes through here, so a run
 someone may not see answers exactly like one that does not exist (404).

@@ -1,5 +1,5 @@
-"""Reads of searches, with the one rule of who may see one (its owner, and staff), and what a
-search page and its API show: the trials, the best so far, the budget in words."""
+"""Reads of searches, through the one rule of who may see a row (workbench/core/ownership.py), and
+what a search page and its API show: the trials, the best so far, the budget in words."""
 
 from __future__ import annotations
 

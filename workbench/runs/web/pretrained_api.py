@@ -19,7 +19,7 @@ from workbench.runs.web.serializers import PretrainedUploadSerializer, Pretraine
 
 def _weights_for(user):
     """One's own uploads only: staff may use anyone's by id, but the list stays one's own."""
-    return PretrainedWeights.objects.filter(owner=user, source_run__isnull=True)
+    return PretrainedWeights.objects.owned_by(user).filter(source_run__isnull=True)
 
 
 @api_view(["GET", "POST"])
