@@ -8,17 +8,12 @@ from django.utils import timezone
 
 from trainer import protocol
 from workbench.core.groups import run_group_name
+from workbench.core.ownership import OwnedModel
 from workbench.runs.devices import DeviceRequest
 from workbench.slurm.commands import ACTIVE_STATES as SLURM_ACTIVE_STATES
 
 
-class RunQuerySet(models.QuerySet):
-    def visible_to(self, user) -> models.QuerySet:
-        """Who may see a run: its owner, and staff (selectors.py reads through this)."""
-        return self if user.is_staff else self.filter(owner=user)
-
-
-class Run(models.Model):
+class Run(OwnedModel):
     """A training run: a dataset, a network, a solver and the devices it trains on."""
 
     class State(models.TextChoices):
@@ -102,18 +97,12 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = RunQuerySet.as_manager()
-
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["state", "priority", "queued_at"])]
 
     def __str__(self) -> str:
         return self.name
-
-    def is_visible_to(self, user) -> bool:
-        """The rule of RunQuerySet.visible_to, for one row already loaded."""
-        return user.is_staff or self.owner_id == user.pk
 
     @property
     def group_name(self) -> str:
@@ -175,13 +164,7 @@ def wait_text_for(text: str, *, holder: Run | None, viewer) -> str:
     return text.replace(HOLDER_WORDS, "another user's run")
 
 
-class PretrainedWeightsQuerySet(models.QuerySet):
-    def visible_to(self, user) -> models.QuerySet:
-        """Who may use an upload: its owner, and staff."""
-        return self if user.is_staff else self.filter(owner=user)
-
-
-class PretrainedWeights(models.Model):
+class PretrainedWeights(OwnedModel):
     """A state_dict file a run may start from: uploaded by `owner`, or the weights of a run's
     checkpoint copied out when a run was queued from it (`source_run`). The file lives under
     DATA_DIR/pretrained/ and was checked once, on arrival, to hold a state_dict."""
@@ -195,8 +178,6 @@ class PretrainedWeights(models.Model):
     source_checkpoint = models.CharField(max_length=8, blank=True)  # "best" | "last" for a run's weights
     source_epoch = models.FloatField(null=True, blank=True)  # the copied checkpoint's epoch
     created = models.DateTimeField(default=timezone.now)
-
-    objects = PretrainedWeightsQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]
@@ -216,8 +197,10 @@ class PretrainedWeights(models.Model):
         return f"upload:{self.pk}"
 
 
-class RunTransition(models.Model):
+class RunTransition(OwnedModel):
     """One state change of a run, with its time and reason: the run's timeline."""
+
+    owner_field = "run__owner"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transitions")
     from_state = models.CharField(max_length=16, blank=True)
@@ -232,12 +215,14 @@ class RunTransition(models.Model):
         return f"{self.from_state or 'new'} -> {self.to_state}"
 
 
-class RunEvent(models.Model):
+class RunEvent(OwnedModel):
     """An event from the trainer (metrics, validation, status, progress, log, system).
 
     `seq` numbers a run's events 1, 2, 3... without gaps: clients that reconnect ask for everything
     after the last one they hold. Stored in batches by the task that watches the trainer.
     """
+
+    owner_field = "run__owner"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveBigIntegerField()
