@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 
 from datasets.archives import archive_kind
 from datasets.building import archive_caps, datasets_root
-from datasets.label_runner import label_preview_bounded
+from datasets.label_runner import CheckTookTooLong, label_preview_bounded
 from datasets.labels import FORMATS
 from datasets.models import Dataset
 from datasets.services import OPTION_FIELDS
@@ -183,7 +183,7 @@ class DatasetForm(forms.Form):
         if errors or cleaned["task"] == CLASSIFICATION or cleaned["kind"] != "folder":
             return
         try:
-            cleaned["label_check"] = validate_label_source(
+            check = validate_label_source(
                 task=cleaned["task"],
                 fmt=cleaned["format"],
                 path=path,
@@ -192,8 +192,11 @@ class DatasetForm(forms.Form):
             )
         except ValidationError as exc:
             self.add_error("format", exc)
-        else:
-            cleaned["format"] = cleaned["label_check"]["format"]
+            return
+        if isinstance(check, CheckTookTooLong):  # not refused: the build checks every file
+            cleaned["label_check_unfinished"] = check
+            return
+        cleaned["label_check"], cleaned["format"] = check, check["format"]
 
     def _check_archive(self, path: Path, cleaned) -> None:
         if not path.is_file() or archive_kind(path) is None:
@@ -265,10 +268,12 @@ class DatasetForm(forms.Form):
         """The label check of a valid detection or segmentation source (None for a classifier):
         a folder's was made by clean(); an archive is extracted (within the caps) and read now, in the
         bounded child of datasets.label_runner.
-        Raises LabelError or ArchiveError naming the file."""
+        Raises LabelError or ArchiveError naming the file (CheckTookTooLong: the check ran out of time)."""
         c = self.cleaned_data
         if c["task"] == CLASSIFICATION:
             return None
+        if c.get("label_check_unfinished"):  # said once, not read again
+            raise c["label_check_unfinished"]
         if c.get("label_check") is None:
             c["label_check"] = label_preview_bounded(
                 kind=c["kind"],

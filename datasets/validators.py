@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
-from datasets.label_runner import label_preview_bounded
+from datasets.label_runner import CheckTookTooLong, label_preview_bounded
 from datasets.labels import FORMAT_TASK, detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
@@ -176,10 +176,13 @@ def validate_min_box_size(value) -> float:
         raise ValidationError(f"{error} (pixels)") from None
 
 
-def validate_label_source(*, task: str, fmt: str, path: Path, class_map: dict | None, min_box_size: float) -> dict:
+def validate_label_source(
+    *, task: str, fmt: str, path: Path, class_map: dict | None, min_box_size: float
+) -> dict | CheckTookTooLong:
     """The label check of a folder (datasets.labels.plan.label_check, in the bounded child of
-    datasets.label_runner); refused when it cannot be
-    read as the format, holds no usable image, or the class table names a class it lacks."""
+    datasets.label_runner); refused when it cannot be read as the format, holds no usable image, or
+    the class table names a class it lacks. A check that ran out of its (interactive) time is no
+    refusal: it is given back, to be said, and the build reads every file under its own limits."""
     try:
         check = label_preview_bounded(
             kind="folder",
@@ -191,6 +194,8 @@ def validate_label_source(*, task: str, fmt: str, path: Path, class_map: dict | 
             caps=None,
             scratch=None,
         )
+    except CheckTookTooLong as unfinished:
+        return unfinished
     except LabelError as error:
         raise ValidationError(str(error)) from None
     if not check["images"]:

@@ -245,6 +245,9 @@ MAX_IMAGE_PIXELS = env_int("WORKBENCH_MAX_IMAGE_PIXELS", 89_478_485, minimum=1)
 # its CPU seconds. A COCO file of a large public set needs about 2 GiB; a check past them is refused.
 LABEL_READER_MEMORY_MB = env_int("WORKBENCH_LABEL_READER_MEMORY_MB", 3072, minimum=512)
 LABEL_READER_CPU_SECONDS = env_int("WORKBENCH_LABEL_READER_CPU_SECONDS", 300, minimum=5)
+# The interactive label check (the wizard's and the API's) answers a person waiting, so it gets less
+# CPU time than a build's reading above; past it the check says so and the build still reads every file.
+LABEL_CHECK_CPU_SECONDS = env_int("WORKBENCH_LABEL_CHECK_CPU_SECONDS", 60, minimum=5)
 # The pixel count bounds neither memory nor work (a 155 KB PNG of 1 x 80,000,000 pixels passes it):
 # every user image is also refused, from its header, when its longest side or its sides' ratio is
 # over these (datasets/images.py, check_image_size). Decode and resize then stay under ~1 GB.

@@ -3,13 +3,20 @@ hostile source costs the child, which the kernel stops at its limits, and the an
 
 from __future__ import annotations
 
+import io
 import threading
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
+from django.core.management import CommandError, call_command
 from PIL import Image
+
+from datasets import label_runner
+from datasets.labels.limits import FILE_LIMITS
+from datasets.models import Dataset
+from tests.support import shapes as drawn
 
 # What the web process may grow by while it checks a hostile source (the files below cost it
 # 600 MB to 1 GB when it parsed them itself).
@@ -77,9 +84,70 @@ def test_it_checks_a_mask_of_16_million_colours_outside_the_web_process(owner_cl
     write_png(source / "masks" / "a.png", mask)
     del colours, mask
     write_png(source / "images" / "a.png", np.zeros((side, side), dtype=np.uint8))
+    write_png(source / "masks" / "b.png", np.zeros((8, 8, 3), dtype=np.uint8))  # one usable image beside it
+    write_png(source / "images" / "b.png", np.zeros((8, 8), dtype=np.uint8))
     (source / "labelmap.txt").write_text("background:0,0,0::\nthing:255,0,0::\n")
     with PeakRss() as rss:
         response = check(owner_client, source, task="segmentation", format="rgb_masks")
     assert response.status_code == 200, response.json()
-    assert [p["file"] for p in response.json()["report"]["problems"]] == ["masks/a.png"]
+    problems = [(p["file"], p["kind"]) for p in response.json()["report"]["problems"]]
+    assert problems == [("masks/a.png", "bad_mask")]  # its colours are counted, and refused past 1024
     assert rss.growth < WEB_GROWTH_BYTES, f"the web process grew by {rss.growth >> 20} MiB"
+
+
+def _import(source: Path) -> tuple[Dataset, str]:
+    """The CLI's import of `source`, built in this process (so these settings hold): the dataset and
+    the command's error ("" when it was built)."""
+    out = io.StringIO()
+    try:
+        call_command(
+            "import_dataset", str(source), "--image-size", "24x18", "--owner", "alice", "--sync",
+            stdout=out, stderr=io.StringIO(),
+        )  # fmt: skip
+        error = ""
+    except CommandError as failed:
+        error = str(failed)
+    return Dataset.objects.get(pk=int(out.getvalue().splitlines()[0])), error
+
+
+def _nothing_written(dataset: Dataset) -> bool:
+    return not Path(dataset.path).exists() or not any(Path(dataset.path).iterdir())
+
+
+def _slow_yolo(root: Path) -> Path:
+    """A YOLO source whose label files, each under its byte limit, take seconds of CPU to read."""
+    shapes = drawn.make_shapes(12)
+    drawn.write_yolo(root, shapes)
+    line = b"0 0.5 0.5 0.2 0.2\n"
+    for shape in shapes:
+        (root / "labels" / f"{shape.name}.txt").write_bytes(line * (FILE_LIMITS["yolo_txt"].max_bytes // len(line)))
+    return root
+
+
+@pytest.mark.django_db
+def test_it_gives_the_check_less_cpu_time_than_a_build_and_says_the_build_still_checks(
+    owner_client, import_root, settings
+):
+    settings.LABEL_CHECK_CPU_SECONDS = 1
+    settings.LABEL_READER_CPU_SECONDS = 1  # the build's own limit, met too: refused cleanly below
+    source = _slow_yolo(import_root / "slow")
+    response = check(owner_client, source, task="detection")
+    assert response.status_code == 400, response.json()
+    message = response.json()["errors"]["format"][0]
+    assert "took more than the 1 s of CPU time a label check may take" in message
+    assert message.endswith("the build will still check every file")
+    # The check running out of time refuses nothing: the dataset is made, and its build reads every
+    # file under the build's limit, which names itself when it is passed; nothing is left behind.
+    dataset, error = _import(source)
+    assert dataset.status == Dataset.Status.FAILED, dataset.status
+    assert "took more than the 1 s of CPU time a build may take" in dataset.error, dataset.error
+    assert dataset.error in error and _nothing_written(dataset)
+
+
+@pytest.mark.django_db
+def test_it_caps_what_a_builds_label_reading_sends_back_as_the_checks_is(owner, import_root, monkeypatch):
+    monkeypatch.setattr(label_runner, "MAX_PLAN_ANSWER_BYTES", 100)
+    dataset, error = _import(drawn.write_kitti(import_root / "kitti", drawn.make_shapes(2)))
+    assert dataset.status == Dataset.Status.FAILED, dataset.status
+    assert "the labels read for a build are over 100 bytes" in dataset.error, dataset.error
+    assert _nothing_written(dataset)
