@@ -16,7 +16,8 @@ from workbench.benchmarks.selectors import (
     largest_batch_answer,
     summary,
 )
-from workbench.runs.validators import RequestError, drf_error
+from workbench.core.adapters import drf_error
+from workbench.core.errors import RequestError
 
 
 @extend_schema(methods=["GET"], summary="Benchmarks you may see (at most 200), newest first")

@@ -21,7 +21,8 @@ from workbench.benchmarks.selectors import (
     cells_of,
     comparable_with,
 )
-from workbench.runs.validators import RequestError, add_form_errors
+from workbench.core.adapters import add_form_errors
+from workbench.core.errors import RequestError
 
 
 @login_required

@@ -1,5 +1,5 @@
 """The one error for bad input, shared by every app and adapted once each for forms, the API
-and the commands (workbench/runs/validators.py: add_form_errors, drf_error, command_error)."""
+and the commands (workbench/core/adapters.py: add_form_errors, drf_error, command_error)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,8 @@ class RequestError(ValueError):
         for field, message in self.errors:
             top, _, rest = (field or "").partition(".")
             yield top or None, f"{rest}: {message}" if rest else message
+
+
+class NotAllowed(RequestError):
+    """A field this requester may not set: the API answers 403, the form and the CLI name the
+    field as for any refusal."""

@@ -17,13 +17,13 @@ from rest_framework.views import APIView
 
 from datasets.images import ImageRefused
 from workbench.core import openapi
+from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
 from workbench.core.parsers import JSONObjectParser
 from workbench.inference import activations, engine, exports, renderers, services, validators
 from workbench.inference.models import InferenceJob
 from workbench.inference.selectors import job_for, jobs_visible_to
 from workbench.runs.selectors import run_for
-from workbench.runs.validators import drf_error
 
 # One image is decoded in the request; anything bigger belongs in a classify-many job.
 MAX_IMAGE_BYTES = 64 * 1024 * 1024

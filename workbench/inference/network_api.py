@@ -10,9 +10,10 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from datasets.models import Dataset
+from workbench.core.adapters import drf_error
+from workbench.core.errors import RequestError
 from workbench.inference import networks
 from workbench.runs.selectors import run_for
-from workbench.runs.validators import RequestError, drf_error
 
 _PARAMETERS = [
     OpenApiParameter("network", str, description="a network name, as the run form offers them"),

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from trainer.protocol import CLASSIFICATION
+from workbench.core.adapters import add_form_errors
 from workbench.inference import networks, services
 from workbench.inference.api import csv_response
 from workbench.inference.exports import EXPORT_FORMATS
@@ -17,7 +18,6 @@ from workbench.inference.models import InferenceJob
 from workbench.inference.selectors import jobs_visible_to
 from workbench.runs.models import Run
 from workbench.runs.selectors import run_for
-from workbench.runs.validators import add_form_errors
 
 # The page each kind of job is started from (a deleted job's page sends its user back there).
 JOB_PAGES = {InferenceJob.Kind.CLASSIFY: "inference-classify", InferenceJob.Kind.DETECT: "inference-detect",

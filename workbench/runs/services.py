@@ -17,19 +17,14 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from trainer import protocol
+from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.executors import check_executor, executor_for, executor_named
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.network_fit import check_network_fits, sweep_fits
 from workbench.runs.tasks import schedule_runs
-from workbench.runs.validators import (
-    SWEEP_FIELDS,
-    RequestError,
-    parse_device_request,
-    sweep_validate,
-    validate_trainer_config,
-)
+from workbench.runs.validators import SWEEP_FIELDS, parse_device_request, sweep_validate, validate_trainer_config
 from workbench.workers.inventory import gpus_online
 
 log = logging.getLogger(__name__)

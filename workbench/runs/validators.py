@@ -1,6 +1,6 @@
 """Checks on what users ask for: device requests and trainer configs. Every refusal is a
 RequestError of (field, message) pairs; the three ways out (form errors, DRF 400 bodies,
-management-command errors) are the small adapters at the end of this module."""
+management-command errors) are the adapters of workbench/core/adapters.py."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from django import forms
-from django.core.management.base import CommandError
-from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 
 from trainer.config import (
     LAUNCH_FIELDS,
@@ -25,7 +22,7 @@ from trainer.config import (
     shown,
 )
 from trainer.protocol import layout_refusal
-from workbench.core.errors import RequestError
+from workbench.core.errors import NotAllowed, RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import PretrainedWeights
 from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
@@ -224,11 +221,6 @@ def stored_preprocessing(reference: Any) -> dict:
 MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)
 
 
-class NotAllowed(RequestError):
-    """A field this requester may not set: the API answers 403, the form and the CLI name the
-    field as for any refusal."""
-
-
 def check_priority(value: Any, *, by_staff: bool) -> int:
     """The one rule for a run's priority (the form, the API's create and change, the CLI): a
     whole number from -MAX_PRIORITY to MAX_PRIORITY, other than 0 only when staff set it. The
@@ -406,31 +398,3 @@ def number_list(raw: str, *, path: str, label: str, most: int = MAX_SWEEP_RUNS) 
     if not values:
         raise forms.ValidationError("Enter a value (several separated by commas make a sweep).")
     return values
-
-
-# ----------------------------------------------------------------------------- the adapters
-
-
-def add_form_errors(form: forms.Form, error: RequestError, *, field_of: Mapping[str, str] | None = None) -> None:
-    """Each pair as an error of the form's field: `field_of` maps request paths (without the
-    leading "config.") to form fields; a path the form has no field for is an error of the form."""
-    for field, message in error.errors:
-        path = (field or "").removeprefix("config.")
-        name = (field_of or {}).get(path, path)
-        form.add_error(name if name in form.fields else None, message)
-
-
-def drf_error(error: RequestError) -> APIException:
-    """A 400 body {field: [message, ...]} keyed by the top-level fields the client sent; an error
-    of the whole request goes under "detail". A field the client may not set is a 403."""
-    if isinstance(error, NotAllowed):
-        return PermissionDenied(error.message)
-    body: dict[str, list[str]] = {}
-    for field, message in error.by_request_field():
-        body.setdefault(field or "detail", []).append(message)
-    return ValidationError(body)
-
-
-def command_error(error: RequestError) -> CommandError:
-    """`manage.py` commands print "field: message", the same words as the API."""
-    return CommandError(str(error))

@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from datasets.selectors import datasets_visible_to
 from trainer.config import shown
 from workbench.core import openapi
-from workbench.runs.validators import RequestError, drf_error
+from workbench.core.adapters import drf_error
+from workbench.core.errors import RequestError
 from workbench.runs.web.serializers import RunDetailSerializer
 from workbench.searches import services
 from workbench.searches.selectors import search_for, searches_visible_to

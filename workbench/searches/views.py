@@ -10,8 +10,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
-from workbench.runs.validators import add_form_errors, sweep_config
+from workbench.runs.validators import sweep_config
 from workbench.runs.web.forms import FIELD_OF, RunForm
 from workbench.runs.web.wizard_views import render_new_run, submitted_weights
 from workbench.searches.forms import SearchForm

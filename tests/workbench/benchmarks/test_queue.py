@@ -11,10 +11,10 @@ from datasets.models import Dataset
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.runner import trainer_config
 from workbench.benchmarks.services import benchmark_cancel, benchmark_submit
+from workbench.core.errors import RequestError
 from workbench.runs.models import Run
 from workbench.runs.scheduler import Inventory, find_placement, schedule
 from workbench.runs.scheduler.run_jobs import run_job
-from workbench.runs.validators import RequestError
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
 

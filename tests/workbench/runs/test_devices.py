@@ -2,8 +2,9 @@
 
 import pytest
 
+from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.validators import RequestError, parse_device_request
+from workbench.runs.validators import parse_device_request
 
 STORED = [
     ({"kind": "cpu"}, DeviceRequest.cpu(), 1, "the CPU"),

@@ -1,20 +1,15 @@
 """Refusals cross layers as (field, message) pairs: from the trainer's ConfigError through the one
-validator module to a form, a DRF 400 body and a management command, with nothing parsed back."""
+validator module into a RequestError, with nothing parsed back (its ways out to a form, a DRF body
+and a command: tests/workbench/core/test_adapters.py)."""
 
 import pickle
 
 import pytest
-from django import forms
 
 from trainer.config import ConfigError, config_from_dict
+from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.validators import (
-    RequestError,
-    add_form_errors,
-    command_error,
-    drf_error,
-    validate_trainer_config,
-)
+from workbench.runs.validators import validate_trainer_config
 
 CPU = DeviceRequest.cpu()
 
@@ -33,31 +28,3 @@ def test_it_carries_the_field_over_to_a_request_error():
         validate_trainer_config({"solver": {"lr_policy": "zigzag"}}, network="lenet", request=CPU)
     assert caught.value.field == "config.solver.lr_policy"
     assert caught.value.message.startswith("'zigzag' is not one of fixed, step")
-
-
-class Form(forms.Form):
-    base_lr = forms.FloatField(required=False)
-    device_mode = forms.CharField(required=False)
-
-
-def test_it_turns_each_pair_into_a_form_error_a_400_body_and_a_command_error():
-    error = RequestError(
-        "config.solver.base_lr", "-1 must be a positive number", ("gpus", "'x' is not one of"), (None, "try again")
-    )
-    form = Form(data={})
-    form.is_valid()
-    add_form_errors(form, error, field_of={"solver.base_lr": "base_lr", "gpus": "device_mode"})
-    assert form.errors == {
-        "base_lr": ["-1 must be a positive number"],
-        "device_mode": ["'x' is not one of"],
-        "__all__": ["try again"],
-    }
-    assert drf_error(error).detail == {
-        "config": ["solver.base_lr: -1 must be a positive number"],
-        "gpus": ["'x' is not one of"],
-        "detail": ["try again"],
-    }
-    assert (
-        str(command_error(error))
-        == "config: solver.base_lr: -1 must be a positive number; gpus: 'x' is not one of; try again"
-    )

@@ -8,11 +8,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.workbench.runs.conftest import TINY_CONFIG
+from workbench.core.errors import RequestError
 from workbench.runs import slurm_status
 from workbench.runs.executors.slurm import jobs as slurm_jobs
 from workbench.runs.models import Run
 from workbench.runs.services import run_submit
-from workbench.runs.validators import RequestError
 
 
 @pytest.fixture

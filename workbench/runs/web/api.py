@@ -13,12 +13,13 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.config import shown
 from workbench.core import openapi
+from workbench.core.adapters import drf_error
+from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
-from workbench.runs.validators import RequestError, drf_error
 from workbench.runs.web.serializers import (
     PrioritySerializer,
     RunCreateSerializer,

@@ -21,20 +21,14 @@ from trainer.config import (
 )
 from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
 from trainer.zoo import TIMM_PREFIX, ZOO
+from workbench.core.adapters import add_form_errors
+from workbench.core.errors import RequestError
 from workbench.runs.executors import executor_named
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
 from workbench.runs.services import resolve_placement
 from workbench.runs.templatetags.numbers import METRIC_NAMES
-from workbench.runs.validators import (
-    RequestError,
-    WholeTextField,
-    add_form_errors,
-    check_priority,
-    number_list,
-    sweep_validate,
-    trainer_number,
-)
+from workbench.runs.validators import WholeTextField, check_priority, number_list, sweep_validate, trainer_number
 from workbench.runs.web.forms_recipe import RECIPE_PATH, RecipeForm
 from workbench.runs.web.forms_start import StartFromForm
 from workbench.workers.models import Device

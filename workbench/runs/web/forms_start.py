@@ -7,9 +7,11 @@ from __future__ import annotations
 from django import forms
 
 from trainer.config import plain_number
+from workbench.core.adapters import add_form_errors
+from workbench.core.errors import RequestError
 from workbench.runs.models import Run
 from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_epoch, checkpoint_of
-from workbench.runs.validators import RequestError, add_form_errors, check_pretrained, trainer_number
+from workbench.runs.validators import check_pretrained, trainer_number
 from workbench.weights.selectors import weights_for_networks
 
 START_CHOICES = [

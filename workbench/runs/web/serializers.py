@@ -4,11 +4,12 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
 from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number
+from workbench.core.errors import NotAllowed, RequestError
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.pretrained import config_for_display
 from workbench.runs.selectors import run_best
-from workbench.runs.validators import MAX_NODES, MAX_PRIORITY, NotAllowed, RequestError, check_priority
+from workbench.runs.validators import MAX_NODES, MAX_PRIORITY, check_priority
 from workbench.workers.models import Device
 
 

@@ -3,11 +3,12 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from workbench.core.errors import RequestError
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
 from workbench.runs.services import queue_scheduling
-from workbench.runs.validators import RequestError, check_priority
+from workbench.runs.validators import check_priority
 from workbench.runs.web.manage_views import run_summary
 
 FILTERS = ("state", "network", "dataset")

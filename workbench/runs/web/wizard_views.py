@@ -21,6 +21,8 @@ from datasets.models import Dataset
 from trainer.config import NETWORKS, ConfigError, config_from_dict, networks_of
 from trainer.protocol import CLASSIFICATION, DETECTION, TASK_MIN_SIDE, task_of_network
 from trainer.zoo import is_timm, network_family, zoo_entry
+from workbench.core.adapters import add_form_errors
+from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import check_executor, executor_named
@@ -28,13 +30,7 @@ from workbench.runs.models import Run
 from workbench.runs.network_fit import check_images_take, network_input, parameter_count
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.selectors import run_for
-from workbench.runs.validators import (
-    RequestError,
-    add_form_errors,
-    check_model_parallel,
-    parse_device_request,
-    sweep_config,
-)
+from workbench.runs.validators import check_model_parallel, parse_device_request, sweep_config
 from workbench.runs.web.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.web.forms_clone import initial_from_run
 from workbench.runs.web.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page

@@ -16,8 +16,9 @@ from trainer.config import PRECISIONS
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.selectors import benchmark_payload, cells_of
 from workbench.benchmarks.services import benchmark_submit
+from workbench.core.adapters import command_error
 from workbench.core.commands import command_owner
-from workbench.runs.validators import RequestError, command_error
+from workbench.core.errors import RequestError
 
 
 class Command(BaseCommand):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from workbench.core.adapters import command_error
 from workbench.core.commands import require_running_workbench
 from workbench.inference import exports, services
 from workbench.inference.management import common
 from workbench.runs.templatetags.numbers import bytes_size
-from workbench.runs.validators import command_error
 
 # As the API's Retry-After: how often a waiting command asks again.
 RETRY_SECONDS = 2.0

@@ -13,13 +13,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from datasets.archives import archive_kind
 from datasets.images import ImageRefused
+from workbench.core.adapters import command_error
 from workbench.core.commands import require_running_workbench
 from workbench.core.errors import RequestError
 from workbench.inference import engine, renderers, services, validators
 from workbench.inference.api import MAX_IMAGE_BYTES
 from workbench.inference.management import common
 from workbench.runs.templatetags.numbers import percent
-from workbench.runs.validators import command_error
 
 
 class LocalFile:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
+from workbench.core.adapters import command_error
 from workbench.core.commands import require_running_workbench
 from workbench.inference import services
 from workbench.inference.management import common
 from workbench.inference.models import InferenceJob
-from workbench.runs.validators import command_error
 
 
 class Command(BaseCommand):

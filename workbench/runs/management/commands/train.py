@@ -11,12 +11,14 @@ from django.core.management.base import BaseCommand, CommandError
 from datasets.models import Dataset
 from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number, shown
 from trainer.recipes import PRESETS
+from workbench.core.adapters import command_error
 from workbench.core.commands import command_owner, require_running_workbench
+from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 from workbench.runs.models import Run
 from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
-from workbench.runs.validators import RequestError, check_priority, command_error
+from workbench.runs.validators import check_priority
 
 
 class Command(BaseCommand):

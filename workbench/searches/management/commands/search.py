@@ -10,10 +10,12 @@ from django.core.management.base import CommandError
 
 from datasets.models import Dataset
 from trainer.config import shown
+from workbench.core.adapters import command_error
 from workbench.core.commands import command_owner, require_running_workbench
+from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 from workbench.runs.management.commands.train import Command as TrainCommand
-from workbench.runs.validators import RequestError, check_priority, command_error
+from workbench.runs.validators import check_priority
 from workbench.searches.models import Search, Trial
 from workbench.searches.selectors import best_trial, budget_words, trials_of, value_is_averaged
 from workbench.searches.serializers import SearchDetailSerializer
