@@ -108,28 +108,8 @@ def process_chunk(items: list[tuple], options: ImageOptions, slot: str | None = 
     buffer = _slot(slot).buf if slot else None
     offset = 0
     for seq, path, label, for_mean, *target in items:
-        prepared = None
         try:
-            if target and target[0] is not None:
-                pixels, *prepared = prepare_annotated(
-                    path,
-                    target[0],
-                    width=options.width,
-                    height=options.height,
-                    channels=options.channels,
-                    resize_mode=options.resize_mode,
-                    seed=seq,
-                )
-            else:
-                with open_image(path) as handle:  # no link followed, as for annotated images
-                    pixels = prepare_image(
-                        handle,
-                        width=options.width,
-                        height=options.height,
-                        channels=options.channels,
-                        resize_mode=options.resize_mode,
-                        seed=seq,
-                    )
+            pixels, prepared = _prepare_one(path, target[0] if target else None, options, seed=seq)
         except ImageRefused as exc:
             results.append((seq, None, str(exc)))
             continue
@@ -153,6 +133,16 @@ def process_chunk(items: list[tuple], options: ImageOptions, slot: str | None = 
                 np.add(total, pixels, out=total)  # in place: no new array per image
             n += 1
     return results, total, n
+
+
+def _prepare_one(path, target, options: ImageOptions, *, seed: int) -> tuple[np.ndarray, list | None]:
+    """One item's pixels, and its resized target (boxes or mask) when it has one."""
+    sizes = {"width": options.width, "height": options.height, "channels": options.channels}
+    if target is not None:
+        pixels, *prepared = prepare_annotated(path, target, resize_mode=options.resize_mode, seed=seed, **sizes)
+        return pixels, prepared
+    with open_image(path) as handle:  # no link followed, as for annotated images
+        return prepare_image(handle, resize_mode=options.resize_mode, seed=seed, **sizes), None
 
 
 # --------------------------------------------------------------------------------------------
