@@ -97,17 +97,17 @@ def test_it_checks_a_mask_of_16_million_colours_outside_the_web_process(owner_cl
 
 def _import(source: Path) -> tuple[Dataset, str]:
     """The CLI's import of `source`, built in this process (so these settings hold): the dataset and
-    the command's error ("" when it was built)."""
-    out = io.StringIO()
+    what the command said on stderr, its error last ("" when it was built and said nothing)."""
+    out, err = io.StringIO(), io.StringIO()
     try:
         call_command(
             "import_dataset", str(source), "--image-size", "24x18", "--owner", "alice", "--sync",
-            stdout=out, stderr=io.StringIO(),
+            stdout=out, stderr=err,
         )  # fmt: skip
         error = ""
     except CommandError as failed:
         error = str(failed)
-    return Dataset.objects.get(pk=int(out.getvalue().splitlines()[0])), error
+    return Dataset.objects.get(pk=int(out.getvalue().splitlines()[0])), err.getvalue() + error
 
 
 def _nothing_written(dataset: Dataset) -> bool:
@@ -141,6 +141,7 @@ def test_it_gives_the_check_less_cpu_time_than_a_build_and_says_the_build_still_
     dataset, error = _import(source)
     assert dataset.status == Dataset.Status.FAILED, dataset.status
     assert "took more than the 1 s of CPU time a build may take" in dataset.error, dataset.error
+    assert "the build will still check every file" in error  # the CLI says why it went on
     assert dataset.error in error and _nothing_written(dataset)
 
 

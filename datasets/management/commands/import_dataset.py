@@ -87,6 +87,8 @@ class Command(BaseCommand):
         self.stdout.write(str(dataset.pk))
         if form.cleaned_data.get("label_check"):
             self.stderr.write(label_check_text(form.cleaned_data["label_check"]))
+        elif form.cleaned_data.get("label_check_unfinished"):  # the check ran out of time; the build reads all
+            self.stderr.write(str(form.cleaned_data["label_check_unfinished"]))
         if opts["sync"]:
             dataset_build(dataset_id=dataset.pk)
         elif opts["wait"]:
