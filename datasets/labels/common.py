@@ -188,7 +188,8 @@ def open_image(path: str | Path, root: Path | None = None, *, kind: str | None =
                 image = Image.open(handle)
         except Image.DecompressionBombError:
             limit = image_limits().max_pixels
-            raise ImageRefused(f"image is over the limit of {limit} pixels (its header claims twice that)") from None
+            claim = "its header claims more than twice that"
+            raise ImageRefused(f"image is over the limit of {limit} pixels ({claim})") from None
         with image:
             check_image_size(*image.size)
             yield image
