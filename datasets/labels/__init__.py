@@ -216,7 +216,9 @@ def _holds_rgb_masks(folder: Path, root: Path) -> bool:
             return False
         with open_file(first, root) as handle, Image.open(handle) as image:
             return image.mode in ("RGB", "RGBA")
-    except (OSError, LabelError):  # a link is not looked into (datasets.labels.files)
+    # A link is not looked into (datasets.labels.files); a mask Pillow refuses from its header alone
+    # (more than twice its pixel limit) is the reader's to report, by name, not detection's to crash on.
+    except (OSError, LabelError, Image.DecompressionBombError):
         return False
 
 

@@ -97,3 +97,14 @@ def test_it_builds_without_a_mask_whose_header_claims_60000_by_60000_and_names_i
     skipped = {s["path"]: s["reason"] for s in json.loads((dataset.path / "skipped.json").read_text())}
     assert list(skipped) == [MASK] and "image is over the limit of" in skipped[MASK]
     assert dataset.splits["train"]["count"] == 1
+
+
+def test_it_detects_the_format_when_the_first_mask_claims_60000_by_60000(import_root):
+    # Detection opens the first mask (by name) to tell index masks from colour ones: a hostile
+    # header there must leave the report to the reader instead of ending the check in a crash.
+    root = drawn.write_index_masks(import_root / "first", SHAPES)
+    first = sorted((root / "masks").glob("*.png"))[0]
+    first.write_bytes(png_header_only(60_000, 60_000))
+    check = label_check(root, task="segmentation", fmt="auto")
+    assert check["format"] == "index_masks"
+    assert [p["kind"] for p in check["report"]["problems"]] == ["bad_mask"]
