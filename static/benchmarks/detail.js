@@ -2,6 +2,7 @@
 // columns = GPU count, cells = images/s or OOM), filled live from the benchmark's socket, and
 // three Plotly charts drawn from the same cells. The server sends every cell with its speed-up.
 import { getJSON } from "../workbench/http.js";
+import { openSocket } from "../workbench/socket.js";
 import { formatBytes, formatPercent, formatWhole } from "../workbench/format.js";
 
 const page = JSON.parse(document.getElementById("benchmark-page").textContent);
@@ -164,21 +165,18 @@ function show(payload) {
   if (payload.devices?.length) document.getElementById("bench-devices").textContent = payload.devices.join(", ");
 }
 
-function connect() {
-  const socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${page.socket_path}`);
-  socket.addEventListener("message", (event) => {
-    const message = JSON.parse(event.data);
+show(page);
+// Reconnect while it may still change; the snapshot on reconnect fills anything missed. Once
+// final, the last word is read from the API (the socket may have closed before it came).
+openSocket(page.socket_path, {
+  onMessage: (message) => {
     if (message.type === "snapshot") show(message);
     else if (message.kind === "cells") showCells(message.cells);
     else if (message.kind === "state") showState(message);
     else if (message.kind === "largest_batch") showLargest(message.largest_batches);
-  });
-  socket.addEventListener("close", () => {
-    // Reconnect while it may still change; the snapshot on reconnect fills anything missed.
-    if (!FINAL.includes(document.getElementById("bench-state").textContent)) setTimeout(connect, 2000);
-    else getJSON(`/api/benchmarks/${page.id}/`).then(show).catch(() => {});
-  });
-}
-
-show(page);
-connect();
+  },
+  keepTrying: () => !FINAL.includes(document.getElementById("bench-state").textContent),
+  onClose: (closed, { retrying }) => {
+    if (!retrying) getJSON(`/api/benchmarks/${page.id}/`).then(show).catch(() => {});
+  },
+});

@@ -2,6 +2,7 @@
 // histogram (Plotly), and the paged gallery read from the LMDBs.
 import { getJSON } from "../workbench/http.js";
 import { plotlyTexts } from "../workbench/plotly_text.js";
+import { openSocket } from "../workbench/socket.js";
 import { formatDuration, formatWhole } from "../workbench/format.js";
 
 const root = document.getElementById("dataset");
@@ -39,21 +40,12 @@ function showProgress(data) {
 // The build's own socket (/ws/datasets/<id>/): the row's state on connect, then every progress
 // message the build publishes. A reconnect starts with the current state again, so nothing the
 // page shows is stale after the server restarts.
-function follow(delayMs) {
-  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${window.location.host}${root.dataset.socketPath}`);
-  socket.addEventListener("open", () => { delayMs = 1000; });
-  socket.addEventListener("message", (message) => {
-    const event = JSON.parse(message.data);
-    if (event.type === "progress") showProgress(event);
-  });
-  socket.addEventListener("close", () => {
-    setText("progress-eta", "(connection lost, reconnecting)");
-    window.setTimeout(() => follow(Math.min(delayMs * 2, 30000)), delayMs);
+if (ACTIVE.includes(root.dataset.status)) {
+  openSocket(root.dataset.socketPath, {
+    onMessage: (event) => { if (event.type === "progress") showProgress(event); },
+    onClose: () => setText("progress-eta", "(connection lost, reconnecting)"),
   });
 }
-
-if (ACTIVE.includes(root.dataset.status)) follow(1000);
 
 function drawHistogram() {
   const holder = document.getElementById("histogram");

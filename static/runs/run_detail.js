@@ -8,6 +8,7 @@ import {
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { formatClock, formatDate, formatMetric, formatPercent, metricName } from "../workbench/format.js";
 import { networkGraph } from "../inference/netgraph.js";
+import { openSocket } from "../workbench/socket.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
 const FINISHED = ["done", "failed", "aborted", "pruned"]; // pruned: ended early by its search
@@ -359,52 +360,50 @@ class RunStream {
     this.lastSeq = 0;
     this.waiting = true; // a replay is on its way: live events wait in `held`
     this.held = [];
-    this.delay = 1000;
     this.replays = 0;
     this.gaps = 0;
   }
 
   connect() {
-    // The first time, the socket the page's head opened (and asked {"since": 0} on) if it lives.
+    // The first time, the socket the page's head opened (and asked {"since": 0} on) if it lives;
+    // its messages so far are handed over, and the stream keeps its own from here on.
     const early = window.earlyRunSocket;
     window.earlyRunSocket = null;
-    const adopted = early && early.socket.readyState <= WebSocket.OPEN;
-    this.adoptedEarlySocket = Boolean(adopted);
-    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-    this.socket = adopted ? early.socket : new WebSocket(`${scheme}://${window.location.host}${this.path}`);
-    const opened = () => {
-      performance.mark("socket-open");
-      this.delay = 1000;
-      if (adopted) status("loading…"); // the head's script sent {"since": 0} on open
-      else this.requestReplay();
-    };
-    const onMessage = (message) => {
-      if (this.waiting) performance.mark("replay-received");
-      this.receive(JSON.parse(message.data));
-    };
-    this.socket.addEventListener("open", opened);
-    this.socket.addEventListener("message", onMessage);
-    this.socket.addEventListener("close", (closed) => {
-      if (closed.code === 4404) {
-        status("this run was deleted");
-        return;
-      }
-      status("reconnecting…");
-      this.waiting = true;
-      window.setTimeout(() => this.connect(), this.delay);
-      this.delay = Math.min(this.delay * 2, 30000);
+    if (early) early.socket.removeEventListener("message", early.onMessage);
+    this.connection = openSocket(this.path, {
+      adopt: early,
+      since: () => this.lastSeq, // sent on every (re)connect: the replay brings what was missed
+      onOpen: () => {
+        performance.mark("socket-open");
+        this.waiting = true;
+        status(this.lastSeq ? "catching up…" : "loading…");
+      },
+      onMessage: (message) => {
+        if (this.waiting) performance.mark("replay-received");
+        this.receive(message);
+      },
+      keepTrying: (closed) => closed.code !== 4404,
+      onClose: (closed) => {
+        if (closed.code === 4404) {
+          status("this run was deleted");
+          return;
+        }
+        status("reconnecting…");
+        this.waiting = true;
+      },
     });
-    if (adopted) {
-      early.socket.removeEventListener("message", early.onMessage);
-      if (this.socket.readyState === WebSocket.OPEN) opened();
-      early.messages.forEach(onMessage);
-    }
+    this.adoptedEarlySocket = this.connection.adopted;
+  }
+
+  // The socket now in use (a reconnect replaces it).
+  get socket() {
+    return this.connection.socket;
   }
 
   requestReplay() {
     this.waiting = true;
     status(this.lastSeq ? "catching up…" : "loading…");
-    this.socket.send(JSON.stringify({ since: this.lastSeq }));
+    this.connection.catchUp();
   }
 
   receive(message) {

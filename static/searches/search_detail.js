@@ -4,6 +4,7 @@
 // also listens on the socket of each active trial's run (the run page's own) for the run's state
 // (queued, running, paused), which is the run's, not the search's. Nothing is polled.
 import { getJSON, sendJSON } from "../workbench/http.js";
+import { openSocket } from "../workbench/socket.js";
 
 const page = JSON.parse(document.getElementById("search-page").textContent);
 const sockets = new Map(); // run id -> WebSocket
@@ -86,14 +87,16 @@ function renderPlots(figures) {
 function listen(search) {
   for (const trial of search.trials) {
     if (!trial.run || sockets.has(trial.run) || FINISHED_RUN.includes(trial.run_state)) continue;
-    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-    const socket = new WebSocket(`${scheme}://${window.location.host}/ws/runs/${trial.run}/`);
-    socket.addEventListener("message", (message) => {
-      const data = JSON.parse(message.data);
-      const events = data.type === "events" ? data.events : [];
-      if (events.some((event) => event.type === "validation" || event.type === "status")) refresh();
+    // Live events only (no {"since"}: the trials table is read from the API); a lost socket is
+    // not reopened here, the next read of the search opens it again while the run is active.
+    const { socket } = openSocket(`/ws/runs/${trial.run}/`, {
+      onMessage: (data) => {
+        const events = data.type === "events" ? data.events : [];
+        if (events.some((event) => event.type === "validation" || event.type === "status")) refresh();
+      },
+      onClose: () => sockets.delete(trial.run),
+      keepTrying: () => false,
     });
-    socket.addEventListener("close", () => sockets.delete(trial.run));
     sockets.set(trial.run, socket);
   }
 }
@@ -142,14 +145,8 @@ for (const button of document.querySelectorAll("[data-action]")) {
   });
 }
 
-function connect() {
-  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${window.location.host}/ws/searches/${page.id}/`);
-  // The first ping comes on connect: a reconnect reads again whatever it missed meanwhile.
-  socket.addEventListener("message", () => refresh());
-  socket.addEventListener("close", () => {
-    if (!FINISHED_SEARCH.includes(document.getElementById("search-state").textContent)) setTimeout(connect, 2000);
-  });
-}
-
-connect();
+// The first ping comes on connect: a reconnect reads again whatever it missed meanwhile.
+openSocket(`/ws/searches/${page.id}/`, {
+  onMessage: () => refresh(),
+  keepTrying: () => !FINISHED_SEARCH.includes(document.getElementById("search-state").textContent),
+});

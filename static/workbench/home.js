@@ -3,6 +3,7 @@
 // A progress is written in place; a new state, or a dataset or run the page does not show yet,
 // changes what the cards list (what runs now, where): the page is read again and its cards swapped.
 import { getPage } from "./http.js";
+import { openSocket } from "./socket.js";
 
 const dashboard = document.getElementById("dashboard");
 const CARDS = ["home-running", "home-datasets", "home-runs"];
@@ -44,20 +45,10 @@ async function refresh() {
   });
 }
 
-function connect(delayMs) {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}${dashboard.dataset.socketPath}`);
-  socket.addEventListener("message", (message) => {
-    const event = JSON.parse(message.data);
-    if (event.type === "update") applyUpdate(event);
+// Whatever changed while the socket was down (a restart of the server) shows on reconnect.
+if (dashboard) {
+  openSocket(dashboard.dataset.socketPath, {
+    onMessage: (event) => { if (event.type === "update") applyUpdate(event); },
+    onOpen: ({ reconnected }) => { if (reconnected) refreshSoon(); },
   });
-  // Whatever changed while the socket was down (a restart of the server) shows on reconnect.
-  socket.addEventListener("open", () => {
-    if (delayMs > 1000) refreshSoon();
-    delayMs = 1000;
-  });
-  // Reconnect with a growing delay: the server may be restarting.
-  socket.addEventListener("close", () => setTimeout(() => connect(Math.min(delayMs * 2, 30000)), delayMs));
 }
-
-if (dashboard) connect(1000);

@@ -46,6 +46,32 @@ def test_it_talks_to_the_server_only_through_the_http_module():
     assert not offenders, offenders
 
 
+SOCKET = STATIC / "workbench" / "socket.js"
+
+
+def test_it_opens_websockets_only_through_the_socket_module():
+    # Six sockets on five pages had each their own copy of open, reconnect and (on the run page)
+    # "since": two retried every 2 s, three with a backoff. static/workbench/socket.js is the one;
+    # the run page's head (a template's classic script) opens its socket before any module loads
+    # and hands it over.
+    openers = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+        for path in own_scripts()
+        if path != SOCKET
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\bnew WebSocket\(", line)
+    ]
+    assert not openers, openers
+    users = [path.relative_to(STATIC).as_posix() for path in own_scripts() if 'socket.js"' in path.read_text()]
+    assert sorted(users) == [
+        "benchmarks/detail.js",
+        "datasets/detail.js",
+        "runs/run_detail.js",
+        "searches/search_detail.js",
+        "workbench/home.js",
+    ]
+
+
 def test_it_provides_the_csrf_token_to_every_page_from_the_base_template():
     base = (REPO_ROOT / "templates" / "base.html").read_text()
     assert '<meta name="csrf-token" content="{{ csrf_token }}">' in base
