@@ -21,9 +21,9 @@ from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.inference.docs import SCHEMA_SETTINGS
 from workbench.inference.models import InferenceJob
-from workbench.runs.models import PretrainedWeights
 from workbench.runs.services import run_create
 from workbench.searches.models import Search
+from workbench.weights.models import UploadedWeights
 
 BODIES = ["[null, null]", "5", "true", "null", '"x"', "[]", "1.5"]
 WITH_BODY = {"post", "put", "patch", "delete"}
@@ -61,7 +61,7 @@ def objects(owner):
     dataset = make_dataset_row(owner, status=Dataset.Status.BUILDING)
     run = run_create(owner=owner, dataset=dataset, name="r", network="lenet", config={}, device_request={"kind": "cpu"})
     job = InferenceJob.objects.create(owner=owner, run=run, kind=InferenceJob.Kind.CLASSIFY)
-    weights = PretrainedWeights.objects.create(owner=owner, name="w", path=f"pretrained/{owner.pk}-w.pt")
+    weights = UploadedWeights.objects.create(owner=owner, name="w", path=f"pretrained/{owner.pk}-w.pt")
     # Already ended: a cancel answers (409) without reaching a worker.
     benchmark = Benchmark.objects.create(owner=owner, name="b", state=Benchmark.State.CANCELLED)
     # Ended too: its actions answer without reaching Optuna's study.

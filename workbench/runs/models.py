@@ -164,39 +164,6 @@ def wait_text_for(text: str, *, holder: Run | None, viewer) -> str:
     return text.replace(HOLDER_WORDS, "another user's run")
 
 
-class PretrainedWeights(OwnedModel):
-    """A state_dict file a run may start from: uploaded by `owner`, or the weights of a run's
-    checkpoint copied out when a run was queued from it (`source_run`). The file lives under
-    DATA_DIR/pretrained/ and was checked once, on arrival, to hold a state_dict."""
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pretrained_weights")
-    name = models.CharField(max_length=200)
-    # Relative to DATA_DIR, so the data dir can move; only the server ever writes it.
-    path = models.CharField(max_length=500, unique=True)
-    size_bytes = models.PositiveBigIntegerField(default=0)
-    source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    source_checkpoint = models.CharField(max_length=8, blank=True)  # "best" | "last" for a run's weights
-    source_epoch = models.FloatField(null=True, blank=True)  # the copied checkpoint's epoch
-    created = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["-created"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def file(self) -> Path:
-        return Path(settings.DATA_DIR) / self.path
-
-    @property
-    def reference(self) -> str:
-        """How a run config names these weights (docs/formats.md): run:<id>[:last] or upload:<id>."""
-        if self.source_run_id:
-            return f"run:{self.source_run_id}" + (":last" if self.source_checkpoint == "last" else "")
-        return f"upload:{self.pk}"
-
-
 class RunTransition(OwnedModel):
     """One state change of a run, with its time and reason: the run's timeline."""
 

@@ -1,99 +1,44 @@
-"""Weights a run may start from: uploads kept under DATA_DIR/pretrained/, and copies of the
-weights of a run's checkpoint. Users name them by reference (`upload:<id>`, `run:<id>`,
-`run:<id>:last`), never by path; only the server turns a reference into a file (see
-validators.resolve_pretrained for the rule of who may use what).
+"""The `run:` scheme of the reference grammar (workbench/weights/references.py): starting a run from
+the weights of another run's checkpoint. The runs app registers it from its AppConfig.ready(),
+so the weights app, below runs, never imports runs.
+
+Checked at submit (the run is visible to the user, trained the same network, has the checkpoint
+asked for), copied at launch: the first launch of the new run copies the checkpoint's weights
+into its own run folder (START_WEIGHTS), and every later launch (a resume, a retry) reads that
+copy, so a run resumes from the weights it started from after the source's checkpoints rotate or
+the source run is deleted. The copy is written by the worker that launches the run, never by a
+validator or a page.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
-from typing import IO
-
-from django.conf import settings
-from django.db import IntegrityError
 
 from trainer import protocol
-from trainer.weights_file import MAX_WEIGHTS_BYTES, WeightsFileError, read_state_dict, read_weights
-from workbench.runs.models import PretrainedWeights, Run
+from trainer.weights_file import WeightsFileError, read_weights
+from workbench.runs.models import Run
 from workbench.runs.selectors import runs_visible_to
-from workbench.weights.models import StoredWeights
+from workbench.weights.references import Reference, WeightsReferenceError, reference_describe
 
-# The trainer's limit: one home for what a weights file may be (trainer/weights_file.py).
-MAX_PRETRAINED_BYTES = MAX_WEIGHTS_BYTES
-CHUNK = 1 << 20
-
-
-class PretrainedError(ValueError):
-    """An upload that is not a state_dict, or too large; the message names the file by its name."""
+# In the new run's own folder: the weights it started from, and where they came from.
+START_WEIGHTS = "start-weights.pt"
+START_SOURCE = "start-weights.json"
 
 
-def pretrained_root() -> Path:
-    return Path(settings.DATA_DIR) / "pretrained"
-
-
-def _owner_folder(owner) -> Path:
-    folder = pretrained_root() / f"user{owner.pk}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _relative(path: Path) -> str:
-    return path.relative_to(settings.DATA_DIR).as_posix()
-
-
-def inside_store(path: Path) -> bool:
-    """Only regular files the server wrote under DATA_DIR/pretrained/ are ever given to a trainer."""
-    root = pretrained_root().resolve()
-    return not path.is_symlink() and path.resolve().is_relative_to(root) and path.is_file()
-
-
-def state_dict_tensor_count(path: Path, *, name: str) -> int:
-    """Tensors in the file's state_dict, by the trainer's one reader of weights files (safetensors
-    or torch, format by content, the inflate limits, tensors only); PretrainedError otherwise."""
-    try:
-        return len(read_state_dict(path, name=name))
-    except WeightsFileError as error:
-        raise PretrainedError(str(error)) from None
-
-
-def weights_upload(*, owner, name: str, chunks: IO[bytes] | object, size: int | None = None) -> PretrainedWeights:
-    """Stores an uploaded file as `owner`'s weights, once checked to hold a state_dict.
-
-    `chunks` is a Django UploadedFile (its .chunks()) or any binary file object. Written to a temp
-    file in the same folder and renamed, so a half-written upload is never usable.
-    """
-    label = os.path.basename(str(name or "weights.pt"))[:200] or "weights.pt"
-    if size is not None and size > MAX_PRETRAINED_BYTES:
-        raise PretrainedError(f"{label} is {size} bytes, over the {MAX_PRETRAINED_BYTES} byte limit")
-    folder = _owner_folder(owner)
-    target = folder / f"upload-{uuid.uuid4().hex}.pt"
-    tmp = target.with_suffix(".tmp")
-    written = 0
-    pieces = chunks.chunks() if hasattr(chunks, "chunks") else iter(lambda: chunks.read(CHUNK), b"")
-    try:
-        with tmp.open("wb") as handle:
-            for piece in pieces:
-                written += len(piece)
-                if written > MAX_PRETRAINED_BYTES:
-                    raise PretrainedError(f"{label} is over the {MAX_PRETRAINED_BYTES} byte limit")
-                handle.write(piece)
-        state_dict_tensor_count(tmp, name=label)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return PretrainedWeights.objects.create(owner=owner, name=label, path=_relative(target), size_bytes=written)
-
-
-def checkpoint_of(run: Run, which: str) -> Path | None:
-    """The run's best checkpoint (its latest when it has no best yet), or its latest for "last"."""
+def checkpoint_of(run: Run, which: str | int) -> Path | None:
+    """The run's best checkpoint (its latest when it has no best yet), its latest for "last", or
+    its snapshot at a step."""
     if which == "last":
         return protocol.latest_checkpoint(run.run_dir)
+    if isinstance(which, int):
+        return next((path for step, path in protocol.snapshots(run.run_dir) if step == which), None)
     return protocol.best_checkpoint(run.run_dir) or protocol.latest_checkpoint(run.run_dir)
 
 
-def checkpoint_epoch(run: Run, which: str) -> float | None:
+def checkpoint_epoch(run: Run, which: str | int) -> float | None:
     """The epoch of the checkpoint `checkpoint_of(run, which)` names, from the checkpoint index
     (no torch, no checkpoint read: the new-run form labels every run with it); None when the
     index does not say (a snapshot saved between validations)."""
@@ -106,95 +51,80 @@ def checkpoint_epoch(run: Run, which: str) -> float | None:
     return float(epoch) if isinstance(epoch, int | float) else None
 
 
-def weights_from_run(*, owner, run: Run, which: str) -> PretrainedWeights:
-    """The weights of `run`'s checkpoint copied out for `owner` (a checkpoint is rotated and the
-    run may be deleted; the copy stays). The same checkpoint file gives the same copy."""
-    # torch only here: the forms and pages that import this module never pay for it.
-    import torch  # torch: loaded only where this runs
+def _copy_weights(source: Path, *, run_pk: int, target: Path) -> float | None:
+    """The weights of checkpoint `source` written to `target` (temp file, then renamed); their epoch."""
+    # torch only here, in the worker that launches the run: pages and validators never pay for it.
+    import torch  # torch: loaded only where a launch copies a run's weights
 
-    source = checkpoint_of(run, which)
-    if source is None:
-        raise PretrainedError(f"run #{run.pk} has no checkpoint yet")
-    source = source.resolve()
-    stamp = source.stat().st_mtime_ns
-    target = _owner_folder(owner) / f"run{run.pk}-{which}-{source.stem}-{stamp}.pt"
-    existing = PretrainedWeights.objects.filter(path=_relative(target)).first()
-    if existing is not None and target.is_file():
-        return existing
     try:
         # The one reader, as for every weights file; no byte limit: our trainer wrote it, and a
         # checkpoint's optimizer state may be larger than the weights themselves.
-        weights = read_weights(source, name=f"run #{run.pk}'s checkpoint", max_bytes=None)
+        weights = read_weights(source, name=f"run #{run_pk}'s checkpoint", max_bytes=None)
     except WeightsFileError:
-        raise PretrainedError(f"run #{run.pk}'s checkpoint cannot be read") from None
-    tmp = target.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
+        raise WeightsReferenceError(f"run #{run_pk}'s checkpoint cannot be read") from None
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         torch.save(weights.state, tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    try:
-        return PretrainedWeights.objects.get_or_create(
-            path=_relative(target),
-            defaults={
-                "owner": owner,
-                "name": f"run #{run.pk} {which}"[:200],
-                "size_bytes": target.stat().st_size,
-                "source_run": run,
-                "source_checkpoint": which,
-                # The run page names the epoch fine-tuned from after the run's checkpoints rotate.
-                "source_epoch": weights.epoch,
-            },
-        )[0]
-    except IntegrityError:  # two submissions copied the same checkpoint at once
-        return PretrainedWeights.objects.get(path=_relative(target))
+    return weights.epoch
 
 
-def weights_for_path(path: str | None) -> PretrainedWeights | None:
-    """The weights row a stored config's `pretrained` file was resolved from."""
-    if not path:
-        return None
-    try:
-        relative = _relative(Path(path))
-    except ValueError:
-        return None
-    return PretrainedWeights.objects.select_related("source_run").filter(path=relative).first()
+class RunScheme:
+    """`run:<id>[:best|:last|:<step>]`: a run the user may see, of the same network."""
 
+    name = "run"
 
-def reference_for_path(path: str | None) -> str | None:
-    """A stored config's `pretrained` file as the reference it was resolved from (what users see)."""
-    stored = StoredWeights.objects.filter(path=str(path)).first() if path else None
-    if stored is not None:  # the weights store's (weights:<id>)
-        return stored.reference
-    weights = weights_for_path(path)
-    return weights.reference if weights else None
+    def _run(self, reference: Reference, owner) -> Run:
+        run = runs_visible_to(owner).filter(pk=reference.pk).first()
+        if run is None:
+            raise WeightsReferenceError()
+        return run
 
+    def check(self, reference: Reference, *, owner, network: str) -> None:
+        run = self._run(reference, owner)
+        # From here on the run is the user's to see: naming what is wrong with it tells nothing new.
+        if run.network != network:
+            raise WeightsReferenceError(
+                f"run #{run.pk} trained a {run.network}; choose network {run.network} to start from its weights"
+            )
+        if checkpoint_of(run, reference.which) is None:
+            step = f" at step {reference.which}" if isinstance(reference.which, int) else ""
+            raise WeightsReferenceError(f"run #{run.pk} has no checkpoint{step} yet")
 
-def config_for_display(config: dict) -> dict:
-    """The run's config with its `pretrained` file shown as its reference, never a server path."""
-    if not config.get("pretrained"):
-        return config
-    return {**config, "pretrained": reference_for_path(config["pretrained"])}
+    def path(self, reference: Reference, *, owner, run_dir: Path) -> Path:
+        target = Path(run_dir) / START_WEIGHTS
+        if target.is_file():  # a later launch of the same run: the weights it started from
+            return target
+        run = self._run(reference, owner)
+        source = checkpoint_of(run, reference.which)
+        if source is None:
+            raise WeightsReferenceError(f"run #{run.pk} has no checkpoint yet")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        epoch = _copy_weights(source.resolve(), run_pk=run.pk, target=target)
+        # The run page names the epoch fine-tuned from after the source's checkpoints rotate.
+        (Path(run_dir) / START_SOURCE).write_text(json.dumps({"reference": str(reference), "epoch": epoch}))
+        return target
+
+    def describe(self, reference: Reference, *, viewer, run_dir: Path) -> dict | None:
+        source = runs_visible_to(viewer).filter(pk=reference.pk).first()
+        try:
+            epoch = json.loads((Path(run_dir) / START_SOURCE).read_text()).get("epoch")
+        except (OSError, ValueError):  # not launched yet: the checkpoint it will start from
+            epoch = checkpoint_epoch(source, reference.which) if source else None
+        if reference.which == "best":
+            checkpoint = "best"
+        elif reference.which == "last":
+            checkpoint = "latest snapshot"
+        else:
+            checkpoint = f"snapshot at step {reference.which}"
+        return {"kind": "run", "run": source, "epoch": epoch, "checkpoint": checkpoint}
+
+    def preprocessing(self, reference: Reference) -> dict:
+        return {}  # a run's normalisation is in its own config, which the form copies when cloning
 
 
 def weights_source_for(user, run: Run) -> dict | None:
-    """What `run` was fine-tuned from, as `user` may see it: a run's checkpoint (the run only when
-    they may see it, and still there), the weights store's by network and label, or uploaded
-    weights by the name they were uploaded as;
-    None for a run trained from scratch. Never the file's path."""
-    path = (run.config or {}).get("pretrained")
-    stored = StoredWeights.objects.filter(path=str(path)).first() if path else None
-    if stored is not None:  # the weights store's, shared by every user
-        return {"kind": "stored", "name": f"{stored.network}, {stored.label}", "reference": stored.reference}
-    weights = weights_for_path(path)
-    if weights is None:
-        return None
-    if not weights.source_checkpoint:
-        return {"kind": "upload", "name": weights.name}
-    source = runs_visible_to(user).filter(pk=weights.source_run_id).first() if weights.source_run_id else None
-    return {
-        "kind": "run",
-        "run": source,
-        "epoch": weights.source_epoch,
-        "checkpoint": "best" if weights.source_checkpoint == "best" else "latest snapshot",
-    }
+    """What `run` was fine-tuned from, as `user` may see it (None: trained from scratch)."""
+    return reference_describe((run.config or {}).get("pretrained"), viewer=user, run_dir=run.run_dir)

@@ -24,23 +24,7 @@ from trainer.config import (
 from trainer.protocol import layout_refusal
 from workbench.core.errors import NotAllowed, RequestError
 from workbench.runs.devices import DeviceRequest
-from workbench.runs.models import PretrainedWeights
-from workbench.runs.pretrained import PretrainedError, checkpoint_of, inside_store, weights_from_run
-from workbench.runs.selectors import runs_visible_to
-from workbench.weights.models import StoredWeights
-from workbench.weights.selectors import weights_usable
-
-# One answer for every pretrained source refused: a missing upload, someone else's run, a path,
-# a symlink all read the same, so the API cannot be used to learn what exists on the server.
-PRETRAINED_REFUSED = (
-    "no such weights you can use; give upload:<id> (an upload of yours, "
-    "POST /api/pretrained/), run:<id> / run:<id>:last (a run you can see) or weights:<id> "
-    "(the weights store: manage.py weights list)"
-)
-_REFERENCE = re.compile(
-    r"upload:(?P<upload>[1-9]\d{0,17})|run:(?P<run>[1-9]\d{0,17})(?::(?P<which>best|last))?"
-    r"|weights:(?P<weights>[1-9]\d{0,17})"
-)
+from workbench.weights.references import reference_check, reference_preprocessing
 
 _SPECIFIC = re.compile(r"^(?P<host>[^:\s]+):(?P<indices>\d+(?:,\d+)*)$")
 
@@ -102,60 +86,12 @@ def check_model_parallel(model_parallel: Any, request: DeviceRequest, network: s
         )
 
 
-def check_pretrained(value: Any, *, owner, network: str):
-    """The rule for what a run may start from, without touching any file: an upload of `owner`'s
-    (staff: anyone's) or a run `owner` may see, by reference. Returns the PretrainedWeights row or
-    (run, "best"|"last"); anything else raises RequestError on config.pretrained, PRETRAINED_REFUSED."""
-    match = _REFERENCE.fullmatch(value) if isinstance(value, str) and owner is not None else None
-    if match is None:
-        raise RequestError("config.pretrained", PRETRAINED_REFUSED)
-    if match.group("weights"):
-        return _check_stored(int(match.group("weights")), network=network)
-    if match.group("upload"):
-        weights = PretrainedWeights.objects.visible_to(owner).filter(pk=int(match.group("upload"))).first()
-        if weights is None or not inside_store(weights.file):
-            raise RequestError("config.pretrained", PRETRAINED_REFUSED)
-        return weights
-    run = runs_visible_to(owner).filter(pk=int(match.group("run"))).first()
-    if run is None:
-        raise RequestError("config.pretrained", PRETRAINED_REFUSED)
-    # From here on the run is the user's to see: naming what is wrong with it tells nothing new.
-    which = match.group("which") or "best"
-    if run.network != network:
-        raise RequestError(
-            "config.pretrained",
-            f"run #{run.pk} trained a {run.network}; choose network {run.network} to start from its weights",
-        )
-    if checkpoint_of(run, which) is None:
-        raise RequestError("config.pretrained", f"run #{run.pk} has no checkpoint yet")
-    return run, which
-
-
-def _check_stored(pk: int, *, network: str) -> StoredWeights:
-    """Weights of the store (shared by every user), for the network they were filed for."""
-    stored = weights_usable().filter(pk=pk).first()
-    if stored is None or not stored.present:
-        raise RequestError("config.pretrained", PRETRAINED_REFUSED)
-    if stored.network != network:
-        raise RequestError(
-            "config.pretrained",
-            f"{stored.reference} are {stored.network} weights; choose network {stored.network} to start from them",
-        )
-    return stored
-
-
-def resolve_pretrained(value: Any, *, owner, network: str) -> str:
-    """check_pretrained, then the file the trainer is to read (a run's weights copied out)."""
-    source = check_pretrained(value, owner=owner, network=network)
-    if isinstance(source, StoredWeights):
-        return str(source.file)
-    if isinstance(source, tuple):
-        run, which = source
-        try:
-            source = weights_from_run(owner=owner, run=run, which=which)
-        except PretrainedError as error:
-            raise RequestError("config.pretrained", str(error)) from None
-    return str(source.file)
+def check_pretrained(value: Any, *, owner, network: str) -> str:
+    """The rule for what a run may start from (workbench/weights/references.py, the grammar's one
+    home): there, visible to `owner`, fits `network`. Reads only, never a file's content, writes
+    nothing; returns the reference as the run stores it. Refusals are WeightsReferenceError, a
+    RequestError on config.pretrained."""
+    return str(reference_check(value, owner=owner, network=network))
 
 
 def validate_trainer_config(
@@ -163,7 +99,7 @@ def validate_trainer_config(
 ) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
     asks for on each of `nodes` nodes; returns the config to store, its `pretrained` reference
-    resolved to the file for `owner` (a config naming weights without an owner is refused).
+    checked for `owner` and stored as it is (a config naming weights without an owner is refused).
     `with_weights`: weights checked apart (the form's) are to come, for the fine-tuning fields."""
     if not isinstance(config, dict):
         raise RequestError("config", "expected an object")
@@ -200,22 +136,12 @@ def validate_trainer_config(
         raise RequestError("config", str(error)) from None
     config.pop("pretrained", None)  # the stand-in, never stored
     if pretrained not in (None, ""):
-        # Last, once the rest is valid: a run's weights are copied out only for a run that is queued.
-        config["pretrained"] = resolve_pretrained(pretrained, owner=owner, network=network)
+        # The reference is stored, never a path: the file is resolved at launch (attempts/config.py).
+        config["pretrained"] = check_pretrained(pretrained, owner=owner, network=network)
         # The weights' own normalisation, unless the request set one.
-        own = {k: v for k, v in stored_preprocessing(pretrained).items() if (sent.get("data") or {}).get(k) is None}
+        own = {k: v for k, v in reference_preprocessing(pretrained).items() if (sent.get("data") or {}).get(k) is None}
         config["data"] = {**config["data"], **own}
     return config
-
-
-def stored_preprocessing(reference: Any) -> dict:
-    """The store's weights' own normalisation (from the library's metadata) as the trainer's
-    data fields; {} for any other weights."""
-    match = _REFERENCE.fullmatch(reference) if isinstance(reference, str) else None
-    stored = (
-        weights_usable().filter(pk=int(match.group("weights"))).first() if match and match.group("weights") else None
-    )
-    return stored.preprocessing() if stored else {}
 
 
 MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)

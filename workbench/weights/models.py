@@ -1,4 +1,5 @@
-"""Weights filed in the store: published ones (torchvision, timm) and a lab's own (local).
+"""Weights filed in the store: published ones (torchvision, timm) and a lab's own (local); and
+the weights users upload to start their runs from.
 
 The store is shared by every user, as a library is: any user may start a run from `weights:<id>`;
 staff file and remove them (`manage.py weights`, the Weights page).
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from workbench.core.ownership import OwnedModel
 from workbench.weights.catalog import headline
 from workbench.weights.files import cache_roots, resolves_inside
 
@@ -88,3 +90,33 @@ class StoredWeights(models.Model):
         if not self.mean or not self.std:
             return {}
         return {"norm_mean": list(self.mean), "norm_std": list(self.std)}
+
+
+class UploadedWeights(OwnedModel):
+    """A state_dict file a user uploaded to start runs from (`upload:<id>`). The file lives under
+    DATA_DIR/pretrained/user<owner>/ and was checked once, on arrival, by the trainer's reader.
+    Moved here from the runs app (issue 32): its table keeps its name, runs_pretrainedweights."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pretrained_weights")
+    name = models.CharField(max_length=200)
+    # Relative to DATA_DIR, so the data dir can move; only the server ever writes it.
+    path = models.CharField(max_length=500, unique=True)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "runs_pretrainedweights"
+        ordering = ["-created"]
+        verbose_name_plural = "uploaded weights"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def file(self) -> Path:
+        return Path(settings.DATA_DIR) / self.path
+
+    @property
+    def reference(self) -> str:
+        """How a run config names them (workbench/weights/references.py)."""
+        return f"upload:{self.pk}"

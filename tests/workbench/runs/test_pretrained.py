@@ -23,11 +23,14 @@ from tests.support.waiting import wait_for_state
 from tests.workbench.runs.conftest import TINY_CONFIG
 from trainer.checkpoint import CheckpointStore
 from trainer.networks import InputSpec, build_model
-from workbench.runs.models import PretrainedWeights, Run
-from workbench.runs.pretrained import PretrainedError, pretrained_root, weights_upload
+from workbench.runs.attempts.config import run_config
+from workbench.runs.models import Run
+from workbench.runs.pretrained import START_WEIGHTS
 from workbench.runs.services import run_create
-from workbench.runs.validators import PRETRAINED_REFUSED
-from workbench.weights.models import StoredWeights
+from workbench.weights.files import WeightsError
+from workbench.weights.models import StoredWeights, UploadedWeights
+from workbench.weights.references import REFUSED as PRETRAINED_REFUSED
+from workbench.weights.uploads import uploads_root, weights_upload
 
 REFUSED = f"pretrained: {PRETRAINED_REFUSED}"
 SPEC = InputSpec(1, 8, 8, 3)  # what make_dataset_folder builds by default
@@ -77,14 +80,14 @@ def bob_client(client, other_user):
 
 
 def stored_files(user) -> list[Path]:
-    folder = pretrained_root() / f"user{user.pk}"
+    folder = uploads_root() / f"user{user.pk}"
     return sorted(p for p in folder.glob("*") if not p.is_symlink()) if folder.is_dir() else []
 
 
 # ----------------------------------------------------------------------------- refused, all alike
 
 
-def hostile_values(alice_run: Run, alice_upload: PretrainedWeights, symlink: Path) -> list:
+def hostile_values(alice_run: Run, alice_upload: UploadedWeights, symlink: Path) -> list:
     best = alice_run.run_dir / "checkpoints" / "best.pt"
     data_dir = Path(settings.DATA_DIR)
     return [
@@ -92,7 +95,7 @@ def hostile_values(alice_run: Run, alice_upload: PretrainedWeights, symlink: Pat
         str(alice_upload.file),  # another user's upload, by its path
         f"../runs/{alice_run.pk}/checkpoints/best.pt",
         f"pretrained/../runs/{alice_run.pk}/checkpoints/best.pt",
-        str(pretrained_root() / ".." / "runs" / str(alice_run.pk) / "checkpoints" / "best.pt"),
+        str(uploads_root() / ".." / "runs" / str(alice_run.pk) / "checkpoints" / "best.pt"),
         str(symlink),  # a symlink to another user's checkpoint
         "/etc/passwd",
         str(data_dir / "secret_key"),
@@ -115,7 +118,7 @@ def test_it_refuses_every_source_but_references_of_ones_own_with_one_message(
 ):
     dataset = building_dataset(other_user)
     before = stored_files(other_user)
-    symlink = pretrained_root() / f"user{other_user.pk}" / "link.pt"
+    symlink = uploads_root() / f"user{other_user.pk}" / "link.pt"
     symlink.parent.mkdir(parents=True, exist_ok=True)
     symlink.unlink(missing_ok=True)
     symlink.symlink_to(alice_run.run_dir / "checkpoints" / "best.pt")
@@ -128,7 +131,7 @@ def test_it_refuses_every_source_but_references_of_ones_own_with_one_message(
     assert "alice" not in REFUSED and "/" not in REFUSED.partition("(")[0]
     assert not Run.objects.filter(owner=other_user).exists()
     # Nothing was loaded or copied for bob: no weights of his, no file but his own symlink.
-    assert not PretrainedWeights.objects.filter(owner=other_user).exists()
+    assert not UploadedWeights.objects.filter(owner=other_user).exists()
     assert stored_files(other_user) == before
 
 
@@ -169,7 +172,8 @@ def test_it_starts_from_ones_own_upload_and_shows_the_reference_not_the_path(own
     assert response.status_code == 201, response.json()
     assert response.json()["config"]["pretrained"] == f"upload:{alice_upload.pk}"
     run = Run.objects.get(pk=response.json()["id"])
-    assert run.config["pretrained"] == str(alice_upload.file)  # what the trainer receives
+    assert run.config["pretrained"] == f"upload:{alice_upload.pk}"  # the reference is stored
+    assert run_config(run)["pretrained"] == str(alice_upload.file)  # the file, resolved at launch
     detail = owner_client.get(reverse("api-run", args=[run.pk])).json()
     assert detail["config"]["pretrained"] == f"upload:{alice_upload.pk}" and settings.DATA_DIR.name not in str(detail)
 
@@ -181,8 +185,11 @@ def test_it_starts_from_ones_own_runs_best_or_last_checkpoint(owner_client, owne
         response = submit(owner_client, dataset, reference)
         assert response.status_code == 201, response.json()
         assert response.json()["config"]["pretrained"] == reference
-        copied = torch.load(Run.objects.get(pk=response.json()["id"]).config["pretrained"], weights_only=True)
-        assert copied.keys() == best.keys()
+        run = Run.objects.get(pk=response.json()["id"])
+        assert run.config["pretrained"] == reference and not (run.run_dir / START_WEIGHTS).exists()
+        launched = run_config(run)["pretrained"]  # copied at launch into the run's own folder
+        assert launched == str(run.run_dir / START_WEIGHTS)
+        assert torch.load(launched, weights_only=True).keys() == best.keys()
     assert submit(owner_client, dataset, f"run:{alice_run.pk}", network="resnet18").json() == {
         "config": [f"pretrained: run #{alice_run.pk} trained a lenet; choose network lenet to start from its weights"]
     }
@@ -252,7 +259,7 @@ def test_it_names_the_source_on_the_run_page_never_its_path(owner_client, owner,
         network="lenet", source="torchvision", tag="IMAGENET1K_V1", file_name="lenet.pth",
         path=str(alice_upload.file), dataset="ImageNet-1k", verified=True,
     )  # fmt: skip
-    Run.objects.filter(pk=done.pk).update(config={"pretrained": stored.path})
+    Run.objects.filter(pk=done.pk).update(config={"pretrained": stored.reference})
     page = owner_client.get(reverse("run-detail", args=[done.pk])).content.decode()
     label = f"lenet, ImageNet-1k (torchvision IMAGENET1K_V1), weights:{stored.pk}"
     assert f"Fine-tuned from stored weights: {label}" in page and settings.DATA_DIR.name not in page
@@ -275,8 +282,8 @@ def test_it_takes_uploads_of_state_dicts_only_and_lists_ones_own(owner_client, o
     response = owner_client.post(url, {"file": good})
     assert response.status_code == 201, response.json()
     assert response.json()["reference"] == f"upload:{response.json()['id']}"
-    weights = PretrainedWeights.objects.get()
-    assert weights.owner == owner and weights.file.is_relative_to(pretrained_root()) and weights.file.is_file()
+    weights = UploadedWeights.objects.get()
+    assert weights.owner == owner and weights.file.is_relative_to(uploads_root()) and weights.file.is_file()
 
     evil = io.BytesIO()
     torch.save({"w": RunsCode()}, evil)
@@ -287,7 +294,7 @@ def test_it_takes_uploads_of_state_dicts_only_and_lists_ones_own(owner_client, o
         response = owner_client.post(url, {"file": SimpleUploadedFile(name, content)})
         assert response.status_code == 400 and message in response.json()["file"][0], response.json()
     assert not Path("pwned-by-pickle").exists()
-    assert PretrainedWeights.objects.count() == 1 and len(stored_files(owner)) == before + 1
+    assert UploadedWeights.objects.count() == 1 and len(stored_files(owner)) == before + 1
 
     assert [row["id"] for row in owner_client.get(url).json()["results"]] == [weights.pk]
     bob_client = Client()
@@ -327,6 +334,7 @@ def test_it_trains_from_an_uploaded_state_dict_and_then_from_that_run(
         assert response.status_code == 201, response.json()
         run = wait_for_state(Run.objects.get(pk=response.json()["id"]), Run.State.DONE, Run.State.FAILED)
         assert run.state == Run.State.DONE, run.error
+        assert run.config["pretrained"] == reference  # the reference stored; the file resolved at launch
         lines = [event.data.get("line", "") for event in run.events.filter(kind="log")]
         tensors = len(build_model("lenet", SPEC).state_dict())
         assert any(f": loaded {tensors} tensors, skipped 0" in line for line in lines), lines
@@ -352,12 +360,12 @@ def weights_bomb(tmp_path_factory) -> Path:
 def test_it_refuses_weights_that_inflate_far_beyond_their_size_before_loading_them(owner, weights_bomb):
     assert weights_bomb.stat().st_size < 2 * 1024**2
     started = time.monotonic()
-    with weights_bomb.open("rb") as handle, pytest.raises(PretrainedError) as refused:
+    with weights_bomb.open("rb") as handle, pytest.raises(WeightsError) as refused:
         weights_upload(owner=owner, name="bomb.pt", chunks=handle)
     assert time.monotonic() - started < 5
     assert str(refused.value).startswith("bomb.pt: record 'bomb/data/1' inflates")
     assert "over the ratio of 10 " in str(refused.value)
-    assert not PretrainedWeights.objects.exists()
+    assert not UploadedWeights.objects.exists()
 
 
 def test_it_takes_safetensors_and_refuses_a_padded_bomb_through_the_api_and_the_form(owner_client, dataset, tmp_path):
@@ -382,4 +390,4 @@ def test_it_takes_safetensors_and_refuses_a_padded_bomb_through_the_api_and_the_
     form = valid(dataset, start_from="upload", pretrained_file=SimpleUploadedFile("bomb.pt", bomb))
     response = owner_client.post(reverse("run-new"), form)
     assert errors_of(response)["pretrained_file"].startswith("bomb.pt: record 'archive/data/bomb' inflates")
-    assert PretrainedWeights.objects.count() == 2 and Run.objects.count() == 1
+    assert UploadedWeights.objects.count() == 2 and Run.objects.count() == 1

@@ -13,8 +13,8 @@ from tests.workbench.runs.web.test_wizard import fake_checkpoint
 from tests.workbench.searches.test_forms import posted
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
-from workbench.runs.validators import PRETRAINED_REFUSED
 from workbench.searches.models import Search
+from workbench.weights.references import REFUSED as PRETRAINED_REFUSED
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a search's study is made through Optuna's own connection
 

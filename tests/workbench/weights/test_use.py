@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from datasets.models import Dataset
 from tests.support.factories import make_dataset_row
+from workbench.runs.attempts.config import run_config
 from workbench.runs.models import Run
 from workbench.weights.models import StoredWeights
 
@@ -62,7 +63,8 @@ def test_it_starts_a_run_from_weights_of_the_store_by_reference(owner_client, ow
     assert response.status_code == 201, response.json()
     assert response.json()["config"]["pretrained"] == lab_weights.reference  # never the path
     run = Run.objects.get(pk=response.json()["id"])
-    assert run.config["pretrained"] == str(lab_weights.file)  # what the trainer reads
+    assert run.config["pretrained"] == lab_weights.reference  # stored as the reference
+    assert run_config(run)["pretrained"] == str(lab_weights.file)  # what the trainer reads, from launch
     assert run.config["data"]["norm_std"] == [0.229, 0.224, 0.225] and run.config["freeze_backbone_epochs"] == 1
     assert StoredWeights.objects.count() == 1
 
@@ -79,7 +81,7 @@ def test_it_starts_a_run_from_weights_of_the_store_from_the_command_line(owner, 
     call_command("train", *argv, "--weights", str(lab_weights.pk), "--freeze-backbone-epochs", "1", stdout=out)
 
     run = Run.objects.get(pk=int(out.getvalue()))
-    # What the API stores for the same request (test above): the file the trainer reads, the
+    # What the API stores for the same request (test above): the reference, the
     # weights' own normalisation, the fine-tuning field.
-    assert run.config["pretrained"] == str(lab_weights.file)
+    assert run.config["pretrained"] == lab_weights.reference
     assert run.config["data"]["norm_std"] == [0.229, 0.224, 0.225] and run.config["freeze_backbone_epochs"] == 1

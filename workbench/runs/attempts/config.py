@@ -11,6 +11,7 @@ import copy
 from dataclasses import dataclass
 
 from workbench.runs.models import Run
+from workbench.weights.references import reference_path
 from workbench.workers.models import Device
 
 
@@ -47,4 +48,9 @@ def run_config(run: Run) -> dict:
     config["run_dir"] = str(run.run_dir)
     config["network"] = run.network
     config.setdefault("data", {})["dataset"] = str(run.dataset.path)
+    if config.get("pretrained"):
+        # The run stores the reference (weights:, upload:, run:); the file is resolved here, at
+        # launch, by the one door of the grammar: the path exists only in the launch file.
+        path = reference_path(config["pretrained"], owner=run.owner, network=run.network, run_dir=run.run_dir)
+        config["pretrained"] = str(path)
     return config

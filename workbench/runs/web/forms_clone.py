@@ -7,7 +7,6 @@ import json
 
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run
-from workbench.runs.pretrained import reference_for_path
 from workbench.runs.web.forms import CONFIG_PATH, SWEPT_PATH
 
 
@@ -30,7 +29,7 @@ def initial_from_run(run: Run) -> dict:
             initial[name] = ", ".join(f"{v:g}" for v in initial[name])
     if initial.get("custom_layers"):
         initial["custom_layers"] = json.dumps(initial["custom_layers"])
-    reference = reference_for_path(config.get("pretrained"))
+    reference = config.get("pretrained")  # stored as the reference: weights:, upload:, run:
     if reference:
         initial["start_from"] = "path"
         initial["pretrained_path"] = reference

@@ -10,9 +10,10 @@ from trainer.config import plain_number
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
 from workbench.runs.models import Run
-from workbench.runs.pretrained import MAX_PRETRAINED_BYTES, checkpoint_epoch, checkpoint_of
+from workbench.runs.pretrained import checkpoint_epoch, checkpoint_of
 from workbench.runs.validators import check_pretrained, trainer_number
 from workbench.weights.selectors import weights_for_networks
+from workbench.weights.uploads import MAX_UPLOAD_BYTES
 
 START_CHOICES = [
     ("scratch", "From scratch (random weights)"),
@@ -90,8 +91,8 @@ class StartFromForm(forms.Form):
 
     def clean_pretrained_file(self):
         upload = self.cleaned_data.get("pretrained_file")
-        if upload and upload.size > MAX_PRETRAINED_BYTES:
-            raise forms.ValidationError(f"{upload.name} is {upload.size} bytes, over the {MAX_PRETRAINED_BYTES} limit.")
+        if upload and upload.size > MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(f"{upload.name} is {upload.size} bytes, over the {MAX_UPLOAD_BYTES} limit.")
         return upload
 
     def clean_pretrained_path(self):

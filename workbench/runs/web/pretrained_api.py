@@ -12,14 +12,16 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from workbench.runs.models import PretrainedWeights, Run
-from workbench.runs.pretrained import PretrainedError, weights_upload
+from workbench.runs.models import Run
 from workbench.runs.web.serializers import PretrainedUploadSerializer, PretrainedWeightsSerializer
+from workbench.weights.files import WeightsError
+from workbench.weights.models import UploadedWeights
+from workbench.weights.uploads import weights_upload
 
 
 def _weights_for(user):
     """One's own uploads only: staff may use anyone's by id, but the list stays one's own."""
-    return PretrainedWeights.objects.owned_by(user).filter(source_run__isnull=True)
+    return UploadedWeights.objects.owned_by(user)
 
 
 @api_view(["GET", "POST"])
@@ -37,7 +39,7 @@ def pretrained_list(request):
             chunks=upload,
             size=upload.size,
         )
-    except PretrainedError as error:
+    except WeightsError as error:
         raise ValidationError({"file": [str(error)]}) from None
     return Response(PretrainedWeightsSerializer(weights).data, status=status.HTTP_201_CREATED)
 
@@ -46,7 +48,7 @@ def pretrained_list(request):
 def pretrained_detail(request, pk: int):
     """Deletes the upload, unless a run that may still (re)start reads it."""
     weights = get_object_or_404(_weights_for(request.user), pk=pk)
-    users = Run.objects.filter(config__pretrained=str(weights.file)).exclude(state__in=Run.FINISHED_STATES)
+    users = Run.objects.filter(config__pretrained=weights.reference).exclude(state__in=Run.FINISHED_STATES)
     if users.exists():
         return Response(
             {"detail": f"{weights.reference} is the start of a run that is not finished; delete it once that run ends"},

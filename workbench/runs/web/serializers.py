@@ -7,7 +7,6 @@ from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number
 from workbench.core.errors import NotAllowed, RequestError
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
-from workbench.runs.pretrained import config_for_display
 from workbench.runs.selectors import run_best
 from workbench.runs.validators import MAX_NODES, MAX_PRIORITY, check_priority
 from workbench.workers.models import Device
@@ -78,8 +77,8 @@ class RunDetailSerializer(RunSerializer):
         return run_best(run)
 
     def get_config(self, run: Run) -> dict:
-        # `pretrained` reads as the reference it came from (upload:<id>, run:<id>), never a server path.
-        return config_for_display(run.config or {})
+        # `pretrained` is stored as its reference (upload:<id>, run:<id>, weights:<id>), never a path.
+        return run.config or {}
 
 
 @extend_schema_field(OpenApiTypes.NUMBER)

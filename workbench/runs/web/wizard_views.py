@@ -28,12 +28,13 @@ from workbench.runs import services
 from workbench.runs.executors import check_executor, executor_named
 from workbench.runs.models import Run
 from workbench.runs.network_fit import check_images_take, network_input, parameter_count
-from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.selectors import run_for
 from workbench.runs.validators import check_model_parallel, parse_device_request, sweep_config
 from workbench.runs.web.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.web.forms_clone import initial_from_run
 from workbench.runs.web.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
+from workbench.weights.files import WeightsError
+from workbench.weights.uploads import weights_upload
 
 PREVIEW_POINTS = 200
 
@@ -107,7 +108,7 @@ def submitted_weights(request, form: RunForm) -> str | None:
     upload = data["pretrained_file"]
     try:
         weights = weights_upload(owner=request.user, name=upload.name, chunks=upload, size=upload.size)
-    except PretrainedError as error:
+    except WeightsError as error:
         form.add_error("pretrained_file", f"{error}.")
         return None
     return weights.reference

@@ -40,7 +40,7 @@ def test_it_starts_a_run_from_the_stores_weights_with_the_fine_tuning_fields(own
 
     run = Run.objects.get()
     assert response.status_code == 302, errors_of(response)
-    assert run.config["pretrained"] == str(stored.file)
+    assert run.config["pretrained"] == stored.reference
     assert (run.config["freeze_backbone_epochs"], run.config["backbone_lr_mult"], run.config["freeze_bn"]) == (
         1,
         0.1,

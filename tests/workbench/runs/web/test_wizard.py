@@ -16,6 +16,7 @@ from trainer.checkpoint import CheckpointStore
 from trainer.config import SolverConfig
 from trainer.networks import InputSpec, build_model
 from trainer.solver import lr_curve
+from workbench.runs.attempts.config import run_config
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
 from workbench.workers.models import Device
@@ -95,7 +96,7 @@ BAD_FIELDS = [
     ("epochs", "nan", "Enter a number."),
     ("batch_size", "0", "0 must be between 1 and"),
     ("batch_size", "eight", "'eight' is not a whole number."),
-    ("batch_size", "64", "64 is larger than the 24 training images of bars"),
+    ("batch_size", "64", "64 is larger than the 24 training images"),
     ("grad_accum", "0", "greater than or equal to 1"),
     ("grad_accum", "3", "per-process batch 8 is not divisible by grad_accum 3"),
     ("val_interval", "-1", "greater than or equal to 0"),
@@ -105,7 +106,7 @@ BAD_FIELDS = [
     ("crop_size", "9", "9 is larger than the dataset images (8x8)"),
     ("mean_subtraction", "median", "Select a valid choice"),
     ("precision", "fp8", "Select a valid choice"),
-    ("precision", "fp16", "fp16 needs GPUs"),
+    ("precision", "fp16", "'fp16' needs CUDA devices; on the CPU use 'bf16' or 'fp32'"),
     ("best_metric", "top3", "Select a valid choice"),
     ("num_workers", "-1", "greater than or equal to 0"),
     ("device_mode", "tpu", "Select a valid choice"),
@@ -212,7 +213,8 @@ def test_it_starts_from_a_previous_runs_weights(owner_client, owner, dataset):
     model = fake_checkpoint(previous)
     owner_client.post(reverse("run-new"), valid(dataset, start_from="run", previous_run=str(previous.pk)))
     run = Run.objects.exclude(pk=previous.pk).get()
-    state = torch.load(run.config["pretrained"], weights_only=True)
+    assert run.config["pretrained"] == f"run:{previous.pk}:last"  # a run still going: its latest snapshot
+    state = torch.load(run_config(run)["pretrained"], weights_only=True)  # copied at launch
     assert torch.equal(state["features.0.weight"], model.state_dict()["features.0.weight"])
     response = owner_client.post(reverse("run-new"), valid(dataset, start_from="run", previous_run=str(previous.pk),
                                                            network="resnet18"))  # fmt: skip
@@ -243,7 +245,8 @@ def test_it_starts_from_an_uploaded_state_dict_and_refuses_other_files(owner_cli
     upload = SimpleUploadedFile("weights.pt", path.read_bytes())
     owner_client.post(reverse("run-new"), valid(dataset, start_from="upload", pretrained_file=upload))
     run = Run.objects.get()
-    assert "features.0.weight" in torch.load(run.config["pretrained"], weights_only=True)
+    assert run.config["pretrained"].startswith("upload:")
+    assert "features.0.weight" in torch.load(run_config(run)["pretrained"], weights_only=True)
     junk = SimpleUploadedFile("junk.pt", b"not a pickle")
     response = owner_client.post(reverse("run-new"), valid(dataset, start_from="upload", pretrained_file=junk))
     assert "junk.pt is not a PyTorch state_dict file" in errors_of(response)["pretrained_file"]
@@ -269,7 +272,7 @@ def test_it_names_the_field_the_preview_cannot_use(owner_client, dataset):
     assert response.status_code == 400
     assert response.json()["errors"]["gamma"] == "Ensure this value is greater than or equal to 0."
     response = owner_client.post(reverse("run-new-lr-preview"), valid(dataset, batch_size="100"))
-    assert response.json()["errors"] == {"batch_size": "100 is larger than the 24 training images."}
+    assert response.json()["errors"] == {"batch_size": "100 is larger than the 24 training images"}
 
 
 def test_it_shows_the_output_shape_after_each_custom_layer(owner_client, dataset):

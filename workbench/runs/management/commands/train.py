@@ -16,9 +16,10 @@ from workbench.core.commands import command_owner, require_running_workbench
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 from workbench.runs.models import Run
-from workbench.runs.pretrained import PretrainedError, weights_upload
 from workbench.runs.services import run_submit
 from workbench.runs.validators import check_priority
+from workbench.weights.files import WeightsError
+from workbench.weights.uploads import weights_upload
 
 
 class Command(BaseCommand):
@@ -142,7 +143,7 @@ class Command(BaseCommand):
                 weights = weights_upload(owner=owner, name=path.name, chunks=handle, size=path.stat().st_size)
         except OSError as error:
             raise CommandError(f"--pretrained-file {path}: {error.strerror}") from None
-        except PretrainedError as error:
+        except WeightsError as error:
             raise CommandError(f"--pretrained-file: {error}") from None
         self.stderr.write(f"stored {path.name} as {weights.reference}")
         return weights.reference
