@@ -1,11 +1,17 @@
-"""The staff page "Weights": per network, what the store holds and what to drop in when offline."""
+"""The staff page "Weights": per network, what the store holds and what to drop in when offline.
+
+Reading the page writes nothing. Filing the files dropped into a cache is a write (rows made, each
+file hashed and load-checked), so it is the page's POST ("Look in the caches"), as it is
+`manage.py weights list`'s, never a side effect of a GET."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
+from workbench.weights.models import StoredWeights
 from workbench.weights.selectors import weights_overview
 from workbench.weights.services import store_networks, weights_discover
 
@@ -19,6 +25,15 @@ def _require_staff(request) -> None:
 @login_required
 def weights_page(request):
     _require_staff(request)
-    skipped = weights_discover()  # a file dropped into a cache shows up on the next visit
-    context = {"overview": weights_overview(store_networks()), "skipped": skipped}
-    return render(request, "weights/weights.html", context)
+    if request.method == "POST":
+        return _discover(request)
+    return render(request, "weights/weights.html", {"overview": weights_overview(store_networks())})
+
+
+def _discover(request):
+    """Files what was dropped into the caches since the last look; says what it skipped and why."""
+    before = StoredWeights.objects.count()
+    for line in weights_discover():
+        messages.warning(request, line)
+    messages.info(request, f"Looked in the caches: {StoredWeights.objects.count() - before} newly filed.")
+    return redirect("weights")
