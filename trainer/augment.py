@@ -31,8 +31,9 @@ import torch
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from trainer.config import ConfigError, TrainConfig
-from trainer.recipes import recipe_augments, recipe_refusal
+from trainer.config import TrainConfig
+from trainer.preflight import setting_of
+from trainer.recipes import recipe_augments
 
 # Bilinear, as torchvision's reference presets (presets.py, train.py's --interpolation) and timm
 # build them; the policies' own default, nearest, turns a rotated or sheared small image blocky.
@@ -44,23 +45,6 @@ _POLICIES: dict[str, Callable[[], v2.Transform]] = {
         ("autoaugment", v2.AutoAugment),
     )
 }
-
-
-def setting_of(cfg: TrainConfig) -> Callable[[str], Any]:
-    """`path -> value` of a config ("data.color_jitter"), for the rules of trainer/recipes.py."""
-
-    def setting(path: str) -> Any:
-        owner, _, leaf = path.rpartition(".")
-        return getattr({"": cfg, "data": cfg.data, "solver": cfg.solver}[owner], leaf)
-
-    return setting
-
-
-def check_recipe(cfg: TrainConfig, *, channels: int, task: str) -> None:
-    """ConfigError naming the field when the recipe cannot apply to the dataset's images."""
-    refusal = recipe_refusal(setting_of(cfg), channels=channels, task=task)
-    if refusal:
-        raise ConfigError(refusal[1], field=refusal[0])
 
 
 class TrainAugment:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices, shown
+from trainer.preflight import task_network_refusal
 from trainer.protocol import (
     CLASSIFICATION,
     DETECTION,
@@ -106,13 +107,6 @@ def _names(name: str, values: Any, allowed: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def task_mismatch(network: str, dataset_task: str) -> str | None:
-    """Why `network` cannot be measured on a dataset of `dataset_task` (its step reads that task's
-    labels: classes, boxes or masks), or None."""
-    task = task_of_network(network)
-    return None if task == dataset_task else f"{network} is a {task} network; this dataset is for {dataset_task}"
-
-
 def _dataset_task(folder: str) -> str | None:
     """The task of a dataset folder, as the trainer reads it (a DIGITS folder is a classifier's);
     None when the folder cannot be read: loading it for the cells says why, by name."""
@@ -189,9 +183,9 @@ def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> Ben
         raise ConfigError(f"dataset folder {Path(cfg.data).name!r} not found", field="data")
     dataset_task = _dataset_task(cfg.data) if check_paths and not cfg.synthetic else None
     for network in cfg.networks if dataset_task else []:
-        refusal = task_mismatch(network, dataset_task)
+        refusal = task_network_refusal(network, dataset_task)  # the runs' pre-flight rule
         if refusal:
-            raise ConfigError(refusal, field="networks")
+            raise ConfigError(refusal.message, field="networks")
     return cfg
 
 

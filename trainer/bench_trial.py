@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.bench_config import BenchmarkConfig, task_mismatch
+from trainer.bench_config import BenchmarkConfig
 from trainer.config import ConfigError, config_from_dict
 from trainer.data import DevicePrefetcher, build_data, move
 from trainer.dataset_folder import load_dataset_folder
@@ -30,6 +30,7 @@ from trainer.footprint import check_capacity, measure_step, parameter_bytes
 from trainer.memory import is_oom
 from trainer.networks import InputSpec
 from trainer.parallel import split_model
+from trainer.preflight import task_network_refusal
 from trainer.protocol import task_of_network
 from trainer.tasks import Task, task_for
 
@@ -133,9 +134,9 @@ def dataset_batches(cfg: BenchmarkConfig, group: Group, batch: int, rank: int, w
         check_paths=False,
     )
     info = load_dataset_folder(cfg.data)
-    refusal = task_mismatch(group.network, info.task)  # validate_benchmark's rule, for a folder changed since
+    refusal = task_network_refusal(group.network, info.task)  # the pre-flight's rule, for a folder changed since
     if refusal:
-        raise ConfigError(refusal, field="networks")
+        raise ConfigError(refusal.message, field="networks")
     data = build_data(
         train_cfg, info, task=task_for(info.task), rank=rank, world=world, pin_memory=device.type == "cuda"
     )

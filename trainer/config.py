@@ -11,11 +11,11 @@ import dataclasses
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.device_list import parse_devices  # its home; callers import it from here too
 from trainer.finetune_config import check_finetune
 from trainer.messages import ConfigError, plain_number, shown
 from trainer.protocol import METRIC_DIRECTION, TASK_NETWORKS
@@ -210,6 +210,42 @@ def settings_of(cfg: TrainConfig) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------
+# Short names: the settings a request may name without their dotted path. One table for every
+# door that takes them (the API's top-level fields, `manage.py train`'s options, a sweep's grid,
+# a search's space, the new-run form's fields): each reads its names and their paths here.
+# ------------------------------------------------------------------------------------------
+
+SHORT_FIELDS: dict[str, str] = {
+    "lr": "solver.base_lr",
+    "solver": "solver.optimizer",  # the API's `solver` and `manage.py train --solver` (README)
+    "momentum": "solver.momentum",
+    "weight_decay": "solver.weight_decay",
+    "lr_policy": "solver.lr_policy",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "preset": "preset",
+}
+# Another name for a short field, kept because a released door took it: a search's space named
+# the optimizer `optimizer` (POST /api/searches/ and `manage.py search --param`, issue 24).
+SHORT_ALIASES = {"optimizer": "solver"}
+
+
+def short_path(name: str) -> str | None:
+    """The dotted path of a short name or alias ("lr" -> "solver.base_lr"); None for any other."""
+    return SHORT_FIELDS.get(SHORT_ALIASES.get(name, name))
+
+
+def with_setting(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of the config `config` (as sent, nested) with `value` at the dotted `path`; the
+    objects on the way are copied too, so the caller's config is left as it was."""
+    head, _, rest = path.partition(".")
+    if not rest:
+        return {**config, head: value}
+    inner = config.get(head)
+    return {**config, head: with_setting(inner if isinstance(inner, dict) else {}, rest, value)}
+
+
+# ------------------------------------------------------------------------------------------
 # The ranges of the numbers: one table for every entry point (the trainer's own command line, the
 # web form, the API, sweeps, the CLI). Each bound is one a run can train with: a value inside
 # never fails at launch (no float -> int overflow in the step counts, no timedelta overflow, no
@@ -278,7 +314,6 @@ RANGES: dict[str, Range] = {
 # Policies whose gamma multiplies the rate once per step or per stage: above 1 it grows without
 # bound (gamma ** step overflows a float within a few thousand steps).
 DECAY_POLICIES = ("step", "multistep", "exp")
-MAX_DEVICES = 64  # per node: the most a host reports
 MAX_LIST = 100  # step_values, betas: short lists; longer ones are refused before they are read
 
 
@@ -317,44 +352,6 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         sub = {"data": DataConfig, "solver": SolverConfig}.get(name) if cls is TrainConfig else None
         kwargs[name] = _build(sub, value, f"{prefix}{name}.") if sub else value
     return cls(**kwargs)
-
-
-def parse_devices(value: Any) -> list[str | int]:
-    """`["cpu"]`, `["cpu", "cpu"]`, `"cpu x 2"`, `[0, 1]`, `"0,1"`, `"cuda:0"` -> a device list."""
-    if isinstance(value, str):
-        text = value.strip().lower()
-        match = re.fullmatch(r"(cpu|cuda)\s*[x*]\s*(\d+)", text)
-        if match:
-            count = int(match.group(2))
-            if not 1 <= count <= MAX_DEVICES:
-                raise ConfigError(f"{shown(count)} devices: give 1 to {MAX_DEVICES} per node", field="devices")
-            return ["cpu"] * count if match.group(1) == "cpu" else list(range(count))
-        value = [part.strip() for part in text.split(",") if part.strip()]
-    if not isinstance(value, list) or not value:
-        raise ConfigError('expected a non-empty list such as ["cpu"], [0, 1] or "cpu x 2"', field="devices")
-    if len(value) > MAX_DEVICES:
-        raise ConfigError(f"{len(value)} devices: give 1 to {MAX_DEVICES} per node", field="devices")
-    devices: list[str | int] = []
-    for item in value:
-        if isinstance(item, bool):
-            raise ConfigError(f"{item!r} is not a device", field="devices")
-        if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
-            if not 0 <= int(item) < 1024:  # a CUDA index, never a 400-digit number in a message
-                raise ConfigError(f"{shown(item)} is not a CUDA index", field="devices")
-            devices.append(int(item))
-        elif isinstance(item, str) and item.startswith("cuda:") and item[5:].isdigit():
-            devices.append(int(item[5:]))
-        elif item == "cpu":
-            devices.append("cpu")
-        else:
-            raise ConfigError(f"{item!r} is not 'cpu' or a CUDA index", field="devices")
-    kinds = {"cpu" if d == "cpu" else "cuda" for d in devices}
-    if len(kinds) > 1:
-        raise ConfigError("mixes CPU and CUDA devices; use one kind per run", field="devices")
-    cuda = [d for d in devices if d != "cpu"]
-    if len(set(cuda)) != len(cuda):
-        raise ConfigError(f"a CUDA device appears twice in {devices}", field="devices")
-    return devices
 
 
 def _nearest_multiple(value: int, of: int) -> int:

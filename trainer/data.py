@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from trainer import preflight
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.stopping import ignore_stop_signals, stop_signals_held
@@ -205,12 +206,8 @@ class Data:
 
 
 def input_shape(cfg: TrainConfig, info: DatasetInfo) -> tuple[int, int, int]:
-    crop = cfg.data.crop_size
-    if crop is not None and (crop > info.image_height or crop > info.image_width):
-        raise ConfigError(
-            f"data.crop_size: {crop} is larger than the dataset images ({info.image_width}x{info.image_height})"
-        )
-    return (info.channels, crop or info.image_height, crop or info.image_width)
+    """(channels, height, width) of the network's input; the crop fits: the pre-flight said so."""
+    return preflight.input_shape(cfg, preflight.facts_of(info))
 
 
 _LOADER_START = "fork" if "fork" in multiprocessing.get_all_start_methods() else None

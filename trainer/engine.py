@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer import finetune, protocol
-from trainer.augment import TrainAugment, check_recipe
+from trainer.augment import TrainAugment
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import Data, DevicePrefetcher, build_data, input_shape
@@ -30,7 +30,8 @@ from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
 from trainer.networks import InputSpec, load_pretrained
 from trainer.parallel import SplitError, Stage, split_model
-from trainer.protocol import CLASSIFICATION, EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome, layout_refusal
+from trainer.preflight import facts_of, preflight
+from trainer.protocol import CLASSIFICATION, EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 from trainer.stopping import StopFlag
@@ -87,25 +88,17 @@ class Run:
 
 
 def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
-    """Everything that can be checked before any process starts: dataset, sizes, network."""
+    """Everything that can be checked before any process starts: the dataset folder, then the
+    pre-flight (trainer/preflight.py: the rules the workbench asked at submit, in the same words)."""
     try:
         info = load_dataset_folder(cfg.data.dataset)
     except DatasetFolderError as exc:
         raise ConfigError(f"data.dataset: {exc}") from None
+    errors = preflight(cfg, facts_of(info))
+    if errors:
+        raise errors[0]
     channels, height, width = input_shape(cfg, info)
-    spec = InputSpec(channels, height, width, info.num_classes, cfg.custom_layers or [])
-    task = task_for(info.task)
-    task.check_network(cfg.network, spec)
-    check_recipe(cfg, channels=info.channels, task=info.task)
-    best_metric_for(task, cfg.best_metric)
-    refusal = layout_refusal(cfg.network, cfg.model_parallel)  # the workbench's validator says it first
-    if refusal:
-        raise ConfigError(refusal, field="model_parallel")
-    if info.splits["train"].count and info.splits["train"].count < cfg.batch_size:
-        raise ConfigError(
-            f"batch_size: {cfg.batch_size} is larger than the {info.splits['train'].count} training images"
-        )
-    return info, spec
+    return info, InputSpec(channels, height, width, info.num_classes, cfg.custom_layers or [])
 
 
 def place_model(model: nn.Module, cfg: TrainConfig, spec: InputSpec, devices: list[torch.device]) -> list[Stage]:

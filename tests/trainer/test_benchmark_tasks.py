@@ -84,13 +84,13 @@ def test_it_measures_a_detector_on_two_gpus_from_a_detection_dataset_and_refuses
     # A classifier on it: refused before any cell (the folder's task), and by the cell if the
     # folder changed after the check.
     lenet = {**raw, "networks": ["lenet"], "gpu_counts": [1]}
-    with pytest.raises(ConfigError, match="lenet is a classification network; this dataset is for detection"):
+    with pytest.raises(ConfigError, match="lenet is not a detection network; choose one of"):
         benchmark_from_dict(lenet)
     reporter = ListReporter()
     run_benchmark(benchmark_from_dict(lenet, check_paths=False), events=Events(reporter), stop=StopFlag())
     (cell,) = reporter.of_type(CELL)
     assert cell["status"] == "error"
-    assert "lenet is a classification network; this dataset is for detection" in cell["message"]
+    assert "lenet is not a detection network; choose one of" in cell["message"]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from trainer import protocol
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.networks import InputSpec
-from trainer.protocol import METRIC_DIRECTION, TASK_MIN_SIDE
+from trainer.protocol import METRIC_DIRECTION
 
 
 class TaskError(ConfigError):
@@ -38,9 +38,6 @@ class Task(Protocol):
     metrics: tuple[str, ...]  # trainer.protocol.TASK_METRICS[name]; the first is the default best
     # The DataLoader's collate (None: the default stacking of (image, label) pairs).
     collate: Callable[[list], Any] | None
-
-    def check_network(self, name: str, spec: InputSpec) -> None:
-        """ConfigError naming `network` when `name` is not this task's or cannot take `spec`."""
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module: ...
 
@@ -71,19 +68,6 @@ def best_metric_for(task: Task, requested: str) -> str:
         return protocol.best_metric_of(task.name, requested)
     except ValueError as error:
         raise TaskError(str(error), field="best_metric") from None
-
-
-def check_task_network(task: Task, name: str, spec: InputSpec) -> None:
-    """A detection or segmentation network of `task` that can take `spec`'s images."""
-    if name not in task.networks:
-        raise ConfigError(
-            f"{name} is not a {task.name} network; choose one of {', '.join(task.networks)}", field="network"
-        )
-    if min(spec.height, spec.width) < TASK_MIN_SIDE:
-        raise ConfigError(
-            f"{name} needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}, dataset is {spec.width}x{spec.height}",
-            field="network",
-        )
 
 
 def improves(metric: str, value: float, best: float | None) -> bool:

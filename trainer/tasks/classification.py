@@ -8,12 +8,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainer.config import NETWORKS, ConfigError, TrainConfig
-from trainer.custom_net import CustomNetError
+from trainer.config import NETWORKS, TrainConfig
 from trainer.data import LMDBImageDataset, Normalize, mean_tensor, weights_normalize
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
-from trainer.networks import InputSpec, NetworkError, build_model, check_input_size
+from trainer.networks import InputSpec, build_model
 from trainer.protocol import CLASSIFICATION, TASK_METRICS
 
 
@@ -48,18 +47,6 @@ class ClassificationTask:
     networks = NETWORKS
     metrics = TASK_METRICS[CLASSIFICATION]
     collate = None
-
-    def check_network(self, name: str, spec: InputSpec) -> None:
-        if name not in self.networks:
-            raise ConfigError(
-                f"{name} is a network of another task; this dataset is for classification: "
-                f"choose one of {', '.join(self.networks)}",
-                field="network",
-            )
-        try:
-            check_input_size(name, spec)
-        except (NetworkError, CustomNetError) as exc:
-            raise ConfigError(f"network: {exc}") from None
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:
         return build_model(name, spec)

@@ -28,7 +28,7 @@ from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
 from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
 from trainer.targets import decode_boxes
-from trainer.tasks.base import as_rgb, check_task_network, image_tensor, seeded, with_seed
+from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
 
 # Below this score a detection does not count as one in the run's words ("no box scored above").
 SCORE_FLOOR = 0.05
@@ -202,9 +202,6 @@ class DetectionTask:
     @staticmethod
     def collate(batch: list) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
         return collate(batch)
-
-    def check_network(self, name: str, spec: InputSpec) -> None:
-        check_task_network(self, name, spec)
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:
         return build_detector(name, spec)

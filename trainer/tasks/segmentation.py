@@ -24,7 +24,7 @@ from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
 from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS
 from trainer.targets import decode_mask
-from trainer.tasks.base import as_rgb, check_task_network, image_tensor, seeded, with_seed
+from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
 
 # ImageNet statistics: torchvision's segmentation networks do not normalise inside (the
 # detectors do), and these are the statistics their published recipes train with.
@@ -149,9 +149,6 @@ class SegmentationTask:
     networks = TASK_NETWORKS[SEGMENTATION]
     metrics = TASK_METRICS[SEGMENTATION]
     collate = None  # images and masks of one size stack as they are
-
-    def check_network(self, name: str, spec: InputSpec) -> None:
-        check_task_network(self, name, spec)
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:
         builder = getattr(segmentation, name)

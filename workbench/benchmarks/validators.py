@@ -11,10 +11,11 @@ from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
 from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
+from trainer.preflight import side_refusal, task_network_refusal
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
-from workbench.runs.network_fit import check_task_network
+from workbench.runs.validators import preflight_facts
 
 DEFAULTS: dict[str, Any] = {
     "networks": ["resnet50"],
@@ -78,12 +79,12 @@ def _dataset_of(value: str, owner) -> Dataset | None:
 
 def _check_networks_take(networks: list[str], dataset: Dataset | None) -> None:
     """Every network measured on a dataset is of the dataset's task and takes its images (the
-    runs' rule: network_fit.check_task_network); synthetic data is made for each network's task."""
-    for network in networks if dataset is not None else []:
-        try:
-            check_task_network(network=network, dataset=dataset)
-        except RequestError as error:
-            raise RequestError("networks", error.errors[0][1]) from None
+    trainer's pre-flight rules, as for a run); synthetic data is made for each network's task."""
+    facts = preflight_facts(dataset) if dataset is not None else None
+    for network in networks if facts is not None else []:
+        refusal = task_network_refusal(network, facts.task) or side_refusal(network, facts)
+        if refusal:
+            raise RequestError("networks", refusal.message)
 
 
 def _check_config(cfg: BenchmarkConfig, dataset: Dataset | None) -> None:

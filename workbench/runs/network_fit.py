@@ -1,6 +1,8 @@
-"""Input rules on the network of a run request: it takes the dataset's images (at the crop size),
-and a custom network fits the memory of the devices asked for. One home for the form, its
-previews, the API, sweeps and the CLI (the rest of the input rules are in validators.py)."""
+"""What a network is on a dataset, as the new-run page shows it (its input, its parameters), and
+the workbench's own rule on a run request's network: a custom network fits the memory of the
+devices asked for (the workers' inventory knows them). Every rule of a config against its dataset
+(the network takes the images, the recipe, the metric, the batch) is the trainer's pre-flight
+(trainer/preflight.py), asked by validators.validate_trainer_config."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import json
 import math
 from typing import Any
 
-from trainer.config import ALL_NETWORKS, NETWORKS, RANGES, default_of, networks_of, shown
-from trainer.protocol import CLASSIFICATION, TASK_MIN_SIDE, TASK_NETWORKS, best_metric_of
-from trainer.recipes import recipe_refusal, under_preset
+from trainer.config import RANGES, default_of
+from trainer.preflight import CHECKED_NETWORKS, input_refusal, layers_key
+from trainer.protocol import TASK_NETWORKS
 from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.validators import sweep_config
@@ -48,15 +50,16 @@ def parameter_count(network: str, shape: tuple[int, int, int, int], layers: list
 def check_network_fits(
     *, network: str, config: dict, dataset, request: DeviceRequest | None = None, memory_known: bool = True
 ) -> None:
-    """The network can take the dataset's images, at the crop size, and a custom network fits
-    the memory of the devices `request` asks for (when the executor knows it before the start,
-    `memory_known`: Executor.knows_device_memory): one rule for the form, the API and the CLI
-    (checked on submit, so a run that would fail at launch is never queued). Only a ready
-    dataset's sizes are known; a dataset still building is checked at launch."""
-    check_task_network(network=network, dataset=dataset)
-    check_images_take(config=config, dataset=dataset)
-    if network not in NETWORKS or dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
-        return  # an unknown network and a bad config are refused by validate_trainer_config
+    """A custom network fits the memory of the devices `request` asks for, when the executor
+    knows it before the start (`memory_known`: Executor.knows_device_memory): the workbench's own
+    rule, from the workers' inventory. Whether the network takes the dataset's images, and every
+    other rule of a config against its dataset, is the trainer's pre-flight, which
+    validators.validate_trainer_config asks (trainer/preflight.py). Only a ready dataset's sizes
+    are known; a dataset still building is checked at launch."""
+    if network != "custom" or request is None or not memory_known or not isinstance(config, dict):
+        return
+    if dataset.status != "ready" or not dataset.image_width:
+        return
     # torch (with the trainer) is loaded only where a run is submitted, never by every web process
     from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
 
@@ -65,88 +68,12 @@ def check_network_fits(
     crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
     layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
     shape = network_input(dataset, crop)
-    refusal = input_refusal(network, shape, _layers_key(layers))
-    if refusal:
-        raise RequestError(*refusal)
-    if network == "custom" and request is not None and memory_known:
-        try:
-            check_memory(layers=layers, shape=shape, config=config, request=request)
-        except CustomNetError as error:
-            raise RequestError("config.custom_layers", str(error)) from None
-
-
-# Networks checked (built on the meta device and run) per process, each distinct one kept: the
-# answer depends only on the network, the input and a custom network's layers, never on the rest
-# of the config, so a search checking every candidate value (a learning rate, a batch) builds its
-# network once, not once a value (1,024 builds, 56 s of one web thread before they were kept).
-CHECKED_NETWORKS = 256
-
-
-def _layers_key(layers: list) -> str:
-    """A custom network's layers as a cache key (their JSON text); `[]` for any other network."""
-    return json.dumps(layers, sort_keys=True, default=str)
-
-
-@functools.lru_cache(maxsize=CHECKED_NETWORKS)
-def input_refusal(network: str, shape: tuple[int, int, int, int], layers: str) -> tuple[str, str] | None:
-    """Why `network` cannot take images of `shape` (network_input) with a custom network's
-    `layers` (_layers_key), as (field, message); None when it can. Builds the network once per
-    distinct key and process: `input_refusal.cache_info().misses` counts the builds."""
-    from trainer.custom_net import CustomNetError  # torch: loaded only where this runs
-    from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
-
+    if input_refusal(network, shape, layers_key(layers)):
+        return  # the pre-flight names what is wrong with the layers
     try:
-        check_input_size(network, InputSpec(*shape, json.loads(layers)))
+        check_memory(layers=layers, shape=shape, config=config, request=request)
     except CustomNetError as error:
-        return "config.custom_layers", str(error)
-    except NetworkError as error:
-        return ("config.custom_layers" if network == "custom" else "network"), str(error)
-    return None
-
-
-def check_images_take(*, config: Any, dataset) -> None:
-    """The crop and the recipe's augmentations apply to the dataset's images: a crop no larger
-    than they are (the random resized crop's size too), no colour jitter on grey images, no
-    recipe augmentation on a detection or segmentation dataset (trainer/recipes.py's rule), and
-    a best metric of the dataset's task (trainer/protocol.py's rule)."""
-    if dataset.status != "ready" or not dataset.image_width or not isinstance(config, dict):
-        return
-    config = under_preset(config)  # a preset's fields, where the request leaves them out
-    crop = _setting(config, "data.crop_size")
-    width, height = dataset.image_width, dataset.image_height
-    if isinstance(crop, int) and not isinstance(crop, bool) and (crop > width or crop > height):
-        raise RequestError(
-            "config.data.crop_size", f"{shown(crop)} is larger than the dataset images ({width}x{height})"
-        )
-    refusal = recipe_refusal(
-        lambda path: _setting(config, path), channels=dataset.channels, task=dataset.task or CLASSIFICATION
-    )
-    if refusal:
-        raise RequestError(f"config.{refusal[0]}", refusal[1])
-    best = _setting(config, "best_metric")
-    if isinstance(best, str):
-        try:
-            best_metric_of(dataset.task or CLASSIFICATION, best)
-        except ValueError as error:
-            raise RequestError("config.best_metric", str(error)) from None
-
-
-def check_task_network(*, network: str, dataset) -> None:
-    """The network is one of the dataset's task (a detector for a detection dataset...), and a
-    detection or segmentation network takes the dataset's images: refused here, never at launch."""
-    task = getattr(dataset, "task", CLASSIFICATION) or CLASSIFICATION
-    if network not in ALL_NETWORKS:
-        return  # an unknown name is refused by validate_trainer_config, listing every network
-    allowed = networks_of(task)
-    if network not in allowed:
-        raise RequestError("network", f"{network} is not a {task} network; choose one of {', '.join(allowed)}")
-    side = min(dataset.image_width or TASK_MIN_SIDE, dataset.image_height or TASK_MIN_SIDE)
-    if task != CLASSIFICATION and side < TASK_MIN_SIDE:
-        raise RequestError(
-            "network",
-            f"{network} needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}, "
-            f"dataset is {dataset.image_width}x{dataset.image_height}",
-        )
+        raise RequestError("config.custom_layers", str(error)) from None
 
 
 def sweep_fits(*, network: str, config: Any, grid: Any, dataset, request: DeviceRequest, memory_known: bool) -> None:
@@ -190,7 +117,7 @@ def check_memory(*, layers: list, shape: tuple[int, int, int, int], config: dict
     capacity, where = _device_memory(request)
     if batch <= 0 or not capacity:
         return  # a batch the processes cannot share is refused by the trainer's own check
-    parameters, outputs = _custom_size(shape, _layers_key(layers))
+    parameters, outputs = _custom_size(shape, layers_key(layers))
     weights = training_bytes(parameters)
     # Every layer's output is kept for the backward pass and gets a gradient of the same size:
     # twice, 4 bytes a value in fp32, 2 under bf16/fp16 autocast.

@@ -105,7 +105,9 @@ def run_submit(
     # Before the config's weights are resolved (copied out of a run): nothing is written for a refusal.
     memory_known = executor_named(executor).knows_device_memory
     check_network_fits(network=network, config=config, dataset=dataset, request=request, memory_known=memory_known)
-    config = validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes)
+    config = validate_trainer_config(
+        config, network=network, request=request, owner=owner, nodes=nodes, dataset=dataset
+    )
     return run_create(
         executor=executor,
         nodes=nodes,
@@ -148,7 +150,13 @@ def sweep_create(*, owner, dataset: Dataset, base_request: dict, grid: dict) -> 
         memory_known=executor_named(executor).knows_device_memory,
     )  # fmt: skip
     checked = sweep_validate(
-        config=base_request.get("config") or {}, grid=grid, network=network, request=request, owner=owner, nodes=nodes
+        config=base_request.get("config") or {},
+        grid=grid,
+        network=network,
+        request=request,
+        owner=owner,
+        nodes=nodes,
+        dataset=dataset,
     )
     base = base_request.get("name") or f"{network} on {dataset.name}"
     sweep = f"{base[:50]} · {uuid.uuid4().hex[:6]}"

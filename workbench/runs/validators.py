@@ -16,12 +16,16 @@ from trainer.config import (
     LAUNCH_FIELDS,
     RANGES,
     ConfigError,
+    TrainConfig,
     config_from_dict,
     plain_number,
     settings_of,
+    short_path,
     shown,
+    with_setting,
 )
-from trainer.protocol import layout_refusal
+from trainer.preflight import DatasetFacts, preflight
+from trainer.protocol import CLASSIFICATION, layout_refusal
 from workbench.core.errors import NotAllowed, RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.weights.references import reference_check, reference_preprocessing
@@ -95,12 +99,20 @@ def check_pretrained(value: Any, *, owner, network: str) -> str:
 
 
 def validate_trainer_config(
-    config: dict, *, network: str, request: DeviceRequest, owner=None, nodes: int = 1, with_weights: bool = False
+    config: dict,
+    *,
+    network: str,
+    request: DeviceRequest,
+    owner=None,
+    nodes: int = 1,
+    with_weights: bool = False,
+    dataset=None,
 ) -> dict:
     """Validates with the trainer's own rules (names the bad field) for the devices `request`
-    asks for on each of `nodes` nodes; returns the config to store, its `pretrained` reference
-    checked for `owner` and stored as it is (a config naming weights without an owner is refused).
-    `with_weights`: weights checked apart (the form's) are to come, for the fine-tuning fields."""
+    asks for on each of `nodes` nodes, and against `dataset` by the trainer's pre-flight; returns
+    the config to store, its `pretrained` reference checked for `owner` and stored as it is (a
+    config naming weights without an owner is refused). `with_weights`: weights checked apart (the
+    form's) are to come, for the fine-tuning fields."""
     if not isinstance(config, dict):
         raise RequestError("config", "expected an object")
     sent, config = config, {**config}
@@ -124,16 +136,19 @@ def validate_trainer_config(
         "nodes": nodes,
         "data": {**(config.get("data") or {}), "dataset": "/nonexistent/dataset"},
     }
-    if probe.get("precision") == "fp16":
-        probe["devices"] = list(range(count))  # fp16 is checked against CUDA at launch
+    if probe.get("precision") == "fp16" and not request.is_cpu:
+        probe["devices"] = list(range(count))  # which GPUs is known at launch; that they are GPUs, now
     try:
-        # What is stored: every setting the run trains with, sent or defaulted (the trainer's
-        # defaults), so the same run reads the same whether the form, the API or the CLI made it.
-        config = settings_of(config_from_dict(probe, check_paths=False))
+        cfg = config_from_dict(probe, check_paths=False)
     except ConfigError as error:
         raise RequestError(f"config.{error.field}" if error.field else "config", error.message) from None
     except TypeError as error:
         raise RequestError("config", str(error)) from None
+    if dataset is not None:
+        check_preflight(cfg, dataset)
+    # What is stored: every setting the run trains with, sent or defaulted (the trainer's
+    # defaults), so the same run reads the same whether the form, the API or the CLI made it.
+    config = settings_of(cfg)
     config.pop("pretrained", None)  # the stand-in, never stored
     if pretrained not in (None, ""):
         # The reference is stored, never a path: the file is resolved at launch (attempts/config.py).
@@ -142,6 +157,29 @@ def validate_trainer_config(
         own = {k: v for k, v in reference_preprocessing(pretrained).items() if (sent.get("data") or {}).get(k) is None}
         config["data"] = {**config["data"], **own}
     return config
+
+
+def preflight_facts(dataset) -> DatasetFacts:
+    """What the trainer's pre-flight knows of a dataset row: its task, and its images' size and
+    training images once it is ready (a dataset still building is judged at launch)."""
+    ready = dataset.status == "ready" and bool(dataset.image_width and dataset.image_height)
+    return DatasetFacts(
+        task=dataset.task or CLASSIFICATION,
+        channels=dataset.channels or 3,
+        width=dataset.image_width if ready else 0,
+        height=dataset.image_height if ready else 0,
+        classes=max(1, len(dataset.labels or [])),
+        train_images=int((dataset.splits or {}).get("train", {}).get("count", 0)) if ready else 0,
+    )
+
+
+def check_preflight(cfg: TrainConfig, dataset) -> None:
+    """The trainer's pre-flight (trainer/preflight.py) of a validated config on `dataset`, at
+    submit: every refusal in the words the engine would fail the run with at launch."""
+    errors = preflight(cfg, preflight_facts(dataset))
+    if errors:
+        # The network is a field of the request itself; every other setting is under config.
+        raise RequestError.of([(e.field if e.field == "network" else f"config.{e.field}", e.message) for e in errors])
 
 
 MAX_PRIORITY = 100  # priorities run from -MAX_PRIORITY to MAX_PRIORITY (staff only)
@@ -167,10 +205,10 @@ def check_priority(value: Any, *, by_staff: bool) -> int:
 # ----------------------------------------------------------------------------- sweeps
 
 MAX_SWEEP_RUNS = 32
-# What a sweep may vary, as the new-run form offers it: its key -> the path in the trainer config.
-# A sweep may vary the preset too (trainer/recipes.py): each run's fields the request leaves out
-# are that run's preset's.
-SWEEP_FIELDS = {"lr": ("solver", "base_lr"), "batch_size": ("batch_size",), "preset": ("preset",)}
+# What a sweep may vary, as the new-run form offers it: short names (trainer.config.SHORT_FIELDS
+# says where each goes). A sweep may vary the preset too (trainer/recipes.py): each run's fields
+# the request leaves out are that run's preset's.
+SWEEP_FIELDS = ("lr", "batch_size", "preset")
 
 
 def sweep_combinations(grid: Any) -> list[dict[str, Any]]:
@@ -217,13 +255,8 @@ def first_repeat(values: list) -> Any:
 
 def sweep_config(config: dict, combination: dict[str, Any]) -> dict:
     """`config` with the combination's values put at their paths (config is left as it was)."""
-    config = {**config}
     for key, value in combination.items():
-        *parents, leaf = SWEEP_FIELDS[key]
-        node = config
-        for parent in parents:
-            node[parent] = node = {**(node.get(parent) or {})}
-        node[leaf] = value
+        config = with_setting(config, short_path(key), value)
     return config
 
 
@@ -236,6 +269,7 @@ def sweep_validate(
     owner=None,
     nodes: int = 1,
     with_weights: bool = False,
+    dataset=None,
 ) -> list[tuple[dict, dict]]:
     """Every combination of `grid` applied to `config` and validated as one run would be, before
     any is created: [(combination, config to store)]; an error on a swept value names sweep.<key>."""
@@ -243,13 +277,12 @@ def sweep_validate(
         raise RequestError("config", "expected an object")
     combinations = sweep_combinations(grid)
     for key in combinations[0]:
-        *parents, leaf = SWEEP_FIELDS[key]
+        *parents, leaf = short_path(key).split(".")
         node = config
         for parent in parents:
             node = node.get(parent) if isinstance(node.get(parent), dict) else {}
         if leaf in node:
-            path = ".".join(SWEEP_FIELDS[key])
-            raise RequestError(f"config.{path}", f"given by the sweep (sweep.{key}); leave it out here")
+            raise RequestError(f"config.{short_path(key)}", f"given by the sweep (sweep.{key}); leave it out here")
     checked = []
     for combination in combinations:
         try:
@@ -260,9 +293,10 @@ def sweep_validate(
                 owner=owner,
                 nodes=nodes,
                 with_weights=with_weights,
+                dataset=dataset,
             )
         except RequestError as error:
-            swept = {"config." + ".".join(SWEEP_FIELDS[key]): key for key in combination}
+            swept = {f"config.{short_path(key)}": key for key in combination}
             pairs = [(f"sweep.{swept[field]}" if field in swept else field, text) for field, text in error.errors]
             raise RequestError.of(pairs) from None
         checked.append((combination, stored))

@@ -17,7 +17,7 @@ def check_candidates(*, space: dict, network: str, config: dict, dataset: Datase
     """Each value of the space (every choice, each range's two ends) makes a run the runs' own rules
     accept, refused under space.<name> before anything is queued: a network that cannot take the
     images or the base's weights, a batch that does not divide over the GPUs, a learning rate out
-    of the trainer's range. A network is built once however many values keep it (network_fit's
+    of the trainer's range. A network is built once however many values keep it (the pre-flight's
     cache), and validators.MAX_CANDIDATES bounds the values."""
     reference = config.get("pretrained")
     # Weights named by the base are resolved (copied) once per trial run, not for each probe.
@@ -28,9 +28,8 @@ def check_candidates(*, space: dict, network: str, config: dict, dataset: Datase
             # The base's weights, or the value's when the space searches over weights.
             weights = probe.pop("pretrained", reference)
             try:
-                run_services.check_network_fits(network=probe_network, config=probe, dataset=dataset)
                 _check_run_config(probe, network=probe_network, reference=weights, request=request, owner=owner,
-                                  nodes=nodes)  # fmt: skip
+                                  nodes=nodes, dataset=dataset)  # fmt: skip
             except RequestError as error:
                 where = config_path(name)
                 pairs = [
@@ -40,12 +39,14 @@ def check_candidates(*, space: dict, network: str, config: dict, dataset: Datase
                 raise RequestError.of(pairs) from None
 
 
-def _check_run_config(config: dict, *, network: str, reference, request, owner, nodes) -> None:
+def _check_run_config(config: dict, *, network: str, reference, request, owner, nodes, dataset: Dataset) -> None:
     """A trial's config by the run creation's rules, its weights (`reference`, config.pretrained)
     by their rule of who may use what for which network, without copying any file: a search whose
     weights no trial may use is refused here, not by every trial at its start."""
     weights = reference not in (None, "")
-    validate_trainer_config(config, network=network, request=request, owner=owner, nodes=nodes, with_weights=weights)
+    validate_trainer_config(
+        config, network=network, request=request, owner=owner, nodes=nodes, with_weights=weights, dataset=dataset
+    )
     if weights:
         check_pretrained(reference, owner=owner, network=network)
 
@@ -57,10 +58,9 @@ def check_runs(*, owner, dataset: Dataset, network: str, config, space: dict, gp
     request, executor, nodes = run_services.resolve_placement(gpus=gpus, executor=executor, nodes=nodes or 1)
     if not isinstance(config, dict):
         raise RequestError("config", "expected an object")
-    run_services.check_network_fits(network=network, config=config, dataset=dataset)
     base = {key: value for key, value in config.items() if key != "pretrained"}
     _check_run_config(base, network=network, reference=config.get("pretrained"), request=request, owner=owner,
-                      nodes=nodes)  # fmt: skip
+                      nodes=nodes, dataset=dataset)  # fmt: skip
     check_candidates(
         space=space, network=network, config=config, dataset=dataset, request=request, owner=owner, nodes=nodes
     )

@@ -8,22 +8,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainer.config import shown
+from trainer.config import short_path, shown, with_setting
 from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION, TASK_METRICS
 from workbench.core.errors import RequestError
 from workbench.searches.models import Search
 
-# Short names for the fields searched most, and where each sits in the trainer config; any other
-# trainer field is named by its dotted path ("solver.gamma", "augment.preset"), and "network" is
-# the run's network.
-PARAM_PATHS = {
-    "lr": ("solver", "base_lr"),
-    "momentum": ("solver", "momentum"),
-    "weight_decay": ("solver", "weight_decay"),
-    "optimizer": ("solver", "optimizer"),
-    "lr_policy": ("solver", "lr_policy"),
-    "batch_size": ("batch_size",),
-}
+# A parameter is a short name (trainer.config.SHORT_FIELDS: lr, solver or its alias optimizer,
+# momentum, ...) or any trainer field's dotted path ("solver.gamma", "data.color_jitter");
+# "network" is the run's network.
 NETWORK = "network"
 RANGE_TYPES = ("loguniform", "uniform", "int")
 TYPES = (*RANGE_TYPES, "choice")
@@ -112,22 +104,22 @@ def candidate_values(spec: dict) -> list:
 
 def trial_request(*, network: str, config: dict, params: dict) -> tuple[str, dict]:
     """A trial's network and trainer config: the base with the parameters put at their paths."""
-    config = {**config}
     for name, value in params.items():
         if name == NETWORK:
             network = value
             continue
-        *parents, leaf = PARAM_PATHS.get(name) or tuple(name.split("."))
-        node = config
-        for parent in parents:
-            node[parent] = node = {**(node.get(parent) or {})}
-        node[leaf] = value
+        config = with_setting(config, param_path(name), value)
     return network, config
+
+
+def param_path(name: str) -> str:
+    """Where a parameter goes in the trainer config: a short name's path, else the name itself."""
+    return short_path(name) or name
 
 
 def config_path(name: str) -> str:
     """Where a parameter lands in a run request, as the run validators name it."""
-    return NETWORK if name == NETWORK else "config." + ".".join(PARAM_PATHS.get(name) or name.split("."))
+    return NETWORK if name == NETWORK else f"config.{param_path(name)}"
 
 
 def validate_budget(*, trials: Any, parallel: Any, gpu_hours: Any) -> tuple[int, int, float | None]:

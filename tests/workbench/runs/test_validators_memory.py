@@ -24,9 +24,10 @@ WIDE = [{"type": "flatten"}, {"type": "linear", "out_features": 2_000_000}, {"ty
 
 @pytest.fixture
 def dataset(owner):
+    # Enough training images for the largest batch below (the pre-flight refuses a larger batch).
     return make_dataset_row(
         owner, image_width=8, image_height=8, channels=1,
-        labels=["a", "b", "c"], splits={"train": {"count": 1000}},
+        labels=["a", "b", "c"], splits={"train": {"count": 100_000}},
     )  # fmt: skip
 
 

@@ -85,7 +85,7 @@ def test_it_searches_a_detection_dataset_by_its_own_metric(transactional_db, own
 
 def test_it_builds_the_network_once_for_every_value_that_keeps_it(transactional_db, owner, dataset):
     # The network check depends on the network and the images alone: not on a learning rate or a batch.
-    from workbench.runs.network_fit import input_refusal  # here: the module's other tests run without it
+    from trainer.preflight import input_refusal  # here: the module's other tests run without it
 
     space = {"lr": {"type": "choice", "values": [n / 1000 for n in range(1, 31)]},
              "batch_size": {"type": "choice", "values": list(range(1, 25))}, "momentum": LR}  # fmt: skip

@@ -18,6 +18,7 @@ from trainer.config import (
     PRECISIONS,
     default_of,
     plain_number,
+    short_path,
 )
 from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
 from trainer.zoo import TIMM_PREFIX, ZOO
@@ -112,10 +113,8 @@ DEVICE_CHOICES = [
 # of defaults, which the API, the CLI and sweeps fall back on too); a field left empty is left to
 # that default. The learning rate and the batch size come from the sweep grid (run_request).
 CONFIG_PATH = {
-    "optimizer": "solver.optimizer",
-    "momentum": "solver.momentum",
-    "weight_decay": "solver.weight_decay",
-    "lr_policy": "solver.lr_policy",
+    # The fields named as short names (trainer.config.SHORT_FIELDS; `optimizer` is its alias).
+    **{name: short_path(name) for name in ("optimizer", "momentum", "weight_decay", "lr_policy", "epochs")},
     "gamma": "solver.gamma",
     "power": "solver.power",
     "step_size": "solver.step_size",
@@ -126,7 +125,6 @@ CONFIG_PATH = {
     "onecycle_div_factor": "solver.onecycle_div_factor",
     "onecycle_final_div_factor": "solver.onecycle_final_div_factor",
     "grad_clip_norm": "solver.grad_clip_norm",
-    "epochs": "epochs",
     "grad_accum": "grad_accum",
     "val_interval": "val_interval",
     "snapshot_interval": "snapshot_interval",
@@ -149,7 +147,8 @@ CONFIG_PATH = {
     "backbone_lr_mult": "backbone_lr_mult",
     "freeze_bn": "freeze_bn",
 }
-SWEPT_PATH = {"base_lr": "solver.base_lr", "batch_size": "batch_size"}
+# The swept fields: the form's base_lr is the request's short name lr.
+SWEPT_PATH = {"base_lr": short_path("lr"), "batch_size": short_path("batch_size")}
 
 # A request path (RequestError.field, without "config.") -> the form field that sets it.
 FIELD_OF = {path: name for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items()} | {
@@ -388,18 +387,9 @@ class RunForm(RecipeForm, StartFromForm):
         if data["device_mode"] == "specific" and not data.get("gpus"):
             self.add_error("gpus", "Tick at least one GPU, or choose another device option.")
             return data
-        if data["device_mode"] == "cpu" and data["precision"] == "fp16":
-            self.add_error("precision", "fp16 needs GPUs; on the CPU use bf16 or fp32.")
-            return data
-        train_count = int((dataset.splits or {}).get("train", {}).get("count", 0))
-        too_big = [batch for batch in data["batch_size"] if train_count and batch > train_count]
-        if too_big:
-            self.add_error(
-                "batch_size", f"{too_big[0]} is larger than the {train_count} training images of {dataset.name}."
-            )
-            return data
-        # The rules of validators (the API's and the CLI's too), before anything is stored; the
-        # weights are checked above and resolved on submit.
+        # The rules of validators (the API's and the CLI's too: the trainer's config checks and its
+        # pre-flight on the dataset), before anything is stored; the weights are checked above and
+        # resolved on submit.
         fields, grid = self.run_request()
         try:
             request, executor, nodes = resolve_placement(
@@ -416,6 +406,7 @@ class RunForm(RecipeForm, StartFromForm):
                 request=request,
                 nodes=nodes,
                 with_weights=data["start_from"] != "scratch",
+                dataset=dataset,
             )
         except RequestError as error:
             add_form_errors(self, error, field_of=FIELD_OF)

@@ -3,7 +3,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
-from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number
+from trainer.config import ALL_NETWORKS, OPTIMIZERS, SHORT_FIELDS, default_of, plain_number, with_setting
 from workbench.core.errors import NotAllowed, RequestError
 from workbench.core.ids import MAX_ID
 from workbench.runs.models import Run, RunTransition
@@ -119,6 +119,10 @@ def _checked_priority(value, *, by_staff: bool) -> int:
         raise serializers.ValidationError(error.message) from None
 
 
+# The short fields a run request takes beside `config` (README: POST /api/runs/).
+SHORT_NAMES = ("epochs", "batch_size", "lr", "solver")
+
+
 class RunCreateSerializer(serializers.Serializer):
     """The short form of a run: the common fields, plus any trainer config field in `config`."""
 
@@ -161,18 +165,12 @@ class RunCreateSerializer(serializers.Serializer):
         return _checked_priority(value, by_staff=bool(viewer and viewer.is_staff))
 
     def trainer_config(self) -> dict:
+        """`config` with the short fields sent beside it put at their paths (trainer.config.SHORT_FIELDS)."""
         data = self.validated_data
-        config = {**data["config"]}
-        for field in ("epochs", "batch_size"):
-            if field in data:
-                config[field] = data[field]
-        solver = {**config.get("solver", {})}
-        if "lr" in data:
-            solver["base_lr"] = data["lr"]
-        if "solver" in data:
-            solver["optimizer"] = data["solver"]
-        if solver:
-            config["solver"] = solver
+        config = data["config"]
+        for name in SHORT_NAMES:
+            if name in data:
+                config = with_setting(config, SHORT_FIELDS[name], data[name])
         return config
 
 

@@ -19,7 +19,8 @@ from django.views.decorators.http import require_GET, require_POST
 from datasets.images import to_png_bytes
 from datasets.models import Dataset
 from trainer.config import NETWORKS, ConfigError, config_from_dict, networks_of
-from trainer.protocol import CLASSIFICATION, DETECTION, TASK_MIN_SIDE, task_of_network
+from trainer.preflight import IMAGE_RULES, DatasetFacts, batch_refusal, preflight, side_refusal
+from trainer.protocol import CLASSIFICATION, DETECTION, task_of_network
 from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
@@ -27,9 +28,9 @@ from workbench.core.ids import parse_id
 from workbench.runs import services
 from workbench.runs.executors import check_executor, executor_named
 from workbench.runs.models import Run
-from workbench.runs.network_fit import check_images_take, network_input, parameter_count
+from workbench.runs.network_fit import network_input, parameter_count
 from workbench.runs.selectors import run_for
-from workbench.runs.validators import check_model_parallel, parse_device_request, sweep_config
+from workbench.runs.validators import check_model_parallel, parse_device_request, preflight_facts, sweep_config
 from workbench.runs.web.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.web.forms_clone import initial_from_run
 from workbench.runs.web.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
@@ -208,9 +209,9 @@ def lr_preview(request):
     traces = []
     for lr in cleaned["base_lr"]:
         for batch in cleaned["batch_size"]:
-            if train // batch == 0:
-                error = f"{batch} is larger than the {train} training images."
-                return JsonResponse({"errors": {"batch_size": error}}, status=400)
+            refusal = batch_refusal(batch, train)  # the pre-flight's rule, for each batch of the sweep
+            if refusal:
+                return JsonResponse({"errors": {"batch_size": refusal.message}}, status=400)
             try:
                 traces.append(_lr_trace(cleaned, lr=lr, batch=batch, train=train))
             except (ValueError, OverflowError, ZeroDivisionError) as error:
@@ -274,11 +275,12 @@ def _network_fit(name: str, shape: tuple[int, int, int, int]) -> dict:
     try:
         if name in NETWORKS:
             check_input_size(name, InputSpec(*shape))
-        elif min(shape[1], shape[2]) < TASK_MIN_SIDE:
-            raise NetworkError(f"needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}")
         problem = ""
     except NetworkError as error:
         problem = str(error)
+    if name not in NETWORKS:  # the pre-flight's rule for a detector's or a segmentation network's images
+        refused = side_refusal(name, DatasetFacts(task=task_of_network(name), width=shape[2], height=shape[1]))
+        problem = refused.message if refused else ""
     try:
         # A transformer's size hardly changes its parameters: counted at its own 224x224 when the
         # images do not fit its patches.
@@ -335,11 +337,13 @@ def augment_preview(request):
         return JsonResponse({"errors": {"__all__": why}}, status=400)
     data = {RECIPE_PATH.get(name, f"data.{name}").split(".")[1]: v for name, v in cleaned.items() if v is not None}
     try:
-        check_images_take(config={"data": data}, dataset=dataset)
         cfg = config_from_dict({"run_dir": "preview", "data": data}, check_paths=False)
-    except (RequestError, ConfigError) as error:
-        field = (error.field or "").removeprefix("config.")
-        return JsonResponse({"errors": {FIELD_OF.get(field, "__all__"): error.message}}, status=400)
+        # The pre-flight's rules on the images: the crop fits them, the recipe applies to them.
+        refusals = preflight(cfg, preflight_facts(dataset), rules=IMAGE_RULES)
+        if refusals:
+            raise refusals[0]
+    except ConfigError as error:
+        return JsonResponse({"errors": {FIELD_OF.get(error.field or "", "__all__"): error.message}}, status=400)
     # torch (with the trainer) is loaded on the first such request, not by every web process
     from trainer.augment import preview  # torch: loaded only where this runs
     from trainer.dataset_folder import load_dataset_folder  # torch: loaded only where this runs

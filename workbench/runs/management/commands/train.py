@@ -9,7 +9,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
-from trainer.config import ALL_NETWORKS, OPTIMIZERS, default_of, plain_number, shown
+from trainer.config import ALL_NETWORKS, OPTIMIZERS, SHORT_FIELDS, default_of, plain_number, shown, with_setting
 from trainer.recipes import PRESETS
 from workbench.core.adapters import command_error
 from workbench.core.commands import command_owner, require_running_workbench
@@ -20,6 +20,9 @@ from workbench.runs.services import run_submit
 from workbench.runs.validators import check_priority
 from workbench.weights.files import WeightsError
 from workbench.weights.uploads import weights_upload
+
+# The options that are short fields (trainer.config.SHORT_FIELDS says where each goes).
+SHORT_OPTIONS = ("epochs", "batch_size", "preset", "lr", "solver")
 
 
 class Command(BaseCommand):
@@ -114,16 +117,9 @@ class Command(BaseCommand):
             if not isinstance(config, dict):
                 raise CommandError(f"--config {options['config']}: expected a JSON object of trainer settings")
         # What is not given is the trainer's default (trainer/config.py), as for the API and the form.
-        for name in ("epochs", "batch_size", "preset"):
-            if options[name] is not None:
-                config[name] = options[name]
-        solver = dict(config.get("solver") or {})
-        if options["lr"] is not None:
-            solver["base_lr"] = options["lr"]
-        if options["solver"]:
-            solver["optimizer"] = options["solver"]
-        if solver:
-            config["solver"] = solver
+        for name in SHORT_OPTIONS:
+            if options[name] not in (None, ""):
+                config = with_setting(config, SHORT_FIELDS[name], options[name])
         if options["pretrained"] and options["weights"] is not None:
             raise CommandError("give --pretrained or --weights, not both")
         if options["pretrained"]:
