@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from torch import nn
 from trainer.checkpoint import CheckpointStore
 from trainer.data import Normalize
 from trainer.networks import InputSpec, build_model
-from trainer.protocol import CLASSIFICATION, DETECTION
+from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION
 from trainer.tasks import task_for
 from trainer.tasks.base import as_rgb
 from trainer.tasks.segmentation import Standardize
@@ -61,7 +61,20 @@ def image_to_uint8(image: Image.Image, pre: dict[str, Any]) -> np.ndarray:
     return np.ascontiguousarray(chw)
 
 
+class Predictor(Protocol):
+    """What inference and the exports hold of a trained model, whatever its task; each task gives
+    its own (`trainer.tasks.task_for(name).predictor(state)`)."""
+
+    task: str  # the name of the task that gives it: trainer.tasks.task_for(task)
+    model: nn.Module
+    labels: list[str]
+    preprocessing: dict[str, Any]
+    device: torch.device
+
+
 class Classifier:
+    task = CLASSIFICATION
+
     def __init__(
         self,
         model: nn.Module,
@@ -126,6 +139,8 @@ class Detector:
     """Boxes with class and score for images of any size: resized as in training, detected,
     and the boxes scaled back to each image's own pixels (squash, the tasks' stored resize)."""
 
+    task = DETECTION
+
     def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any], device="cpu") -> None:
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
@@ -157,6 +172,8 @@ class Detector:
 class Segmenter:
     """A class per pixel for images of any size, at each image's own size (nearest)."""
 
+    task = SEGMENTATION
+
     def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any], device="cpu") -> None:
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
@@ -173,16 +190,16 @@ class Segmenter:
         ]
 
 
-def load_checkpoint_predictor(path: str | os.PathLike[str], device: str | torch.device = "cpu"):
-    """The predictor of a checkpoint's task: a Classifier, a Detector or a Segmenter."""
+def load_checkpoint_predictor(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Predictor:
+    """The predictor its task gives for a checkpoint (a Classifier, a Detector or a Segmenter); a
+    checkpoint written before tasks were recorded is a classifier's."""
     state = CheckpointStore.load(path)
-    name = state.get("task", CLASSIFICATION)
-    if name == CLASSIFICATION:
-        model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
-        model.load_state_dict(state["model"])
-        return Classifier(model, state["labels"], state["preprocessing"], state["mean"], device)
+    return task_for(state.get("task", CLASSIFICATION)).predictor(state, device)
+
+
+def task_model(state: dict[str, Any]) -> nn.Module:
+    """A detector's or segmentation network's model, its weights loaded from a checkpoint's state."""
     c, h, w = state["preprocessing"]["input_shape"]
-    model = task_for(name).build_model(state["config"]["network"], InputSpec(c, h, w, len(state["labels"])))
+    model = task_for(state["task"]).build_model(state["config"]["network"], InputSpec(c, h, w, len(state["labels"])))
     model.load_state_dict(state["model"])
-    predictor = Detector if name == DETECTION else Segmenter
-    return predictor(model, state["labels"], state["preprocessing"], device)
+    return model

@@ -60,6 +60,14 @@ class Task(Protocol):
     def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> Any:
         """Random targets of this task for `batch` images of `spec` (benchmark mode's data)."""
 
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+        """What inference runs for a checkpoint's state (trainer.inference.Predictor: a Classifier,
+        Detector or Segmenter): one image or a batch, with the training preprocessing."""
+
+    def export(self) -> Any:
+        """What the bundle, TorchScript and ONNX exports write and check for this task
+        (trainer.export.TaskExport; the module trainer/tasks/<task>_export.py)."""
+
 
 def best_metric_for(task: Task, requested: str) -> str:
     """The metric the best checkpoint and early stopping watch: the requested one when it is the

@@ -83,3 +83,18 @@ class ClassificationTask:
 
     def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randint(0, spec.num_classes, (batch,), generator=generator)
+
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+        """What inference runs for a checkpoint's state: a Classifier (top-k with probabilities)."""
+        from trainer.inference import Classifier, model_from_parts  # a cycle: trainer.inference asks the tasks
+
+        model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
+        model.load_state_dict(state["model"])
+        return Classifier(model, state["labels"], state["preprocessing"], state["mean"], device)
+
+    @staticmethod
+    def export() -> Any:
+        """What the bundle, TorchScript and ONNX exports write for a classifier (trainer/export.py)."""
+        from trainer.tasks import classification_export  # a cycle (it uses trainer.inference); and only to export
+
+        return classification_export

@@ -247,3 +247,16 @@ class DetectionTask:
             labels = torch.randint(0, spec.num_classes, (count,), generator=generator)
             targets.append({"boxes": boxes, "labels": labels, "ignore": torch.zeros(count, dtype=torch.bool)})
         return targets
+
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+        """What inference runs for a checkpoint's state: a Detector (boxes, classes, scores)."""
+        from trainer.inference import Detector, task_model  # a cycle: trainer.inference asks the tasks
+
+        return Detector(task_model(state), state["labels"], state["preprocessing"], device)
+
+    @staticmethod
+    def export() -> Any:
+        """What the bundle, TorchScript and ONNX exports write for a detector (trainer/export.py)."""
+        from trainer.tasks import detection_export  # a cycle (it uses trainer.inference); and only to export
+
+        return detection_export

@@ -186,3 +186,16 @@ class SegmentationTask:
         dtype = torch.uint8 if spec.num_classes <= IGNORE_INDEX else torch.long
         shape = (batch, spec.height, spec.width)
         return torch.randint(0, spec.num_classes, shape, generator=generator).to(dtype)
+
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+        """What inference runs for a checkpoint's state: a Segmenter (a class per pixel)."""
+        from trainer.inference import Segmenter, task_model  # a cycle: trainer.inference asks the tasks
+
+        return Segmenter(task_model(state), state["labels"], state["preprocessing"], device)
+
+    @staticmethod
+    def export() -> Any:
+        """What the bundle, TorchScript and ONNX exports write for a segmentation network (trainer/export.py)."""
+        from trainer.tasks import segmentation_export  # a cycle (it uses trainer.inference); and only to export
+
+        return segmentation_export

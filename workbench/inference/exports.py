@@ -268,7 +268,6 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
             return target
         # torch (with the trainer) is loaded only where this runs, never by every web process
         from trainer.export import export_run  # torch: loaded only where this runs
-        from trainer.task_export import export_task_run  # torch: loaded only where this runs
 
         target.parent.mkdir(parents=True, exist_ok=True)
         formats = ("bundle",) if fmt == "bundle" else ("bundle", fmt)
@@ -280,7 +279,7 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
                     check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
                 else:
                     # A detector or segmentation network: checked on the dataset's images while exported.
-                    report = export_task_run(source, folder, formats, _dataset_images(run))
+                    report = export_run(source, folder, formats, _dataset_images(run))
                     check = report.get("onnx_check") or report.get("torchscript_check")
             except (RuntimeError, ValueError) as error:
                 raise InferenceError("format", f"the {fmt} export failed: {error}") from None

@@ -98,11 +98,9 @@ def export_notes(*, run: Run) -> dict[str, dict]:
 
     spec = input_of_run(run)
     if run.dataset.task != CLASSIFICATION:
-        from trainer.task_export import task_format_notes  # torch: loaded only where this runs
-
-        return task_format_notes(run.dataset.task, spec.network, spec.shape)
+        return format_notes(run.dataset.task, spec.network, spec.shape)
     try:
         parameters = _parameters(spec)
     except ValueError:  # a network that cannot be built any more: the export will say why
         parameters = 0
-    return format_notes(spec.network, spec.shape, parameters)
+    return format_notes(run.dataset.task, spec.network, spec.shape, parameters)
