@@ -9,6 +9,7 @@ from django.utils import timezone
 from trainer.protocol import TASKS
 from workbench.core.groups import dataset_group_name
 from workbench.core.ownership import OwnedModel
+from workbench.core.task_table import TaskRow, task_row
 
 
 class Dataset(OwnedModel):
@@ -99,6 +100,12 @@ class Dataset(OwnedModel):
         if not self.progress_total:
             return 0.0
         return 100.0 * self.progress_done / self.progress_total
+
+    @property
+    def task_row(self) -> TaskRow:
+        """What the pages do for this dataset's task (workbench/core/task_table.py), for templates
+        included by many views (the run's actions)."""
+        return task_row(self.task)
 
     @property
     def path(self) -> Path:

@@ -28,7 +28,6 @@ from trainer.protocol import CLASSIFICATION
 SKIPPED_ON_PAGE = 500
 
 # What the per-class counts are, per task (classification: images of the class).
-COUNTS_TITLES = {"detection": "Objects per class", "segmentation": "Images holding each class"}
 
 
 @require_GET
@@ -120,7 +119,7 @@ def dataset_detail(request, pk: int):
         "has_mean": (dataset.path / "mean.png").is_file() and dataset.status == Dataset.Status.READY,
         # Detection and segmentation: the stored label check and statistics (None for a classifier).
         "label_data": dataset_labels(dataset) if dataset.task != CLASSIFICATION else None,
-        "counts_title": COUNTS_TITLES.get(dataset.task, "Images per class"),
+        "counts_title": dataset.task_row.counts_title,
     }
     return render(request, "datasets/dataset_detail.html", context)
 

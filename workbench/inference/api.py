@@ -20,6 +20,7 @@ from workbench.core import openapi
 from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
 from workbench.core.parsers import JSONObjectParser
+from workbench.core.task_table import task_row
 from workbench.inference import activations, engine, exports, renderers, services, validators
 from workbench.inference.models import InferenceJob
 from workbench.inference.selectors import job_for, jobs_visible_to
@@ -385,9 +386,6 @@ def job_rows(request, pk: int):
     return Response({"results": services.job_rows(job=job)})
 
 
-CSV_NAMES = {InferenceJob.Kind.DETECT: "detected", InferenceJob.Kind.SEGMENT: "segmented"}
-
-
 def csv_response(job: InferenceJob) -> FileResponse:
     path = job.folder / "out" / "results.csv"
     if job.state != InferenceJob.State.DONE or not path.exists():
@@ -395,7 +393,7 @@ def csv_response(job: InferenceJob) -> FileResponse:
     return FileResponse(
         path.open("rb"),
         as_attachment=True,
-        filename=f"{CSV_NAMES.get(job.kind, 'classified')}-run{job.run_id}-job{job.pk}.csv",
+        filename=f"{task_row(job.run.dataset.task).csv_name}-run{job.run_id}-job{job.pk}.csv",
         content_type="text/csv",
     )
 

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from workbench.core.task_table import task_row
+
 BATCH = 64
 MAX_MISTAKES = 24
 TOP_PER_CLASS = 8  # images per class in "Top N per category"
@@ -82,17 +84,14 @@ def load_classifier(checkpoint: str | os.PathLike[str]):
     return predictor_of(checkpoint, "classify")
 
 
-# What each task's predictor does to one image, by the action's name in the API.
-ACTIONS = {"classify": "Classifier", "detect": "Detector", "segment": "Segmenter"}
-
-
 def predictor_of(checkpoint: str | os.PathLike[str], action: str):
-    """The checkpoint's predictor if it does `action`; else the refusal names the one it does."""
+    """The checkpoint's predictor if its task does `action` (the task table's row); else the
+    refusal names the one it does."""
     predictor = load_predictor(checkpoint)
-    kind = type(predictor).__name__
-    if kind != ACTIONS[action]:
-        does = next(name for name, cls in ACTIONS.items() if cls == kind)
-        raise InferenceInputError(f"this run's model does not {action}: it is a {kind.lower()}; use {does}")
+    does = task_row(predictor.task).action
+    if does != action:
+        kind = type(predictor).__name__.lower()
+        raise InferenceInputError(f"this run's model does not {action}: it is a {kind}; use {does}")
     return predictor
 
 

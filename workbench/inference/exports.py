@@ -29,7 +29,7 @@ from celery import current_app
 from django.db import transaction
 
 from trainer.atomic import atomic_write
-from trainer.protocol import CLASSIFICATION
+from workbench.core.task_table import task_row
 from workbench.inference import networks
 from workbench.inference.services import InferenceError, checkpoint_path
 from workbench.runs.models import Run
@@ -61,11 +61,10 @@ def export_request(*, run: Run, fmt: str, checkpoint: str = "best") -> ExportSta
     """The export's zip when it is built; otherwise its build is queued on a worker (once, or
     again when the last try was lost) and the state says so. InferenceError names a bad field."""
     _, target = _export_paths(run=run, fmt=fmt, checkpoint=checkpoint)
-    if run.dataset.task != CLASSIFICATION:
-        # Said before anything is queued: a format the network cannot be exported to (the page says so too).
-        note = networks.export_notes(run=run).get(fmt, {})
-        if note.get("available") is False:
-            raise InferenceError("format", note["note"])
+    # Said before anything is queued: a format the network cannot be exported to (the page says so too).
+    note = networks.export_notes(run=run).get(fmt, {})
+    if note.get("available") is False:
+        raise InferenceError("format", note["note"])
     if target.exists():
         return ExportState("ready", target)
     state_path = _state_path(target)
@@ -274,13 +273,12 @@ def export_zip(*, run: Run, fmt: str, checkpoint: str = "best") -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             folder = Path(tmp) / f"run{run.pk}-{fmt}"
             try:
-                if run.dataset.task == CLASSIFICATION:
-                    report = export_run(source, folder, formats)
-                    check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
-                else:
-                    # A detector or segmentation network: checked on the dataset's images while exported.
+                if task_row(run.dataset.task).export_checked_while_made:
                     report = export_run(source, folder, formats, _dataset_images(run))
                     check = report.get("onnx_check") or report.get("torchscript_check")
+                else:  # compared after, top-1 over the dataset's images
+                    report = export_run(source, folder, formats)
+                    check = _check_on_dataset(run=run, checkpoint=source, folder=folder, fmt=fmt)
             except (RuntimeError, ValueError) as error:
                 raise InferenceError("format", f"the {fmt} export failed: {error}") from None
             (folder / "export.json").write_text(

@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 
 from workbench.core.ownership import OwnedModel
+from workbench.core.task_table import task_row
 
 
 class InferenceJob(OwnedModel):
@@ -64,6 +65,12 @@ class InferenceJob(OwnedModel):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk} on {self.run_id}"
+
+    @property
+    def test_headline(self) -> tuple[str, float | None]:
+        """A done test's headline measure for the jobs list, by its task's row: ("mAP50", 0.61)."""
+        key, name = task_row(self.result.get("task")).test_headline
+        return name, self.result.get(key)
 
     @property
     def folder(self) -> Path:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datasets.models import Dataset
 from trainer.protocol import CLASSIFICATION
 from workbench.core.errors import RequestError
+from workbench.core.task_table import task_row
 from workbench.runs.models import Run
 
 
@@ -62,7 +63,7 @@ def graph_of(spec: NetworkInput) -> dict:
     from trainer.netgraph import network_graph  # torch: loaded only where this runs
     from trainer.networks import InputSpec, NetworkError, check_input_size  # torch: loaded only where this runs
 
-    if spec.task != CLASSIFICATION:
+    if not task_row(spec.task).drawn:
         # Said, not failed: asked as a classifier, the answer was a 400 listing every classifier
         # (torch.fx cannot trace the box and mask heads, whose flow depends on the data).
         why = "detection and segmentation networks are not drawn: their heads cannot be traced layer by layer"
@@ -97,10 +98,10 @@ def export_notes(*, run: Run) -> dict[str, dict]:
     from trainer.export import format_notes  # torch: loaded only where this runs
 
     spec = input_of_run(run)
-    if run.dataset.task != CLASSIFICATION:
-        return format_notes(run.dataset.task, spec.network, spec.shape)
     try:
-        parameters = _parameters(spec)
+        # The size of the weights says whether ONNX holds them in one file; only drawn networks
+        # are built here (a detector's or segmenter's notes do not depend on it).
+        parameters = _parameters(spec) if task_row(spec.task).drawn else 0
     except ValueError:  # a network that cannot be built any more: the export will say why
         parameters = 0
-    return format_notes(run.dataset.task, spec.network, spec.shape, parameters)
+    return format_notes(spec.task, spec.network, spec.shape, parameters)

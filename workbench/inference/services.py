@@ -26,8 +26,8 @@ from django.utils import timezone
 from datasets.image_limits import configured_image_limits
 from trainer import protocol
 from trainer.config import shown
-from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION
 from workbench.core.errors import RequestError
+from workbench.core.task_table import row_of_action, task_row
 from workbench.inference import activations, engine
 from workbench.inference.models import InferenceJob
 from workbench.runs.models import Run
@@ -136,24 +136,16 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:120] or "file"
 
 
-# The many-images job of each task, by the job's kind (a test measures whatever the run's task is).
-TASK_OF_JOB = {InferenceJob.Kind.CLASSIFY: CLASSIFICATION, InferenceJob.Kind.DETECT: DETECTION,
-               InferenceJob.Kind.SEGMENT: SEGMENTATION}  # fmt: skip
-ACTION_OF_TASK = {CLASSIFICATION: "classify", DETECTION: "detect", SEGMENTATION: "segment"}
-
-
 def check_job_kind(*, run: Run, kind: str, source: str) -> None:
     """A run's many-images job is its task's (a detector's run detects, never classifies); a test
     of a detector or segmentation network is on a split of its dataset, whose labels are known."""
-    task = run.dataset.task
-    if kind in TASK_OF_JOB and TASK_OF_JOB[kind] != task:
+    row = task_row(run.dataset.task)
+    asked = row_of_action(kind)  # the many-images job of a task (a test measures whatever the run's task is)
+    if asked is not None and asked is not row:
+        raise InferenceError("run", f"run #{run.pk} is a {row.name} run: it does not {asked.action}; use {row.action}")
+    if kind == InferenceJob.Kind.TEST and not row.tests_uploads and source == InferenceJob.Source.UPLOAD:
         raise InferenceError(
-            "run", f"run #{run.pk} is a {task} run: it does not {ACTION_OF_TASK[TASK_OF_JOB[kind]]}; "
-            f"use {ACTION_OF_TASK[task]}"
-        )  # fmt: skip
-    if kind == InferenceJob.Kind.TEST and task != CLASSIFICATION and source == InferenceJob.Source.UPLOAD:
-        raise InferenceError(
-            "source", f"a {task} run is tested on its dataset's validation or test split, not on uploaded images"
+            "source", f"a {row.name} run is tested on its dataset's validation or test split, not on uploaded images"
         )
 
 

@@ -8,8 +8,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from trainer.protocol import CLASSIFICATION
 from workbench.core.adapters import add_form_errors
+from workbench.core.task_table import TASK_TABLE, task_row
 from workbench.inference import networks, services
 from workbench.inference.api import csv_response
 from workbench.inference.exports import EXPORT_FORMATS
@@ -20,15 +20,15 @@ from workbench.runs.models import Run
 from workbench.runs.selectors import run_for
 
 # The page each kind of job is started from (a deleted job's page sends its user back there).
-JOB_PAGES = {InferenceJob.Kind.CLASSIFY: "inference-classify", InferenceJob.Kind.DETECT: "inference-detect",
-             InferenceJob.Kind.SEGMENT: "inference-segment", InferenceJob.Kind.TEST: "inference-test"}  # fmt: skip
+JOB_PAGES = {row.action: row.page for row in TASK_TABLE.values()} | {InferenceJob.Kind.TEST: "inference-test"}
 FORMAT_LABELS = {"bundle": "Bundle (PyTorch weights)", "torchscript": "TorchScript", "onnx": "ONNX"}
 
 
 def _job_page(request, run: Run, kind: str, template: str, **extra):
     checkpoints = services.checkpoint_choices(run=run)
+    task = task_row(run.dataset.task)
     # A detector or segmentation network is tested on its dataset's splits, whose boxes or masks are known.
-    uploads = kind != InferenceJob.Kind.TEST or run.dataset.task == CLASSIFICATION
+    uploads = kind != InferenceJob.Kind.TEST or task.tests_uploads
     splits = run.dataset.splits or {}
     form = JobForm(
         request.POST or None, request.FILES or None, checkpoints=checkpoints, kind=kind, splits=splits, uploads=uploads
@@ -50,7 +50,7 @@ def _job_page(request, run: Run, kind: str, template: str, **extra):
         else:
             return redirect("inference-job", run.pk, job.pk)
     jobs = jobs_visible_to(request.user).filter(run=run, kind=kind)[:20]
-    context = {"run": run, "form": form, "checkpoints": checkpoints, "jobs": jobs, **extra}
+    context = {"run": run, "task": task, "form": form, "checkpoints": checkpoints, "jobs": jobs, **extra}
     return render(request, template, context)
 
 
@@ -88,8 +88,8 @@ def _get_job(request, pk: int, job_pk: int) -> InferenceJob:
 def job_page(request, pk: int, job_pk: int):
     job = _get_job(request, pk, job_pk)
     # A detector's or segmentation network's jobs and tests have their own page (and its module).
-    template = "inference/job.html" if job.run.dataset.task == CLASSIFICATION else "inference/task_job.html"
-    return render(request, template, {"run": job.run, "job": job})
+    task = task_row(job.run.dataset.task)
+    return render(request, task.job_template, {"run": job.run, "task": task, "job": job})
 
 
 def job_csv(request, pk: int, job_pk: int):
@@ -161,4 +161,5 @@ def export_page(request, pk: int):
     checkpoints = services.checkpoint_choices(run=run)
     notes = networks.export_notes(run=run) if checkpoints else {}
     formats = [{"value": fmt, "label": FORMAT_LABELS[fmt], **notes.get(fmt, {})} for fmt in EXPORT_FORMATS]
-    return render(request, "inference/export.html", {"run": run, "checkpoints": checkpoints, "formats": formats})
+    context = {"run": run, "task": task_row(run.dataset.task), "checkpoints": checkpoints, "formats": formats}
+    return render(request, "inference/export.html", context)

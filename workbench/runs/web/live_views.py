@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from trainer import protocol
 from workbench.core.numbers import MAX_ID, bounded_number
+from workbench.core.task_table import task_row
 from workbench.runs import series
 from workbench.runs.models import Run
 from workbench.runs.pretrained import weights_source_for
@@ -41,25 +42,6 @@ COMPARE_SERIES = [
 X_CHOICES = [("step", "Step"), ("epoch", "Epoch"), ("time", "Time since start"), ("images", "Images seen")]
 # "All": a grid of the runs' charts, one per series some run has, as on the run page.
 ALL_SERIES = "all"
-# The validation chart of the run page names its task's metrics (trainer/protocol.py TASK_METRICS):
-# "accuracy" for a detector's mAP or a segmenter's mIoU said what they are not.
-METRIC_CHART = {
-    protocol.CLASSIFICATION: {
-        "title": "Accuracy (validation)",
-        "axis": "accuracy",
-        "label": "Top-1 and top-5 accuracy",
-    },
-    protocol.DETECTION: {
-        "title": "mAP and mAR (validation)",
-        "axis": "mAP / mAR",
-        "label": "mAP, mAP50, mAP75 and mAR@100",
-    },
-    protocol.SEGMENTATION: {
-        "title": "mIoU, pixel accuracy and Dice (validation)",
-        "axis": "mIoU / pixel accuracy / Dice",
-        "label": "mIoU, pixel accuracy and Dice",
-    },
-}
 
 
 def key_settings(run: Run) -> dict:
@@ -148,7 +130,7 @@ def run_detail(request, pk: int):
         "early_stop": early_stop,
         **_best_facts(run),
         "task": run.dataset.task,
-        "metric_chart": METRIC_CHART.get(run.dataset.task, METRIC_CHART[protocol.CLASSIFICATION]),
+        "metric_chart": task_row(run.dataset.task).metric_chart,
         "elapsed_seconds": running_seconds(run),
         "eta_seconds": run.eta_seconds,
         "epochs": (run.config or {}).get("epochs"),

@@ -16,6 +16,7 @@ from datasets.images import ImageRefused
 from workbench.core.adapters import command_error
 from workbench.core.commands import require_running_workbench
 from workbench.core.errors import RequestError
+from workbench.core.task_table import task_row
 from workbench.inference import engine, renderers, services, validators
 from workbench.inference.api import MAX_IMAGE_BYTES
 from workbench.inference.management import common
@@ -62,7 +63,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         run, user = common.run_of(options["run_id"], options["owner"])
-        action = services.ACTION_OF_TASK[run.dataset.task]
+        action = task_row(run.dataset.task).action
         output = common.writable(options["output"])
         kind, inputs = self._inputs(options["files"])
         if kind == "image":
