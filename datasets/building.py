@@ -24,6 +24,7 @@ from datasets.events import publish
 from datasets.image_limits import configured_image_limits
 from datasets.label_runner import annotated_plan_bounded
 from datasets.labels import LabelError
+from datasets.labels.files import resolved_within
 from datasets.lmdb_import import digits_sources, import_lmdbs
 from datasets.models import Dataset
 from datasets.names import os_error_text, readable, without_paths
@@ -238,6 +239,7 @@ def _build_annotated(dataset: Dataset, out_dir: Path, scratch: Path, progress, s
         _check_roots(dataset, root)
     plan, report = annotated_plan_bounded(
         root=root,
+        allowed_roots=None if dataset.kind == Dataset.Kind.ARCHIVE else _allowed_roots(dataset),
         task=dataset.task,
         fmt=source.get("format") or "auto",
         class_map=source.get("class_map"),
@@ -311,7 +313,8 @@ def _folder_plan(dataset: Dataset, options: SplitOptions) -> tuple[Plan, Path]:
     root = Path(source["path"])
     val, test = _optional_path(source.get("val")), _optional_path(source.get("test"))
     _check_roots(dataset, root, val, test)
-    return plan_folder(root, options, val_folder=val, test_folder=test), root.resolve()  # as the plan's paths
+    plan = plan_folder(root, options, val_folder=val, test_folder=test, allowed_roots=_allowed_roots(dataset))
+    return plan, root.resolve()  # as the plan's paths
 
 
 def _text_list_plan(dataset: Dataset, options: SplitOptions) -> tuple[Plan, Path]:
@@ -321,7 +324,7 @@ def _text_list_plan(dataset: Dataset, options: SplitOptions) -> tuple[Plan, Path
     image_folder = _optional_path(source.get("image_folder"))
     val, test = _optional_path(source.get("val")), _optional_path(source.get("test"))
     _check_roots(dataset, train, labels, image_folder, val, test)
-    roots = settings.IMPORT_ROOTS if source.get("restrict_to_roots", True) else None
+    roots = _allowed_roots(dataset)
     plan = plan_text_lists(
         train, labels, options, image_folder=image_folder, val_list=val, test_list=test, allowed_roots=roots
     )
@@ -401,17 +404,18 @@ def _optional_path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
+def _allowed_roots(dataset: Dataset) -> list[Path] | None:
+    """The import roots a dataset's source must stay in; None for the CLI's unrestricted import."""
+    return settings.IMPORT_ROOTS if dataset.source.get("restrict_to_roots", True) else None
+
+
 def _check_roots(dataset: Dataset, *paths: Path | None) -> None:
-    """Re-check the allow-list at build time: the folder tree may have changed since the form."""
-    if not dataset.source.get("restrict_to_roots", True):
-        return
-    roots = settings.IMPORT_ROOTS
+    """Re-check the allow-list at build time: the folder tree may have changed since the form. What
+    reads a folder resolves and checks it again itself (resolved_within), so no swap in between counts."""
+    roots = _allowed_roots(dataset)
     for path in paths:
-        if path is None:
-            continue
-        resolved = path.resolve()
-        if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
-            raise SourceError(f"{path} is not inside an allowed import folder")
+        if path is not None and roots is not None:
+            resolved_within(path, roots, SourceError)
 
 
 def _relative(path: str, root: Path | None) -> str:

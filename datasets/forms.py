@@ -101,6 +101,10 @@ class DatasetForm(forms.Form):
         self.user = user
         self.restrict_to_roots = restrict_to_roots
 
+    def _allowed_roots(self) -> list[Path] | None:
+        """The import roots a source is held to where it is read; None for the CLI's own import."""
+        return settings.IMPORT_ROOTS if self.restrict_to_roots else None
+
     def _path(self, field: str) -> Path | None:
         raw = self.cleaned_data.get(field)
         if not raw:
@@ -189,6 +193,7 @@ class DatasetForm(forms.Form):
                 path=path,
                 class_map=cleaned.get("class_map"),
                 min_box_size=cleaned.get("min_box_size") or 0.0,
+                allowed_roots=self._allowed_roots(),
             )
         except ValidationError as exc:
             self.add_error("format", exc)
@@ -285,6 +290,7 @@ class DatasetForm(forms.Form):
                 caps=archive_caps(),
                 scratch=datasets_root(),
                 display_name=c["upload"].name if c.get("upload") else None,
+                allowed_roots=self._allowed_roots(),
             )
         return c["label_check"]
 

@@ -317,12 +317,15 @@ def label_preview(
     caps: Caps,
     scratch: Path,
     display_name: str | None = None,
+    allowed_roots: list[Path] | None = None,
 ) -> dict:
-    """The label check (datasets.labels.plan.label_check) of a folder, or of an archive extracted
-    within `caps` into a temporary folder under `scratch` that is removed afterwards. Raises
-    LabelError or ArchiveError naming the file."""
+    """The label check (datasets.labels.plan.label_check) of a folder, held to `allowed_roots` when
+    it is read, or of an archive extracted within `caps` into a temporary folder under `scratch`
+    that is removed afterwards. Raises LabelError or ArchiveError naming the file."""
     if kind != "archive":
-        return label_check(path, task=task, fmt=fmt, class_map=class_map, min_box_size=min_box_size)
+        return label_check(
+            path, task=task, fmt=fmt, class_map=class_map, min_box_size=min_box_size, allowed_roots=allowed_roots
+        )
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".label-check-", dir=scratch) as temp:
         extract_archive(path, Path(temp) / "archive", caps, display_name=display_name)

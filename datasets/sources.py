@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets.archives import archive_kind
-from datasets.labels.files import LabelError, open_file
+from datasets.labels.files import LabelError, open_file, resolved_within, within_roots
 from datasets.names import (
     LINK_NOT_FOLLOWED,
     NOT_UTF8,
@@ -232,15 +232,17 @@ def plan_folder(
     val_folder: Path | None = None,
     test_folder: Path | None = None,
     display_name: str | None = None,
+    allowed_roots: list[Path] | None = None,
 ) -> Plan:
     """`display_name` is what messages call `root` (an archive's name rather than the folder it
     was extracted into); the default is the path itself, which the user gave.
 
-    The folders are resolved here, once: the build opens each planned file again from "/" without
-    following a link (datasets.labels.prepare.open_image), so no link may stand above them either."""
-    root = root.resolve()
-    val_folder = val_folder.resolve() if val_folder is not None else None
-    test_folder = test_folder.resolve() if test_folder is not None else None
+    The folders are resolved here, once, and checked against `allowed_roots` in the same step
+    (datasets.labels.files.resolved_within): the build opens each planned file again from "/"
+    without following a link (datasets.labels.prepare.open_image), so no link may stand above them."""
+    root = resolved_within(root, allowed_roots, SourceError)
+    val_folder = resolved_within(val_folder, allowed_roots, SourceError) if val_folder is not None else None
+    test_folder = resolved_within(test_folder, allowed_roots, SourceError) if test_folder is not None else None
     skipped: list[dict] = []
     by_class = scan_class_folders(root, skipped)
     _drop_small_classes(by_class, options, skipped, display_name or str(root))
@@ -298,17 +300,13 @@ def read_labels_file(path: Path) -> list[str]:
     return lines
 
 
-def _within(path: Path, roots: list[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
-
-
 def text_list_path(raw_path: str, base: Path, allowed_roots: list[Path] | None) -> Path | None:
     """Where a text list's line points (relative to `base`), or None outside the allowed roots.
 
     Made absolute and normalised only, never resolved: a link on the way is not followed by
     whoever opens it (the build, the preview), so the path as written is the one to check."""
     path = Path(os.path.normpath(base / raw_path))  # an absolute raw_path stays itself
-    return path if allowed_roots is None or _within(path, allowed_roots) else None
+    return path if allowed_roots is None or within_roots(path, allowed_roots) else None
 
 
 def parse_text_list(

@@ -14,6 +14,7 @@ from datasets.label_runner import CheckTookTooLong, label_preview_bounded
 from datasets.labels import FORMAT_TASK, detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
+from datasets.labels.files import within_roots
 from datasets.preview import archive_member_names, source_classes
 from datasets.sources import SourceError
 from trainer.protocol import CLASSIFICATION
@@ -60,7 +61,7 @@ def validate_import_path(raw: str, *, restrict_to_roots: bool = True) -> Path:
     resolved = path.resolve()
     if restrict_to_roots:
         roots = settings.IMPORT_ROOTS
-        if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        if not within_roots(resolved, roots):
             raise ValidationError(f"{raw} is not inside an allowed import folder. Allowed: {allowed_roots_text()}.")
     if not resolved.exists():
         raise ValidationError(f"{raw}: no such file or folder on the server.")
@@ -177,12 +178,19 @@ def validate_min_box_size(value) -> float:
 
 
 def validate_label_source(
-    *, task: str, fmt: str, path: Path, class_map: dict | None, min_box_size: float
+    *,
+    task: str,
+    fmt: str,
+    path: Path,
+    class_map: dict | None,
+    min_box_size: float,
+    allowed_roots: list[Path] | None,
 ) -> dict | CheckTookTooLong:
     """The label check of a folder (datasets.labels.plan.label_check, in the bounded child of
-    datasets.label_runner); refused when it cannot be read as the format, holds no usable image, or
-    the class table names a class it lacks. A check that ran out of its (interactive) time is no
-    refusal: it is given back, to be said, and the build reads every file under its own limits."""
+    datasets.label_runner, which holds the folder to `allowed_roots` where it reads it); refused when
+    it cannot be read as the format, holds no usable image, or the class table names a class it
+    lacks. A check that ran out of its (interactive) time is no refusal: it is given back, to be
+    said, and the build reads every file under its own limits."""
     try:
         check = label_preview_bounded(
             kind="folder",
@@ -193,6 +201,7 @@ def validate_label_source(
             min_box_size=min_box_size,
             caps=None,
             scratch=None,
+            allowed_roots=allowed_roots,
         )
     except CheckTookTooLong as unfinished:
         return unfinished

@@ -52,6 +52,25 @@ class TooLarge(LabelError):
     """A label file over its kind's byte limit (datasets.labels.limits); the message names both."""
 
 
+def within_roots(path: Path, roots: list[Path]) -> bool:
+    """Whether `path` (resolved, or normalised and then opened without following a link) is one of
+    the import `roots` (resolved by settings) or lies under one: the one test of the allow-list."""
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def resolved_within(path: Path, roots: list[Path] | None, refusal: type[ValueError]) -> Path:
+    """`path` resolved, and checked against `roots` (None: unrestricted, the CLI) in the same step.
+
+    Why here and not only in the form: a folder checked there (or by the build's re-check) and
+    resolved again when read could have been swapped for a link in between, leading the reader
+    into another user's folder. Resolved and checked once, the reader then opens everything from
+    "/" without following a link, so a swap made after this is refused at the open."""
+    resolved = path.resolve()
+    if roots is not None and not within_roots(resolved, roots):
+        raise refusal(f"{path} is not inside an allowed import folder")
+    return resolved
+
+
 def relative_name(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))

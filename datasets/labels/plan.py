@@ -15,6 +15,7 @@ import numpy as np
 from datasets.labels import FORMAT_TASK, FORMATS, detect_format, read_labels
 from datasets.labels.classes import class_preview, class_table
 from datasets.labels.common import LabelError, LabelReport, LabelSource
+from datasets.labels.files import resolved_within
 from datasets.labels.prepare import MaskTarget
 from datasets.names import LINK_NOT_FOLLOWED
 from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
@@ -100,13 +101,16 @@ def split_folders(root: Path) -> dict[str, Path]:
     return {split: root / split for split in SPLITS if (root / split).is_dir()}
 
 
-def read_source(root: Path, *, task: str, fmt: str = "auto", min_box_size: float = 0) -> LabelSource:
+def read_source(
+    root: Path, *, task: str, fmt: str = "auto", min_box_size: float = 0, allowed_roots: list[Path] | None = None
+) -> LabelSource:
     """Read a folder of `task` labels in `fmt` ("auto": detected); LabelError says why it cannot.
     With train/ (val/, test/) folders each in the format, the images keep their folder's split.
 
-    The root is resolved here, once: below it no link is followed (datasets.labels.files), a linked
+    The root is resolved here, once, and checked against `allowed_roots` (None: unrestricted) in
+    the same step (datasets.labels.files.resolved_within): below it no link is followed, a linked
     train/ included, so what is read stays inside the folder the import roots allowed."""
-    root = root.resolve()
+    root = resolved_within(root, allowed_roots, LabelError)
     folders = split_folders(root)
     linked = [split for split, folder in folders.items() if folder.is_symlink()]
     if linked:  # named here; a folder swapped for a link later is still refused at each open
@@ -162,18 +166,27 @@ def annotated_plan(
     test_percent: int,
     seed: int,
     shuffle: bool,
+    allowed_roots: list[Path] | None = None,
 ) -> tuple[AnnotatedPlan, dict]:
     """The build's plan and the label check it stores (label_report.json): the class table's
     preview and the report by file and line."""
-    source = read_source(root, task=task, fmt=fmt, min_box_size=min_box_size)
+    source = read_source(root, task=task, fmt=fmt, min_box_size=min_box_size, allowed_roots=allowed_roots)
     plan = plan_annotated(
         source, class_map=class_map, val_percent=val_percent, test_percent=test_percent, seed=seed, shuffle=shuffle
     )
     return plan, {**class_preview(source, class_map), "min_box_size": min_box_size}
 
 
-def label_check(root: Path, *, task: str, fmt: str = "auto", class_map: dict | None = None, min_box_size: float = 0):
+def label_check(
+    root: Path,
+    *,
+    task: str,
+    fmt: str = "auto",
+    class_map: dict | None = None,
+    min_box_size: float = 0,
+    allowed_roots: list[Path] | None = None,
+):
     """What the wizard, the API and the CLI show before anything is built: each class with its
     count and where the class table sends it, and every label problem by file and line."""
-    source = read_source(root, task=task, fmt=fmt, min_box_size=min_box_size)
+    source = read_source(root, task=task, fmt=fmt, min_box_size=min_box_size, allowed_roots=allowed_roots)
     return {**class_preview(source, class_map), "min_box_size": min_box_size}

@@ -5,6 +5,7 @@ format detection looks at. Each link points at another user's folder inside the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from datasets.names import LINK_NOT_FOLLOWED
 from datasets.sources import SourceError, SplitOptions, plan_text_lists, read_labels_file
 from datasets.validators import propose_task
 from tests.datasets.conftest import make_class_folders
+from tests.support.shapes import make_shapes, write_kitti
 
 SECRET = "TOPSECRET-key-of-the-server"
 
@@ -28,13 +30,13 @@ def _secret(tmp_path: Path) -> Path:
     return secret
 
 
-def _build(owner, *, kind: str, source: dict):
+def _build(owner, *, kind: str, source: dict, **options):
     dataset = services.dataset_create(
         owner=owner,
         name="links",
         kind=kind,
         source=source,
-        options={"val_percent": 0, "min_per_class": 1, "image_width": 6, "image_height": 6},
+        options={"val_percent": 0, "min_per_class": 1, "image_width": 6, "image_height": 6, **options},
         queue=False,
     )
     building.dataset_build(dataset_id=dataset.pk)
@@ -130,3 +132,41 @@ def test_it_refuses_a_linked_class_file_instead_of_reading_another_format(import
     (root / "classes.txt").symlink_to(import_root / "elsewhere.txt")  # YOLO's class file, made a link
     with pytest.raises(LabelError, match=f"^classes.txt: {LINK_NOT_FOLLOWED}$"):  # neither YOLO nor KITTI
         detect_format(root)
+
+
+def _swap_after_the_check(monkeypatch, source: Path, outside: Path) -> None:
+    """The build's roots check passes, then the source folder becomes a link out of the roots
+    before it is read: what reads it must resolve and check it in one step."""
+    check = building._check_roots
+
+    def check_then_swap(*args, **kwargs):
+        check(*args, **kwargs)
+        source.rename(source.with_name("moved-away"))
+        source.symlink_to(outside, target_is_directory=True)
+
+    monkeypatch.setattr(building, "_check_roots", check_then_swap)
+
+
+@pytest.mark.django_db
+def test_it_never_builds_a_classification_folder_swapped_for_a_link_after_the_check(
+    owner, import_root, tmp_path, monkeypatch
+):
+    root = make_class_folders(import_root / "src", {"a": 2, "b": 2})
+    outside = make_class_folders(tmp_path / "theirs", {"secret_x": 2, "secret_y": 2})
+    _swap_after_the_check(monkeypatch, root, outside)
+    dataset = _build(owner, kind="folder", source={"path": str(root)})
+    assert dataset.status == "failed"
+    assert "is not inside an allowed import folder" in dataset.error
+    assert "secret" not in json.dumps(dataset.labels or [])
+
+
+@pytest.mark.django_db
+def test_it_never_reads_labels_from_a_folder_swapped_for_a_link_after_the_check(
+    owner, import_root, tmp_path, monkeypatch
+):
+    root = write_kitti(import_root / "kitti", make_shapes(4))
+    outside = write_kitti(tmp_path / "theirs", make_shapes(4, seed=1))
+    _swap_after_the_check(monkeypatch, root, outside)
+    dataset = _build(owner, kind="folder", source={"path": str(root)}, task="detection")
+    assert dataset.status == "failed"
+    assert "is not inside an allowed import folder" in dataset.error
