@@ -85,6 +85,8 @@ def _yaml_names(text: str, name: str) -> list:
         raise LabelError(f"{name}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except RecursionError:
         raise LabelError(f"{name}: nested too deeply to be a data.yaml") from None
+    except ValueError as exc:  # a value the loader cannot build: int() of 5,000 digits, 2001-13-45
+        raise LabelError(f"{name}: a value cannot be read ({str(exc)[:80]})") from None
     names = data.get("names") if isinstance(data, dict) else None
     if isinstance(names, dict):
         if not all(type(k) is int for k in names) or sorted(names) != list(range(len(names))):

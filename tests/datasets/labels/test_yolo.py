@@ -37,6 +37,10 @@ REFUSED = [
     ("names: [person, true]\n", r"class 2 \(bool\): class name must be text, not bool"),
     ("names: [person, 2.5]\n", r"class 2 \(float\): class name must be text, not float"),
     ("names: " + "[" * 5000 + "]" * 5000 + "\n", r"nested too deeply|not valid YAML"),
+    # Values the loader cannot build raise ValueError, not a YAMLError: the child died on them.
+    ("names: [person, " + "9" * 5000 + "]\n", r"a value cannot be read \(Exceeds the limit"),
+    ("names: {0: person, 1: " + "9" * 5000 + "}\n", r"a value cannot be read"),
+    ("names: [person, 2001-13-45]\n", r"a value cannot be read \(month must be in 1..12\)"),
 ]
 
 
