@@ -13,6 +13,7 @@ files before they are parsed at all.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import signal
 import subprocess
@@ -26,6 +27,8 @@ from django.conf import settings
 from datasets.images import image_limits
 from datasets.labels.common import LabelError
 from workbench.workers.processes import ResourceLimits, start_child
+
+log = logging.getLogger(__name__)
 
 # What a label check may send back (the report keeps 1,000 problems; classes are names): past it
 # the answer is refused rather than read into the web process.
@@ -88,6 +91,8 @@ def run_bounded(call: str, kwargs: dict, reading: Reading):
                 limits=limits,
             )
             _wait(child, limits)
+            if child.returncode is not None and child.returncode > 0:
+                raise LabelError(_internal_error(reading, log))
         if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
             raise _time_refusal(reading)
         if child.returncode != 0 or not result.is_file():
@@ -112,6 +117,15 @@ def _wait(child: subprocess.Popen, limits: ResourceLimits) -> None:
     except subprocess.TimeoutExpired:
         child.kill()
         child.wait()
+
+
+def _internal_error(reading: Reading, log_file) -> str:
+    """An exception the child did not expect (a reader's mistake, not the user's file being too
+    large): its traceback goes to the server's log, the user reads that it was an internal error."""
+    log_file.seek(0, 2)
+    log_file.seek(max(0, log_file.tell() - 8000))
+    log.error("%s: the label reader failed:\n%s", reading.what, log_file.read().decode("utf-8", "replace"))
+    return f"the labels could not be read for {reading.what}: an internal error, written to the server's log"
 
 
 def _size_text(size: int) -> str:

@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from PIL import Image
 
 from datasets import label_runner
+from datasets.labels.common import LabelError
 from datasets.labels.limits import FILE_LIMITS
 from datasets.models import Dataset
 from tests.support import shapes as drawn
@@ -152,3 +153,11 @@ def test_it_caps_what_a_builds_label_reading_sends_back_as_the_checks_is(owner, 
     assert dataset.status == Dataset.Status.FAILED, dataset.status
     assert "the labels read for a build are over 100 bytes" in dataset.error, dataset.error
     assert _nothing_written(dataset)
+
+
+def test_it_says_an_unexpected_error_in_the_child_is_internal_not_a_lack_of_memory(caplog):
+    # An exception no reader expected (here a call the child cannot make) ends the child with status 1.
+    with pytest.raises(LabelError) as refused:
+        label_runner.run_bounded("label_preview", {"no_such_argument": 1}, label_runner.check_reading())
+    assert "internal error" in str(refused.value) and "memory" not in str(refused.value)
+    assert "TypeError" in caplog.text  # the traceback is the server's to read
