@@ -176,6 +176,26 @@ def _image_to_chw(image: Image.Image, channels: int) -> np.ndarray:
     return arr[None].copy() if arr.ndim == 2 else np.ascontiguousarray(arr.transpose(2, 0, 1))
 
 
+def _decode_encoded(
+    data: bytes, channels: int, where: str, check_size: Callable[[int, int], None] | None
+) -> np.ndarray:
+    # Image.open keeps Pillow's decompression-bomb limit (MAX_IMAGE_PIXELS) in force.
+    try:
+        image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:
+        raise DatumError(f"{where}: image refused by Pillow's size limit ({exc})") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise DatumError(f"{where}: encoded image cannot be decoded ({exc})") from None
+    with image:
+        if check_size is not None:
+            check_size(*image.size)  # from the header, before load(); its refusal is raised as it is
+        try:
+            image.load()
+            return _image_to_chw(image, channels)
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise DatumError(f"{where}: encoded image cannot be decoded ({exc})") from None
+
+
 def decode_datum(
     value: bytes, *, key: bytes | str | None = None, check_size: Callable[[int, int], None] | None = None
 ) -> tuple[np.ndarray, int]:
@@ -194,17 +214,7 @@ def decode_datum(
     if datum.encoded:
         if not datum.data:
             raise DatumError(f"{where}: encoded datum has no image data")
-        try:
-            # Image.open keeps Pillow's decompression-bomb limit (MAX_IMAGE_PIXELS) in force.
-            with Image.open(io.BytesIO(datum.data)) as image:
-                if check_size is not None:
-                    check_size(*image.size)  # from the header: Image.open has not decoded yet
-                image.load()
-                chw = _image_to_chw(image, c)
-        except Image.DecompressionBombError as exc:
-            raise DatumError(f"{where}: image refused by Pillow's size limit ({exc})") from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise DatumError(f"{where}: encoded image cannot be decoded ({exc})") from None
+        chw = _decode_encoded(datum.data, c, where, check_size)
         if (h and h != chw.shape[1]) or (w and w != chw.shape[2]):
             raise DatumError(f"{where}: header says {h}x{w} but the encoded image is {chw.shape[1]}x{chw.shape[2]}")
         return chw, int(datum.label)
