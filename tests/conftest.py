@@ -55,6 +55,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (not item.nodeid.startswith("tests/trainer/"), "browser" in item.fixturenames))
 
 
+@pytest.fixture(autouse=True)
+def _suite_worker_out_of_sight(request):
+    """The suite's Celery worker (`celery_worker`) beats into the test database from its own
+    process, so once it has started on this process of the suite, a test inside a transaction
+    sees its host among the live ones: the scheduler placed a run on it beside the test's
+    simulated hosts, and its housekeeping held the pass lock. Whether it has started depends on
+    which files ran before on this process. A test inside a transaction cannot use that worker
+    (it does not see uncommitted rows), so its host is taken out of the test's view; the rollback
+    gives it back. Tests that use the worker commit (transactional_db) and keep it."""
+    if "transactional_db" in request.fixturenames or "celery_worker" in request.fixturenames:
+        return
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None and "db" not in request.fixturenames:
+        return
+    if marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])):
+        return
+    request.getfixturevalue("db")
+    from workbench.workers.models import WorkerHost
+
+    WorkerHost.objects.filter(simulated=False).delete()
+
+
+@pytest.fixture
+def housekeeping_held():
+    """Holds the housekeeping pass's lock for the test: the suite's worker, if it runs, makes no
+    pass (scheduling, searches, stale jobs) over the rows the test commits and moves on itself.
+    Waits for a pass in flight to end first."""
+    from django.core.cache import cache
+
+    from workbench.workers.heartbeat import PASS_LOCK
+
+    wait_until(lambda: cache.add(PASS_LOCK, "tests", timeout=600), what="the worker's housekeeping pass to end")
+    yield
+    cache.delete(PASS_LOCK)
+
+
 @pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
@@ -189,20 +225,61 @@ def live_server_url(django_db_setup):
     server.stop()
 
 
-# One Chromium for the session: it costs a second or more of CPU to start, and two dozen modules
-# use it. Playwright's sync API keeps an asyncio loop running in the main thread while it is
-# started, which breaks a test that calls asyncio.run(); pytest_collection_modifyitems above runs
-# every test that uses the browser after all the others, so none of those comes after it starts.
-@pytest.fixture(scope="session")
-def browser():
-    from playwright.sync_api import sync_playwright
+class SharedChromium:
+    """One Chromium for the browser's tests, stopped before any other test runs.
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make test does it)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    Chromium costs a second or more of CPU to start, and two dozen modules use it, so the browser's
+    tests share one. But Playwright's sync API keeps an asyncio loop running in the main thread
+    while it is started, which breaks a test that calls asyncio.run() or async_to_sync (the
+    websocket and publishing tests). pytest_collection_modifyitems runs the browser's tests last,
+    which orders a serial run; a parallel run (xdist, --dist loadfile) hands each process whole
+    files, so a file of socket tests can follow one with a browser test. Hence the stop in
+    pytest_runtest_setup for every test that does not use the browser."""
+
+    def __init__(self) -> None:
+        self._playwright = None
+        self._chromium = None
+
+    def get(self):
+        if self._chromium is None:
+            from playwright.sync_api import sync_playwright
+
+            if not Path(CHROMIUM).exists():
+                pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make test does it)")
+            self._playwright = sync_playwright().start()
+            try:
+                self._chromium = self._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            except BaseException:
+                self.stop()
+                raise
+        return self._chromium
+
+    def stop(self) -> None:
+        chromium, playwright = self._chromium, self._playwright
+        self._chromium = self._playwright = None
+        try:
+            if chromium is not None:
+                chromium.close()
+        finally:
+            if playwright is not None:
+                playwright.stop()
+
+
+shared_chromium = SharedChromium()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "browser" not in item.fixturenames:
+        shared_chromium.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    shared_chromium.stop()
+
+
+@pytest.fixture
+def browser():
+    return shared_chromium.get()
 
 
 @pytest.fixture
