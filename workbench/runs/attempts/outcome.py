@@ -1,6 +1,6 @@
 """The one table from how an attempt ended to what the run does next, for every executor and for
 benchmarks. Each executor only says what it saw (`Ending`); the order of the checks is decided
-here, once, and tests/workbench/runs/test_outcome.py holds it as a table.
+here, once, and tests/workbench/runs/attempts/test_outcome.py holds it as a table.
 
 The order, and why:
 0. The attempt no longer owns its run (a newer attempt runs it, or it was ended or interrupted
