@@ -105,13 +105,31 @@ class Events:
 
 # An absolute path inside a message (the checkout's, the virtualenv's, the data dir's): the owner
 # reads only its last name. Quotes, brackets, colons and commas end a path, as messages write them.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/])/(?:[^\s/'\"()\[\]:,]+/)+([^\s/'\"()\[\]:,]*)")
+# A file:// URL's three slashes count as one.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/])/+(?:[^\s/'\"()\[\]:,]+/)+([^\s/'\"()\[\]:,]*)")
+
+
+def _server_folders() -> list[str]:
+    """The folders whose names a message must not show, longest first. A path is cut at the first
+    space by _ABSOLUTE_PATH, so a data dir or checkout named with a space ("/srv/lab data/") would
+    show its first part; these are taken out whole before it runs."""
+    folders = {
+        os.environ.get("WORKBENCH_DATA_DIR", ""),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the checkout
+        sys.prefix,
+        sys.base_prefix,
+        os.path.expanduser("~"),
+    }
+    return sorted((folder.rstrip("/") for folder in folders if len(folder) > 1), key=len, reverse=True)
 
 
 def error_summary(error: BaseException) -> str:
     """What a run's owner reads of an exception: its type and message, absolute paths cut to their
     last name. The one home of that rule for the log and the failed status alike."""
-    text = _ABSOLUTE_PATH.sub(lambda match: match.group(1) or "(a folder)", str(error))
+    text = str(error)
+    for folder in _server_folders():
+        text = text.replace(folder + "/", "/").replace(folder, "(a folder)")  # the rest is cut below
+    text = _ABSOLUTE_PATH.sub(lambda match: match.group(1) or "(a folder)", text)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 

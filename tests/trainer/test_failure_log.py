@@ -59,3 +59,11 @@ def test_it_cuts_absolute_paths_in_a_message_to_their_names():
     error = FileNotFoundError(2, "No such file or directory", "/srv/workbench/.venv/lib/site.py")
     assert error_summary(error) == "FileNotFoundError: [Errno 2] No such file or directory: 'site.py'"
     assert error_summary(ValueError("lr 1/2 of /data/runs/7/")) == "ValueError: lr 1/2 of (a folder)"
+    assert error_summary(OSError("cannot open file:///srv/wb/runs/7/a.pt")) == "OSError: cannot open file:a.pt"
+
+
+def test_it_cuts_a_server_folder_whose_name_has_a_space(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", "/srv/lab data")
+    error = FileNotFoundError(2, "No such file", "/srv/lab data/runs/7/best.pt")
+    assert error_summary(error) == "FileNotFoundError: [Errno 2] No such file: 'best.pt'"
+    assert error_summary(ValueError("data dir /srv/lab data is full")) == "ValueError: data dir (a folder) is full"
