@@ -22,6 +22,7 @@ only where a file is read, so the workbench's web process can import the error a
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,11 @@ MAX_RECORD_RATIO = 10
 SMALL_RECORD_BYTES = 1 << 20
 # safetensors' own limit on its JSON header (the Rust reader refuses larger ones).
 MAX_SAFETENSORS_HEADER = 100 * 1024**2
+# The most records a weights zip may list. zipfile builds an object per record of the directory
+# before anything can be judged (a few hundred bytes each, so millions of tiny records cost
+# gigabytes); torch.save writes one record per tensor storage and a few more: a large network has
+# thousands.
+MAX_ZIP_RECORDS = 100_000
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTO = 0x80  # the first byte of a pickle of protocol 2 or later: torch's legacy format
 # DDP wraps the model in `module`; torch.compile in `_orig_mod`: the same tensors either way.
@@ -67,6 +73,9 @@ def check_records(path: Path, *, name: str, max_bytes: int | None = MAX_WEIGHTS_
     """Refuses a zip whose records would inflate beyond the limits, from its directory alone
     (nothing is inflated). torch allocates each record at the size the directory declares and
     reads no further, so the declared sizes bound the memory a load takes."""
+    listed = _listed_records(path)
+    if listed is not None and listed > MAX_ZIP_RECORDS:
+        raise WeightsFileError(f"{name} lists {listed} records, over the limit of {MAX_ZIP_RECORDS}")
     try:
         with zipfile.ZipFile(path) as archive:
             records = archive.infolist()
@@ -92,6 +101,30 @@ def check_records(path: Path, *, name: str, max_bytes: int | None = MAX_WEIGHTS_
             f"{name} inflates to {inflated} bytes, over {MAX_RECORD_RATIO} times its size "
             "(torch.save stores its records)"
         )
+
+
+def _listed_records(path: Path) -> int | None:
+    """How many records the zip's end record says its directory lists (the zip64 end record's
+    count when the classic one's field is full), read before zipfile reads the directory; None
+    when there is no end record (zipfile then refuses the file itself)."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        tail_start = max(0, size - (22 + 0xFFFF))  # the end record, after a comment of at most 64 KiB
+        handle.seek(tail_start)
+        tail = handle.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) < at + 22:
+            return None
+        (count,) = struct.unpack_from("<H", tail, at + 10)
+        locator = at - 20
+        if count != 0xFFFF or locator < 0 or tail[locator : locator + 4] != b"PK\x06\x07":
+            return count
+        (zip64_end,) = struct.unpack_from("<Q", tail, locator + 8)
+        handle.seek(min(zip64_end, size))
+        record = handle.read(56)
+    if len(record) < 56 or record[:4] != b"PK\x06\x06":
+        return None
+    return struct.unpack_from("<Q", record, 32)[0]
 
 
 def _load(path: Path, kind: str, *, name: str) -> object:

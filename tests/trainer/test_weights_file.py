@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.support.weights_files import padded_bomb, save_safetensors
+from trainer import weights_file
 from trainer.networks import InputSpec, build_model
 from trainer.weights_file import WeightsFileError, read_state_dict, read_weights
 
@@ -55,6 +56,23 @@ def test_it_judges_every_record_before_inflating_any(tmp_path):
     assert str(multiplied.value).startswith("many.pt inflates to 24") and "over 10 times its size" in str(
         multiplied.value
     )
+
+
+@pytest.mark.parametrize("records", [51, 66_000])  # the classic end record's count; zip64's (> 65,535)
+def test_it_counts_a_zips_records_before_listing_them(tmp_path, monkeypatch, records):
+    many = tmp_path / "many.pt"
+    with zipfile.ZipFile(many, "w") as archive:
+        for index in range(records):
+            archive.writestr(f"archive/data/{index}", b"")
+    monkeypatch.setattr(weights_file, "MAX_ZIP_RECORDS", records - 1)
+
+    def lists_them(*args, **kwargs):
+        raise AssertionError("the directory was listed before its count was judged")
+
+    monkeypatch.setattr(weights_file.zipfile, "ZipFile", lists_them)
+    with pytest.raises(WeightsFileError) as refused:
+        read_state_dict(many, name="upload.pt")
+    assert str(refused.value) == f"upload.pt lists {records} records, over the limit of {records - 1}"
 
 
 class RunsCode:
