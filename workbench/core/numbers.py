@@ -79,5 +79,8 @@ def _shown(value) -> str:
     """The value as the message shows it: never thousands of digits back to the user."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_NUMBER_TEXT:
         return f"a number of more than {MAX_NUMBER_TEXT} digits"
+    if value is not None and not isinstance(value, str | int | float):
+        # A list or an object from JSON is named, not printed: str() of it walks it all first.
+        return f"a {type(value).__name__}"
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= MAX_NUMBER_TEXT else text[:MAX_NUMBER_TEXT] + "..."

@@ -29,6 +29,12 @@ def test_it_refuses_what_is_no_finite_number_in_range_naming_the_field(value, me
     assert message in str(caught.value) and len(str(caught.value)) < 120
 
 
+def test_it_names_a_list_or_an_object_instead_of_printing_it():
+    with pytest.raises(NumberError) as caught:
+        bounded_number([7] * 1_000_000, field="size", low=0, high=10)
+    assert str(caught.value) == "size must be a number, not a list"
+
+
 def test_it_reads_ids_as_whole_numbers_within_the_database_column():
     assert bounded_number("12", field="runs", low=1, high=MAX_ID, integer=True) == 12
     with pytest.raises(NumberError, match="runs must be a whole number from 1 to"):
