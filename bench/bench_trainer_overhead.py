@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.trainer_data import make_dataset_folder  # noqa: E402
-from trainer.benchmarking import engine_run_in_memory, random_batches, time_engine, time_minimal_loop  # noqa: E402
+from trainer.bench.loops import engine_run_in_memory, random_batches, time_engine, time_minimal_loop  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
 
 CASES = [  # (network, image side, channels, batch, batches per pass)

@@ -1,6 +1,6 @@
 """GPU throughput tables for the trainer (called by bench/gpu.sh; `--size tiny` runs on the CPU).
 
-A thin call of benchmark mode (`trainer.bench_run.run_benchmark`, what `manage.py benchmark` and
+A thin call of benchmark mode (`trainer.bench.run.run_benchmark`, what `manage.py benchmark` and
 the Benchmarks page run): ResNet-50 at 224x224, bf16 and fp32, per-GPU batch 64/128/256, on 1 GPU
 and on all GPUs, with synthetic data on the GPU (the engine's ceiling) and LMDB data through the
 real input pipeline; with two GPUs or more, also the network split over two GPUs (model
@@ -21,9 +21,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.trainer_data import make_dataset_folder  # noqa: E402
-from trainer import bench_table  # noqa: E402
-from trainer.bench_config import benchmark_from_dict  # noqa: E402
-from trainer.bench_run import run_benchmark  # noqa: E402
+from trainer.bench import table as bench_table  # noqa: E402
+from trainer.bench.config import benchmark_from_dict  # noqa: E402
+from trainer.bench.run import run_benchmark  # noqa: E402
 from trainer.events import Events, ListReporter  # noqa: E402
 from trainer.protocol import CELL  # noqa: E402
 from trainer.stopping import StopFlag  # noqa: E402

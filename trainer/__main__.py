@@ -42,8 +42,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     # each command imports only what it needs, so `--help` and the light commands start fast
-    from trainer.bench_config import load_benchmark  # this command only: a fast --help
-    from trainer.bench_run import run_benchmark  # this command only: a fast --help
+    from trainer.bench.config import load_benchmark  # this command only: a fast --help
+    from trainer.bench.run import run_benchmark  # this command only: a fast --help
     from trainer.engine import StopFlag  # this command only: a fast --help
     from trainer.events import EventLogHandler, Events, JsonLinesReporter  # this command only: a fast --help
     from trainer.protocol import STARTING, STATUS  # this command only: a fast --help

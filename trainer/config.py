@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.device_list import parse_devices  # its home; callers import it from here too
-from trainer.finetune_config import check_finetune
+from trainer.finetune.config import check_finetune
 from trainer.messages import ConfigError, plain_number, shown
 from trainer.protocol import METRIC_DIRECTION, TASK_NETWORKS
 from trainer.recipes import AUTO_AUGMENTS, PRESETS, under_preset
@@ -115,7 +115,7 @@ class TrainConfig:
     custom_layers: list[dict[str, Any]] | None = None  # network == "custom"
     pretrained: str | None = None  # a state_dict file for fine-tuning
     preset: str | None = None  # recipes.PRESETS: fills the fields a config leaves out (config_from_dict)
-    # Fine-tuning the backbone (what `pretrained` gave): trainer/finetune.py, docs/formats.md.
+    # Fine-tuning the backbone (what `pretrained` gave): trainer/finetune/recipe.py, docs/formats.md.
     freeze_backbone_epochs: float = 0.0
     backbone_lr_mult: float = 1.0
     freeze_bn: bool = False

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer import finetune, protocol
+from trainer import protocol
 from trainer.augment import TrainAugment
 from trainer.checkpoint import CheckpointStore, rng_state, set_rng_state
 from trainer.config import ConfigError, TrainConfig
@@ -26,6 +26,7 @@ from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset
 from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
 from trainer.ema import weights_average
 from trainer.events import Events, error_summary
+from trainer.finetune import recipe as finetune
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
 from trainer.networks import InputSpec, load_pretrained

@@ -93,7 +93,7 @@ def build_scheduler(
     solver: SolverConfig, optimizer: torch.optim.Optimizer, total_steps: int, *, frozen: list[int] | None = None
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """The policy on every parameter group (each scaled from its own initial rate); `frozen[i]`:
-    group i's rate is 0 for its first steps (fine-tuning's frozen backbone, trainer/finetune.py)."""
+    group i's rate is 0 for its first steps (fine-tuning's frozen backbone, trainer/finetune/recipe.py)."""
     base = solver.base_lr
 
     def scale(step: int) -> float:

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tests.support.trainer_data import make_dataset_folder
-from trainer.bench_config import benchmark_from_dict
-from trainer.bench_run import run_benchmark
+from trainer.bench.config import benchmark_from_dict
+from trainer.bench.run import run_benchmark
 from trainer.checkpoint import CheckpointStore
 from trainer.config import ConfigError
 from trainer.events import Events, ListReporter

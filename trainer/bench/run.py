@@ -23,8 +23,8 @@ import torch
 import torch.distributed as dist
 
 from trainer.batch_size import search_batch_size, step_fits
-from trainer.bench_config import BenchmarkConfig, benchmark_from_dict
-from trainer.bench_trial import (
+from trainer.bench.config import BenchmarkConfig, benchmark_from_dict
+from trainer.bench.trial import (
     Group,
     autocast_for,
     build,

@@ -3,7 +3,7 @@ timed), then timed steps, and say what it cost; an out-of-memory is a result, no
 Every task's network is measured with its task's own step (trainer/tasks/: the loss a run of that
 task minimises, the forward its inference calls), on random targets of the task or a dataset's.
 
-`trainer.bench_run` calls `group_trials` in every process of a group (one process per GPU, or per
+`trainer.bench.run` calls `group_trials` in every process of a group (one process per GPU, or per
 group of GPUs when the network is split) and combines the ranks' results into the table's cell.
 """
 
@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.bench_config import BenchmarkConfig
+from trainer.bench.config import BenchmarkConfig
 from trainer.config import ConfigError, config_from_dict
 from trainer.data import DevicePrefetcher, build_data, move
 from trainer.dataset_folder import load_dataset_folder

@@ -1,4 +1,4 @@
-"""The rules of the fine-tuning settings (trainer.config.validate calls them; trainer/finetune.py
+"""The rules of the fine-tuning settings (trainer.config.validate calls them; trainer/finetune/recipe.py
 applies them)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from trainer.bench_config import BENCHMARK_NETWORKS, MODES
+from trainer.bench.config import BENCHMARK_NETWORKS, MODES
 from trainer.config import PRECISIONS
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES
 from workbench.runs.validators import WholeTextField

@@ -13,7 +13,7 @@ from django.db.models import Max
 from django.dispatch import Signal
 from django.utils import timezone
 
-from trainer import bench_table
+from trainer.bench import table as bench_table
 from workbench.benchmarks.models import Benchmark, BenchmarkCell
 from workbench.core.groups import group_publish
 from workbench.workers.models import Device

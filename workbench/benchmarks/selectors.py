@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 
-from trainer import bench_table
+from trainer.bench import table as bench_table
 from workbench.benchmarks.models import Benchmark, BenchmarkCell
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
-from trainer.bench_config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
+from trainer.bench.config import MAX_GPUS, MODES, SYNTHETIC, BenchmarkConfig, parse_layout, validate_benchmark
 from trainer.config import ConfigError, shown
 from trainer.preflight import side_refusal, task_network_refusal
 from workbench.benchmarks.models import DEFAULT_TIME_BUDGET_MINUTES

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from trainer import bench_table
+from trainer.bench import table as bench_table
 from workbench.benchmarks import services
 from workbench.benchmarks.forms import BenchmarkForm
 from workbench.benchmarks.references import REFERENCES, references_for

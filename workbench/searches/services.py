@@ -274,25 +274,13 @@ def _claim_trial(search: Search, *, claimed: int, number: int, params: dict, tri
     (a 10-trial search ended done with 9; one trial at a time, it never ended). The claim's update
     is the first write: it finds a search aborted or paused before it (no run is queued), and it
     holds the search's row, so an abort that comes after waits for this trial's run and aborts it."""
-    base = search.base_request
-    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=params)
     with transaction.atomic():
         taken = Search.objects.filter(pk=search.pk, state=Search.State.RUNNING, trials_claimed=claimed)
         if not taken.update(trials_claimed=claimed + 1):
             return None
         try:
             with transaction.atomic():  # a refused run is undone alone: the claim and its failed row stay
-                run = run_services.run_submit(
-                    owner=search.owner,
-                    dataset=search.dataset,
-                    name=f"{search.name} · trial {number}"[:200],
-                    network=network,
-                    config=config,
-                    gpus=base.get("gpus", "auto"),
-                    priority=base.get("priority") or 0,
-                    executor=base.get("executor"),
-                    nodes=base.get("nodes") or 1,
-                )
+                run = _submit_with(search, params=params, name=f"{search.name} · trial {number}")
         except (RequestError, run_services.RunError) as error:
             # A value inside a range the ends of which passed (rare): the trial fails, the search goes on.
             return Trial.objects.create(
@@ -447,14 +435,22 @@ def search_train_best(*, search: Search, epochs: float | None = None, name: str 
     best = best_trial(search)
     if best is None:
         raise SearchError(f"search {search.pk} has no complete trial yet")
+    return _submit_with(
+        search, params=best.params, name=name or f"{search.name} · best (trial {best.number})", epochs=epochs
+    )
+
+
+def _submit_with(search: Search, *, params: dict, name: str, epochs: float | None = None) -> Run:
+    """A run of the search's base request (network, config, devices, priority, executor, nodes)
+    with `params` applied: the one mapping for trials and for the best trial's full run."""
     base = search.base_request
-    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=best.params)
+    network, config = trial_request(network=search.network, config=base.get("config") or {}, params=params)
     if epochs is not None:
         config = {**config, "epochs": epochs}
     return run_services.run_submit(
         owner=search.owner,
         dataset=search.dataset,
-        name=name or f"{search.name} · best (trial {best.number})"[:200],
+        name=name[:200],
         network=network,
         config=config,
         gpus=base.get("gpus", "auto"),

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from tests.support.trainer_data import make_dataset_folder
-from trainer.bench_config import benchmark_from_dict, parse_layout
-from trainer.bench_run import run_benchmark
-from trainer.bench_table import compare, derive, markdown, to_csv
-from trainer.bench_trial import autocast_for
+from trainer.bench.config import benchmark_from_dict, parse_layout
+from trainer.bench.run import run_benchmark
+from trainer.bench.table import compare, derive, markdown, to_csv
+from trainer.bench.trial import autocast_for
 from trainer.config import ConfigError
 from trainer.events import Events, ListReporter
 from trainer.footprint import MiB, measure_step

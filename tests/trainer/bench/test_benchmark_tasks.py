@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tests.support.task_data import make_task_folder
-from trainer.bench_config import benchmark_from_dict
-from trainer.bench_run import run_benchmark
-from trainer.bench_trial import Group, autocast_for, build, input_spec, measure_task_step
+from trainer.bench.config import benchmark_from_dict
+from trainer.bench.run import run_benchmark
+from trainer.bench.trial import Group, autocast_for, build, input_spec, measure_task_step
 from trainer.config import ConfigError
 from trainer.events import Events, ListReporter
 from trainer.footprint import MiB

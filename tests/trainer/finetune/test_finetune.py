@@ -1,5 +1,5 @@
 """Fine-tuning from pretrained weights: the head replaced, the backbone frozen then slowed, the
-weights' own normalisation, BatchNorm in eval mode (trainer/finetune.py)."""
+weights' own normalisation, BatchNorm in eval mode (trainer/finetune/recipe.py)."""
 
 from __future__ import annotations
 

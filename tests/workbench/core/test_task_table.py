@@ -29,19 +29,14 @@ LEFT = {
     "datasets/forms.py": 4,
     "datasets/management/commands/import_dataset.py": 1,
     "datasets/validators.py": 1,
-    "trainer/bench_config.py": 1,
+    "trainer/bench/config.py": 1,
     "trainer/dataset_folder.py": 1,
     "trainer/engine.py": 1,
     "trainer/preflight.py": 2,
     "trainer/recipes.py": 1,
-    "workbench/inference/management/common.py": 2,
-    "workbench/runs/web/wizard_views.py": 2,
-    "workbench/searches/validators.py": 1,
     "datasets/views.py": 1,
     "templates/datasets/dataset_detail.html": 1,
-    "static/inference/task_job.js": 1,
     "static/datasets/new.js": 2,
-    "static/runs/new_run.js": 2,
 }
 QUOTED = r"""["'](?:classification|detection|segmentation)["']"""
 TEXT_BRANCH = re.compile(rf"task\s*(?:===?|!==?)\s*{QUOTED}|{QUOTED}\s*(?:===?|!==?)\s*[\w.]*task")

@@ -10,8 +10,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.models import Dataset
-from trainer import bench_table
-from trainer.bench_config import BENCHMARK_NETWORKS
+from trainer.bench import table as bench_table
+from trainer.bench.config import BENCHMARK_NETWORKS
 from trainer.config import PRECISIONS
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.selectors import benchmark_payload, cells_of
