@@ -279,7 +279,8 @@ def labelled_text_files(
     """KITTI's and YOLO's one .txt per image: {stem: its image with the boxes of its label file}
     for every label file under the label folder (`folders`: images, labels; `images` by stem), read
     line by line within `kind`'s byte limit. A label file that cannot be read (too large, not UTF-8)
-    is reported and its image left out (None): it is no image without objects."""
+    is reported and its image left out (None): it is no image without objects; so is an image that
+    cannot be opened, reported by name once (as every reader does)."""
     image_folder, label_folder = folders
     labelled: dict[str, AnnotatedImage | None] = {}
     for label_file in files_under(label_folder, ".txt", root, report):
@@ -292,7 +293,8 @@ def labelled_text_files(
             report.add(name, None, "missing_image", f"no image {stem}.* in {image_folder.name}/")
             continue
         size = image_size(image_path, root, report)
-        if size is None:
+        if size is None:  # named once, here: with_unlabelled must not open it and name it again
+            labelled[stem] = None
             continue
         image = AnnotatedImage(str(image_path), relative_name(image_path, root), *size)
         try:
@@ -321,7 +323,8 @@ def with_unlabelled(
     root: Path, images: dict[str, Path], labelled: dict[str, AnnotatedImage | None], report: LabelReport
 ) -> list[AnnotatedImage]:
     """Every image in `images`: the labelled ones as read, the others as images without labels
-    (reported when they cannot be opened); one whose label file was refused (None) is left out."""
+    (reported when they cannot be opened); one left out while its label file was read (None: the
+    label file refused, or the image already reported) is not opened again."""
     found = []
     for stem, path in images.items():
         if stem in labelled:

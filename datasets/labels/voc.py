@@ -84,10 +84,10 @@ def read_voc(root: Path, *, min_box_size: float = 0) -> LabelSource:
             shown = parsed.filename or xml_file.stem
             report.add(name, None, "missing_image", f"no image {shown!r} in {IMAGE_FOLDER}/")
             continue
+        used.add(image_path)  # read with its file, or named as unreadable: never named twice
         size = image_size(image_path, root, report)
         if size is None:
             continue
-        used.add(image_path)
         image = AnnotatedImage(str(image_path), relative_name(image_path, root), *size)
         for number, obj in enumerate(parsed.objects, start=1):
             where = (f"{name} object {number}", None)
