@@ -18,6 +18,7 @@ from datasets.archives import ArchiveError
 from datasets.forms import DEFAULTS, DatasetForm
 from datasets.gallery import gallery_page
 from datasets.labels import LabelError
+from datasets.labels.registry import reads_label_files
 from datasets.models import Dataset
 from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
 from datasets.services import (
@@ -41,7 +42,7 @@ from datasets.uploads import (
     upload_status,
 )
 from datasets.validators import upload_request
-from trainer.protocol import CLASSIFICATION, TASKS
+from trainer.protocol import TASKS
 from workbench.core.openapi import bad_request, error, form_schema
 from workbench.core.parsers import JSONObjectParser
 
@@ -99,7 +100,7 @@ def dataset_json(dataset: Dataset, request=None) -> dict:
         "finished_at": dataset.finished_at.isoformat() if dataset.finished_at else None,
         "path": str(dataset.path) if dataset.status == Dataset.Status.READY else None,
     }
-    if dataset.task != CLASSIFICATION:  # the label source's options, as POST takes them
+    if reads_label_files(dataset.task):  # the label source's options, as POST takes them
         source = dataset.source or {}
         body["label_options"] = {key: source.get(key) for key in ("format", "class_map", "min_box_size")}
         body["labels_url"] = reverse("api-dataset-labels", args=[dataset.pk])
@@ -451,7 +452,7 @@ def dataset_label_check_api(request):
     form = DatasetForm(data, user=request.user)
     if not form.is_valid():
         return Response({"errors": _form_errors(form)}, status=status.HTTP_400_BAD_REQUEST)
-    if form.cleaned_data["task"] == CLASSIFICATION:
+    if not reads_label_files(form.cleaned_data["task"]):
         return Response(
             {"errors": {"task": ["a classifier has no labels to check: give the task"]}},
             status=status.HTTP_400_BAD_REQUEST,

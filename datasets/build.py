@@ -29,6 +29,7 @@ from PIL import Image
 
 from datasets.images import ImageLimits, ImageRefused, image_limits, prepare_image, set_image_limits
 from datasets.labels.prepare import open_image, prepare_annotated
+from datasets.labels.registry import reads_label_files
 from datasets.labels.stats import LabelStats
 from datasets.names import os_error_text
 from trainer.datum import encode_datum, write_mean_blobproto
@@ -283,9 +284,9 @@ class _Collector:
         self.task = task
         # Detection and segmentation: the targets' LMDB per split, written with the images' keys.
         self.target_writers = (
-            {s: LmdbWriter(out_dir / f"{s}_targets_db") for s in self.writers} if task != CLASSIFICATION else {}
+            {s: LmdbWriter(out_dir / f"{s}_targets_db") for s in self.writers} if reads_label_files(task) else {}
         )
-        self.stats = LabelStats(task, labels, options.width, options.height) if task != CLASSIFICATION else None
+        self.stats = LabelStats(task, labels, options.width, options.height) if reads_label_files(task) else None
         self.class_counts = {s: [0] * len(labels) for s in self.writers}
         self.skipped: list[dict] = []
         self.mean_sum = np.zeros((options.height, options.width, options.channels), dtype=np.float64)
@@ -333,7 +334,7 @@ class _Collector:
         if not self.writers.get("train") or self.writers["train"].count == 0:
             reasons = sorted({s["reason"] for s in self.skipped})[:3]
             raise BuildError("no usable training images" + (f"; e.g. {'; '.join(reasons)}" if reasons else ""))
-        if self.task != CLASSIFICATION:
+        if reads_label_files(self.task):
             # A class without training objects is said in the label statistics, not refused: a
             # segmentation source names VOC's 21 classes whether or not its masks use them all.
             if not any(self.class_counts["train"]):

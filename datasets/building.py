@@ -25,12 +25,12 @@ from datasets.image_limits import configured_image_limits
 from datasets.label_runner import annotated_plan_bounded
 from datasets.labels import LabelError
 from datasets.labels.files import resolved_within
+from datasets.labels.registry import reads_label_files
 from datasets.lmdb_import import digits_sources, import_lmdbs
 from datasets.models import Dataset
 from datasets.names import os_error_text, readable, without_paths
 from datasets.sources import Plan, SourceError, SplitOptions, plan_folder, plan_text_lists, unwrap_single_folder
 from datasets.uploads import upload_delete
-from trainer.protocol import CLASSIFICATION
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def _publish_folder(dataset: Dataset, temp: Path, result: BuildResult, skipped: 
 
 
 def _build_images(dataset: Dataset, out_dir: Path, scratch: Path, progress, should_stop) -> tuple[BuildResult, Path]:
-    if dataset.task != CLASSIFICATION:
+    if reads_label_files(dataset.task):
         return _build_annotated(dataset, out_dir, scratch, progress, should_stop)
     options = _split_options(dataset)
     if dataset.kind == Dataset.Kind.ARCHIVE:

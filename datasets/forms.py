@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from datasets.archives import archive_kind
 from datasets.building import archive_caps, datasets_root
 from datasets.label_runner import CheckTookTooLong, label_preview_bounded
-from datasets.labels import FORMATS
+from datasets.labels.registry import format_choices, reads_label_files
 from datasets.models import Dataset
 from datasets.services import OPTION_FIELDS
 from datasets.sources import SourceError, detect_kind, read_labels_file
@@ -29,7 +29,7 @@ from datasets.validators import (
     validate_source_classes,
     validate_task_fields,
 )
-from trainer.protocol import CLASSIFICATION, TASKS
+from trainer.protocol import TASKS
 
 DEFAULTS = {
     "kind": "auto",
@@ -62,7 +62,7 @@ class DatasetForm(forms.Form):
     # Detection and segmentation (issue 22): what the labels are for, their format, the class table
     # ({source class: new name, or null to ignore it}) and the smallest box kept (pixels).
     task = forms.ChoiceField(choices=[("auto", "Detect from the source"), *((t, t.capitalize()) for t in TASKS)])
-    format = forms.ChoiceField(choices=[("auto", "Detect from the source"), *((f, f) for f in FORMATS)])
+    format = forms.ChoiceField(choices=[("auto", "Detect from the source"), *format_choices()])
     class_map = forms.CharField(required=False, max_length=100_000, label="Class table (JSON)")
     # A plain field: the number is parsed by the one bounded parser in clean_min_box_size (a
     # FloatField's float() raised OverflowError, a 500, on a 400-digit JSON integer).
@@ -166,7 +166,7 @@ class DatasetForm(forms.Form):
         getattr(self, f"_check_{kind}")(path, cleaned)
         if not self.errors:
             self._check_task(path, cleaned)
-        if not self.errors and cleaned["task"] == CLASSIFICATION:
+        if not self.errors and not reads_label_files(cleaned["task"]):
             # The classes the build would find: {name: images}, None where unknown before it.
             cleaned["classes"] = validate_source_classes(kind=kind, path=path, min_per_class=cleaned["min_per_class"])
         return cleaned
@@ -184,7 +184,7 @@ class DatasetForm(forms.Form):
         for field, message in errors.items():
             self.add_error(field, message)
         cleaned["label_check"] = None
-        if errors or cleaned["task"] == CLASSIFICATION or cleaned["kind"] != "folder":
+        if errors or not reads_label_files(cleaned["task"]) or cleaned["kind"] != "folder":
             return
         try:
             check = validate_label_source(
@@ -255,7 +255,7 @@ class DatasetForm(forms.Form):
             source["filename"] = c["upload"].name
         else:
             source["path"] = str(c["source_path"])
-        if c["task"] != CLASSIFICATION:
+        if reads_label_files(c["task"]):
             source["format"] = c["format"]
             source["class_map"] = c.get("class_map")
             source["min_box_size"] = c.get("min_box_size") or 0.0
@@ -275,7 +275,7 @@ class DatasetForm(forms.Form):
         bounded child of datasets.label_runner.
         Raises LabelError or ArchiveError naming the file (CheckTookTooLong: the check ran out of time)."""
         c = self.cleaned_data
-        if c["task"] == CLASSIFICATION:
+        if not reads_label_files(c["task"]):
             return None
         if c.get("label_check_unfinished"):  # said once, not read again
             raise c["label_check_unfinished"]

@@ -11,10 +11,11 @@ from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
 from datasets.label_runner import CheckTookTooLong, label_preview_bounded
-from datasets.labels import FORMAT_TASK, detect_format_in_names, detect_source_format
+from datasets.labels import detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
 from datasets.labels.files import within_roots
+from datasets.labels.registry import FORMAT_TASK, LABEL_TASKS, reads_label_files
 from datasets.preview import archive_member_names, source_classes
 from datasets.sources import SourceError
 from trainer.protocol import CLASSIFICATION
@@ -135,9 +136,10 @@ def validate_task_fields(*, task: str, fmt: str, kind: str, resize_mode: str) ->
     """What is wrong, by field, with a task's format, kind and resize mode (one rule for the
     wizard, the API and the CLI)."""
     errors = {}
-    if task == CLASSIFICATION:
+    if not reads_label_files(task):
         if fmt != "auto":
-            errors["format"] = f"format {fmt} is for detection and segmentation; a classifier reads class folders"
+            tasks = " and ".join(sorted(LABEL_TASKS))
+            errors["format"] = f"format {fmt} is for {tasks}; a {task} source is class folders"
         return errors
     if fmt != "auto" and FORMAT_TASK.get(fmt) != task:
         errors["format"] = f"{fmt} holds {FORMAT_TASK.get(fmt, 'unknown')} labels, not {task}"

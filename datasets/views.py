@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.labels import LabelError
+from datasets.labels.registry import reads_label_files
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
 from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
@@ -23,7 +24,6 @@ from datasets.services import (
 )
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text
-from trainer.protocol import CLASSIFICATION
 
 SKIPPED_ON_PAGE = 500
 
@@ -118,7 +118,7 @@ def dataset_detail(request, pk: int):
         "runs": dataset_runs_for(dataset, request.user, limit=100),
         "has_mean": (dataset.path / "mean.png").is_file() and dataset.status == Dataset.Status.READY,
         # Detection and segmentation: the stored label check and statistics (None for a classifier).
-        "label_data": dataset_labels(dataset) if dataset.task != CLASSIFICATION else None,
+        "label_data": dataset_labels(dataset) if reads_label_files(dataset.task) else None,
         "counts_title": dataset.task_row.counts_title,
     }
     return render(request, "datasets/dataset_detail.html", context)

@@ -37,10 +37,15 @@ from workbench.core.numbers import NumberError, bounded_number
 MAX_RLE_CHARS = 7
 
 
+def coco_name(name: str) -> bool:
+    """Whether a file so named is a COCO file (the registry recognises COCO by it)."""
+    return name.startswith("instances") and name.endswith(".json")
+
+
 def coco_files(root: Path) -> list[Path]:
-    """instances*.json under annotations/ or the root; else any single JSON there."""
+    """instances*.json under annotations/ or the root."""
     for folder in (root / "annotations", root):
-        found = sorted(p for p in folder.glob("instances*.json") if p.is_file()) if folder.is_dir() else []
+        found = sorted(p for p in folder.glob("*.json") if coco_name(p.name) and p.is_file()) if folder.is_dir() else []
         if found:
             return found
     return []

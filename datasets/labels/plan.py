@@ -12,13 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.labels import FORMAT_TASK, FORMATS, detect_format, read_labels
+from datasets.labels import detect_format, read_labels
 from datasets.labels.classes import class_preview, class_table
 from datasets.labels.common import LabelError, LabelReport, LabelSource
 from datasets.labels.files import resolved_within
 from datasets.labels.prepare import MaskTarget
+from datasets.labels.registry import format_choices, format_for_task, label_format
 from datasets.names import LINK_NOT_FOLLOWED
-from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
+from trainer.protocol import DETECTION, IGNORE_INDEX
 
 # Problems whose file is left out of the build (the others change a box or a pixel, not an image).
 SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file", "link")
@@ -139,19 +140,16 @@ def read_source(
 
 def _read_one(root: Path, *, task: str, fmt: str, min_box_size: float) -> LabelSource:
     if fmt == "auto":
-        fmt = detect_format(root)
-        if fmt == "coco" and task == SEGMENTATION:
-            fmt = "coco_masks"  # the same instances*.json: its polygons and RLE instead of its boxes
-        if fmt is None:
+        detected = detect_format(root)
+        if detected is None:
             raise LabelError(
-                "no detection or segmentation labels found: expected a KITTI images/ + labels/ pair, "
-                "a COCO instances*.json, VOC Annotations/*.xml or SegmentationClass/, YOLO labels/ with "
-                "classes.txt or data.yaml, or masks/ beside images/"
+                "no detection or segmentation labels found: expected one of "
+                + "; ".join(label for _, label in format_choices())
             )
-    elif fmt not in FORMAT_TASK:
-        raise LabelError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    if FORMAT_TASK[fmt] != task:
-        raise LabelError(f"the source holds {fmt} labels, which are for {FORMAT_TASK[fmt]}, not {task}")
+        fmt = format_for_task(detected, task)  # COCO's JSON given as segmentation: its polygons
+    record = label_format(fmt)
+    if record.task != task:
+        raise LabelError(f"the source holds {fmt} labels, which are for {record.task}, not {task}")
     return read_labels(root, fmt, min_box_size=min_box_size)
 
 

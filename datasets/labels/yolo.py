@@ -28,6 +28,8 @@ from datasets.labels.common import (
 from trainer.protocol import DETECTION
 from workbench.core.numbers import MAX_ID, NumberError, bounded_number
 
+# What YOLO names its classes in, at the root or in labels/.
+CLASS_FILES = ("classes.txt", "data.yaml", "data.yml")
 # The four numbers of a box line, as messages name them.
 BOX_FIELDS = ("x_center", "y_center", "width", "height")
 
@@ -55,9 +57,14 @@ class _PlainLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def yolo_class_name(name: str) -> bool:
+    """Whether a file so named holds YOLO's class names (the registry recognises YOLO by it)."""
+    return name in CLASS_FILES
+
+
 def yolo_class_file(root: Path) -> Path | None:
     for folder in (root, root / "labels"):
-        for name in ("classes.txt", "data.yaml", "data.yml"):
+        for name in CLASS_FILES:
             if (folder / name).is_file():
                 return folder / name
     return None

@@ -23,16 +23,7 @@ from trainer.dataset_folder import load_dataset_folder
 from trainer.datum import decode_datum
 from trainer.targets import decode_boxes, decode_mask
 
-WRITERS = {
-    "kitti": drawn.write_kitti,
-    "voc": drawn.write_voc,
-    "coco": drawn.write_coco,
-    "yolo": drawn.write_yolo,
-    "voc_masks": drawn.write_voc_masks,
-    "index_masks": drawn.write_index_masks,
-    "rgb_masks": drawn.write_rgb_masks,
-    "coco_masks": drawn.write_coco_masks,
-}
+WRITERS = drawn.WRITERS
 SHAPES = drawn.make_shapes(12)
 
 

@@ -236,3 +236,16 @@ def write_coco_masks(root: Path, shapes: list[Shapes]) -> Path:
                 annotation["segmentation"] = {"counts": counts, "size": list(s.mask.shape)}
     path.write_text(json.dumps(data))
     return root
+
+
+# A writer per label format (datasets.labels.registry), for tests that go through every format.
+WRITERS = {
+    "kitti": write_kitti,
+    "voc": write_voc,
+    "coco": write_coco,
+    "yolo": write_yolo,
+    "voc_masks": write_voc_masks,
+    "index_masks": write_index_masks,
+    "rgb_masks": write_rgb_masks,
+    "coco_masks": write_coco_masks,
+}
