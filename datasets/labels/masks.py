@@ -117,7 +117,8 @@ def _parse_colormap(path: Path, root: Path, classes: int) -> dict[tuple[int, int
     if not path.is_file():
         return {}
     colours = {}
-    for number, line in enumerate(read_text(path, root, "class_list").splitlines(), start=1):
+    lines = read_text(path, root, "class_list").split("\n")  # "\n" alone, as the label map's lines
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         colours[_colour(line, f"{relative_name(path, root)} line {number}")] = len(colours)

@@ -17,7 +17,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image
 
-from datasets.labels import read_labels
+from datasets.labels import LabelError, read_labels
 from datasets.labels.plan import label_check
 from datasets.models import Dataset
 from tests.support import shapes as drawn
@@ -108,3 +108,13 @@ def test_it_detects_the_format_when_the_first_mask_claims_60000_by_60000(import_
     check = label_check(root, task="segmentation", fmt="auto")
     assert check["format"] == "index_masks"
     assert [p["kind"] for p in check["report"]["problems"]] == ["bad_mask"]
+
+
+def test_it_numbers_a_colour_maps_lines_as_the_other_class_lists_do(tmp_path):
+    # Only "\n" ends a line: splitlines() also split at U+2028, so this map read as three colours.
+    root = drawn.write_rgb_masks(tmp_path / "rgb", SHAPES)
+    (root / "labelmap.txt").unlink()
+    (root / "labels.txt").write_text("\n".join(drawn.SEG_CLASSES) + "\n")
+    (root / "colormap.txt").write_text("0,0,0\n255,0,0\u20280,0,255\n")
+    with pytest.raises(LabelError, match=r"colormap\.txt line 2: .*three numbers"):
+        read_labels(root, "rgb_masks")
