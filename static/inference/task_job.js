@@ -40,13 +40,13 @@ function legend(list, entries) {
 const orNone = (value) => (value === null || value === undefined ? "–" : percent(value));
 
 // ------------------------------------------------------------------ test
+// What the run's task measures and how the page names it: the task's row (workbench/core/
+// task_table.py test_page), which also titled the results and the worst images' gallery.
+const report = JSON.parse(document.getElementById("test-page")?.textContent || "null");
+
 function showTest(r) {
   document.getElementById("test-result").hidden = false;
-  const detection = r.task === "detection";
-  document.getElementById("test-title").textContent = detection ? "Mean average precision (COCO)" : "Segmentation";
-  const metrics = detection
-    ? [["mAP@[.5:.95]", r.map], ["mAP50", r.map_50], ["mAP75", r.map_75], ["mAR@100", r.mar_100]]
-    : [["mIoU", r.miou], ["Dice", r.dice], ["Pixel accuracy", r.pixel_accuracy]];
+  const metrics = report.headline.map(([key, name]) => [name, r[key]]);
   document.getElementById("test-metrics").replaceChildren(...[...metrics.map(([n, v]) => [n, percent(v)]),
     ["Images", formatWhole(r.count)]].map(([name, value]) => {
     const box = document.createElement("div");
@@ -58,17 +58,17 @@ function showTest(r) {
   }));
   document.getElementById("test-notes").textContent = (r.notes || []).join(" ");
   const table = document.getElementById("per-class");
-  const columns = detection
-    ? [["label", "Class"], ["instances", "Boxes", "number"], ["ap", "AP@[.5:.95]", "number"], ["ap50", "AP50", "number"], ["ar100", "AR@100", "number"]]
-    : [["label", "Class"], ["pixels", "Pixels", "number"], ["iou", "IoU", "number"], ["dice", "Dice", "number"], ["accuracy", "Pixel accuracy", "number"]];
+  const [countKey, countName] = report.count;
+  const columns = [["label", "Class"], [countKey, countName, "number"],
+    ...report.per_class.map(([key, name]) => [key, name, "number"])];
   header(table, columns);
   const render = (rows) => table.tBodies[0].replaceChildren(...rows.map((c) => cells(document.createElement("tr"),
-    columns.map(([key], i) => (i === 0 ? c[key] : key === "instances" || key === "pixels" ? formatWhole(c[key]) : orNone(c[key]))))));
+    columns.map(([key], i) => (i === 0 ? c[key] : key === countKey ? formatWhole(c[key]) : orNone(c[key]))))));
   render(r.per_class);
   sortable(table, () => r.per_class, render);
   legend(document.getElementById("test-legend"), r.legend);
-  if (detection) drawCurves(r.pr_curves || []);
-  document.getElementById("worst-title").textContent = detection ? "Lowest AP50 first" : "Lowest mean IoU first";
+  if (report.curves) drawCurves(r.pr_curves || []);
+  const [worstKey, worstName] = report.worst;
   const base = card.dataset.worst.replace(/0\.png$/, "");
   const gallery = document.getElementById("worst");
   if (!r.worst.length) gallery.innerHTML = '<p class="empty">No image to judge by.</p>';
@@ -77,7 +77,7 @@ function showTest(r) {
     const img = document.createElement("img");
     img.className = "pair";
     img.src = base + w.file;
-    const score = detection ? `AP50 ${percent(w.ap50)}` : `mIoU ${percent(w.miou)}`;
+    const score = `${worstName} ${percent(w[worstKey])}`;
     img.alt = `${w.name}: ground truth and prediction, ${score}`;
     const caption = document.createElement("figcaption");
     caption.textContent = `${w.name}: ${score}`;

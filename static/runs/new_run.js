@@ -131,13 +131,13 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
   }
   if (asked !== networksAsked) return; // an answer for a dataset or crop size no longer chosen
   if ($("errors-network").textContent.startsWith(unchecked)) $("errors-network").textContent = "";
-  if (!zoo) showTask(body.task);
+  if (!zoo) showTask(body.task, body.recipe);
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
     if (!fit && (zoo || row.dataset.network !== "custom")) continue; // the other answer's row
     // Another task's networks cannot train on this dataset: only its own task's rows are shown
-    // (the custom network is a classifier's).
-    row.hidden = Boolean(fit && fit.other_task) || (row.dataset.network === "custom" && body.task !== "classification");
+    // (the custom network, which the server does not fit, by its task in the network info).
+    row.hidden = fit ? Boolean(fit.other_task) : networkTask(row.dataset.network) !== body.task;
     if (row.hidden) {
       row.querySelector("input[name=network]").checked = false;
       continue;
@@ -171,10 +171,11 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
 
 // The dataset's task is known before any fits answer: another task's rows are hidden at once, so
 // the table never shows a detection dataset the classifiers while the server measures.
+function networkTask(name) { return (networkInfo[name] || {}).task || "classification"; }
+
 function showTaskRows(task) {
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
-    const own = (networkInfo[row.dataset.network] || {}).task || "classification";
-    row.hidden = own !== task;
+    row.hidden = networkTask(row.dataset.network) !== task;
     if (row.hidden) row.querySelector("input[name=network]").checked = false;
   }
   if (!form.querySelector("input[name=network]:checked")) {
@@ -563,24 +564,24 @@ showPresetSource(); // a form shown again keeps its edited fields: the preset is
 // ------------------------------------------------------------------ the dataset's task
 // Best metric: the task's own names (the select carries trainer/protocol.py TASK_METRICS), not
 // top-1 meaning mAP. The presets and the recipe's augmentations are classification's (the fields
-// marked by forms_recipe.CLASSIFICATION_ONLY): another task's dataset is not offered them, as the
-// validator would refuse them, and their disabled fields are not sent.
+// marked by forms_recipe.CLASSIFICATION_ONLY): a dataset whose task does not take the recipe (its
+// row's takes_recipe, sent with the networks' fit) is not offered them, as the validator would
+// refuse them, and their disabled fields are not sent.
 const metricSelect = form.elements.best_metric;
 const taskMetrics = JSON.parse(metricSelect.dataset.taskMetrics);
-function showTask(task) {
+function showTask(task, recipe) {
   const metrics = taskMetrics[task] || taskMetrics.classification;
   for (const option of metricSelect.options) {
     option.hidden = !metrics.includes(option.value);
     option.disabled = option.hidden;
   }
   if (!metrics.includes(metricSelect.value)) metricSelect.value = metrics[0];
-  const classification = task === "classification";
   for (const input of form.querySelectorAll("[data-classification-only]")) {
-    input.disabled = !classification;
-    fieldBox(input.name).hidden = !classification;
+    input.disabled = !recipe;
+    fieldBox(input.name).hidden = !recipe;
   }
-  $("preset-source").hidden = !classification;
+  $("preset-source").hidden = !recipe;
   // The preview draws a classifier's augmentations (the server says why for another task).
-  $("augment-preview-button").parentElement.hidden = !classification;
-  $("augment-preview").hidden = !classification;
+  $("augment-preview-button").parentElement.hidden = !recipe;
+  $("augment-preview").hidden = !recipe;
 }

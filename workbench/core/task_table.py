@@ -13,9 +13,29 @@ read it, and it imports nothing of theirs (job kinds and page names are their pl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION, TASKS
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """How a test's results are told: a headline of measures, then one line per class with its
+    count (shown whole) and its measures (percentages); each a (result key, name) pair. "{top_k}"
+    in a name is the test's k."""
+
+    headline: tuple[tuple[str, str], ...]
+    count: tuple[str, str]
+    per_class: tuple[tuple[str, str], ...]
+    # The job page's only (static/inference/task_job.js): the score the worst images are sorted by
+    # and the title of their gallery, and whether each class's precision-recall curve is drawn.
+    worst: tuple[str, str] = ("", "")
+    worst_title: str = ""
+    curves: bool = False
+
+    def as_json(self) -> dict:
+        """For the page's json_script (templates call it without arguments)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -36,10 +56,14 @@ class TaskRow:
     tests_uploads: bool
     # A test's headline on the jobs list: (the result's key, its name).
     test_headline: tuple[str, str]
-    # The title of a test's results on the job page (static/inference/task_job.js reads it).
+    # The title of a test's results on the job page (inference/task_job.html).
     test_title: str
     # What its test page says it measures.
     test_hint: str
+    # A test's results in the `infer` command's words (workbench/inference/management/common.py).
+    test_words: TestReport
+    # ... and on its job page (job_template): None where that page is the classifier's own.
+    test_page: TestReport | None
     # What the export page says its exported models are checked for.
     export_agreement: str
     # Whether the export is compared with PyTorch on the dataset's images while it is made
@@ -54,6 +78,14 @@ class TaskRow:
     # The dataset pages' class histogram: its title and the unit of a bar ("images", "objects").
     counts_title: str
     counts_unit: str
+    # Whether its runs take the classifiers' recipe (the presets and the recipe augmentations:
+    # trainer/recipes.py recipe_refusal is the rule) and so the new-run page's preview of it;
+    # another task's runs flip, scale-jitter and crop each image together with its `targets`.
+    takes_recipe: bool
+    targets: str
+    # A search's objective when it names none: a classifier's validation loss (top-1 saturates on
+    # small sets), another task's first metric (trainer.protocol.TASK_METRICS).
+    search_objective: str
 
 
 TASK_TABLE: dict[str, TaskRow] = {
@@ -69,12 +101,21 @@ TASK_TABLE: dict[str, TaskRow] = {
         test_headline=("top1", "top-1"),
         test_title="Accuracy",
         test_hint="",  # the classify test page names the run's labels itself
+        test_words=TestReport(
+            headline=(("top1", "top-1"), ("top5", "top-{top_k}")),
+            count=("support", "images"),
+            per_class=(("precision", "precision"), ("recall", "recall"), ("f1", "F1")),
+        ),
+        test_page=None,  # inference/job.html (static/inference/job.js)
         export_agreement="the same top-1",
         export_checked_while_made=False,
         drawn=True,
         metric_chart={"title": "Accuracy (validation)", "axis": "accuracy", "label": "Top-1 and top-5 accuracy"},
         counts_title="Images per class",
         counts_unit="images",
+        takes_recipe=True,
+        targets="label",
+        search_objective="val_loss",
     ),
     DETECTION: TaskRow(
         name=DETECTION,
@@ -90,6 +131,19 @@ TASK_TABLE: dict[str, TaskRow] = {
         test_hint="On the dataset's validation or test split, whose boxes are known: COCO mAP and each class's AP "
         "with its precision-recall curve, and the images with the lowest AP first, their ground truth beside the "
         "prediction.",
+        test_words=TestReport(
+            headline=(("map", "mAP"), ("map_50", "mAP50"), ("map_75", "mAP75"), ("mar_100", "mAR@100")),
+            count=("instances", "instances"),
+            per_class=(("ap", "AP"), ("ap50", "AP50"), ("ar100", "AR@100")),
+        ),
+        test_page=TestReport(
+            headline=(("map", "mAP@[.5:.95]"), ("map_50", "mAP50"), ("map_75", "mAP75"), ("mar_100", "mAR@100")),
+            count=("instances", "Boxes"),
+            per_class=(("ap", "AP@[.5:.95]"), ("ap50", "AP50"), ("ar100", "AR@100")),
+            worst=("ap50", "AP50"),
+            worst_title="Lowest AP50 first",
+            curves=True,
+        ),
         export_agreement="the same boxes, classes and scores",
         export_checked_while_made=True,
         drawn=False,
@@ -100,6 +154,9 @@ TASK_TABLE: dict[str, TaskRow] = {
         },
         counts_title="Objects per class",
         counts_unit="objects",
+        takes_recipe=False,
+        targets="boxes",
+        search_objective="map",
     ),
     SEGMENTATION: TaskRow(
         name=SEGMENTATION,
@@ -114,6 +171,18 @@ TASK_TABLE: dict[str, TaskRow] = {
         test_title="Segmentation",
         test_hint="On the dataset's validation or test split, whose masks are known: each class's IoU, Dice and "
         "pixel accuracy, and the images with the lowest mean IoU first, their ground truth beside the prediction.",
+        test_words=TestReport(
+            headline=(("miou", "mIoU"), ("pixel_accuracy", "pixel accuracy"), ("dice", "Dice")),
+            count=("pixels", "pixels"),
+            per_class=(("iou", "IoU"), ("dice", "Dice"), ("accuracy", "accuracy")),
+        ),
+        test_page=TestReport(
+            headline=(("miou", "mIoU"), ("dice", "Dice"), ("pixel_accuracy", "Pixel accuracy")),
+            count=("pixels", "Pixels"),
+            per_class=(("iou", "IoU"), ("dice", "Dice"), ("accuracy", "Pixel accuracy")),
+            worst=("miou", "mIoU"),
+            worst_title="Lowest mean IoU first",
+        ),
         export_agreement="the same class for every pixel",
         export_checked_while_made=True,
         drawn=False,
@@ -124,6 +193,9 @@ TASK_TABLE: dict[str, TaskRow] = {
         },
         counts_title="Images holding each class",
         counts_unit="images",
+        takes_recipe=False,
+        targets="mask",
+        search_objective="miou",
     ),
 }
 assert tuple(TASK_TABLE) == TASKS, "one row per task of trainer.protocol.TASKS"

@@ -11,6 +11,7 @@ from typing import Any
 from trainer.config import short_path, shown, with_setting
 from trainer.protocol import CLASSIFICATION, METRIC_DIRECTION, TASK_METRICS
 from workbench.core.errors import RequestError
+from workbench.core.task_table import task_row
 from workbench.searches.models import Search
 
 # A parameter is a short name (trainer.config.SHORT_FIELDS: lr, solver or its alias optimizer,
@@ -145,11 +146,12 @@ def validate_seed(seed: Any) -> int | None:
 def validate_strategy(
     *, objective: Any, direction: Any, sampler: Any, pruner: Any, space: dict, task: str = CLASSIFICATION
 ) -> tuple[str, ...]:
-    """Objective (one of the dataset's task's metrics; none given: val loss for a classifier, the
-    task's first metric otherwise), direction (default: what the objective wants), sampler, pruner."""
+    """Objective (one of the dataset's task's metrics; none given: its row's search_objective, val
+    loss for a classifier, the task's first metric otherwise), direction (default: what the
+    objective wants), sampler, pruner."""
     metrics = TASK_METRICS.get(task, TASK_METRICS[CLASSIFICATION])
     if objective in (None, ""):
-        objective = Search.Objective.VAL_LOSS if task == CLASSIFICATION else metrics[0]
+        objective = task_row(task).search_objective
     if objective not in metrics:
         raise RequestError("objective", f"one of {', '.join(metrics)} (the {task} dataset's metrics)")
     if direction in (None, ""):

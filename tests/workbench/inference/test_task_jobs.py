@@ -50,6 +50,10 @@ def test_it_tests_a_segmentation_run_per_class_with_the_worst_images_first(owner
     assert (width, height) == (2 * 192 + 8, 192)  # ground truth beside the prediction, drawn larger
     page = owner_client.get(reverse("inference-job", args=[run.pk, job.pk])).content.decode()
     assert "inference/task_job.js" in page and 'id="pr-curves"' in page
+    # The page names the task's measures from its row (task_table.TaskRow.test_page), not its script.
+    assert '<h2 id="test-title">Segmentation</h2>' in page and '<h2 id="worst-title">Lowest mean IoU first' in page
+    shown = json.loads(page.split('id="test-page" type="application/json">')[1].split("</script>")[0])
+    assert (shown["worst"], shown["count"], shown["curves"]) == (["miou", "mIoU"], ["pixels", "Pixels"], False)
 
 
 def test_it_tests_a_detector_with_per_class_ap_and_detects_many_images(owner, owner_client, tmp_path):

@@ -8,7 +8,7 @@ from workbench.core.errors import RequestError
 from workbench.runs.models import Run
 from workbench.searches.models import Search
 from workbench.searches.services import search_create
-from workbench.searches.validators import parse_param
+from workbench.searches.validators import parse_param, validate_strategy
 
 LR = {"type": "loguniform", "low": 1e-4, "high": 1e-1}
 CHOICES_40 = {"type": "choice", "values": list(range(1, 41))}
@@ -94,3 +94,17 @@ def test_it_builds_the_network_once_for_every_value_that_keeps_it(transactional_
                   gpus="cpu", trials=4, parallel=2)  # fmt: skip
     checked = input_refusal.cache_info()
     assert (checked.misses, checked.hits) == (1, 30 + 24 + 2)  # the base, then every value
+
+
+@pytest.mark.parametrize(
+    ("task", "objective", "direction"),
+    [
+        ("classification", "val_loss", "minimize"),
+        ("detection", "map", "maximize"),
+        ("segmentation", "miou", "maximize"),
+    ],
+)
+def test_it_defaults_the_objective_to_the_one_its_tasks_row_names(task, objective, direction):
+    lr = {"lr": LR}
+    chosen = validate_strategy(objective=None, direction=None, sampler="tpe", pruner="asha", space=lr, task=task)
+    assert chosen == (objective, direction, "tpe", "asha")

@@ -16,6 +16,7 @@ from django.http import Http404
 from trainer.config import shown
 from workbench.core.commands import command_owner
 from workbench.core.ids import parse_id
+from workbench.core.task_table import task_row
 from workbench.inference import services
 from workbench.inference.api import job_json
 from workbench.inference.models import InferenceJob
@@ -178,37 +179,17 @@ def _words(items, *keys: str) -> str:
 
 
 def test_lines(result: dict) -> list[str]:
-    """A test's measures in the test page's words: accuracy and the confusion matrix of a
-    classifier, COCO mAP and per-class AP of a detector, mIoU and per-class IoU of a segmenter."""
-    task = result.get("task", "classification")
-    if task == "detection":
-        lines = [
-            f"{result['count']} images: mAP {percent(result['map'])}, mAP50 {percent(result['map_50'])}, "
-            f"mAP75 {percent(result['map_75'])}, mAR@100 {percent(result['mar_100'])}"
-        ]
-        body = [
-            [c["label"], str(c["instances"]), percent(c["ap"]), percent(c["ap50"]), percent(c["ar100"])]
-            for c in result["per_class"]
-        ]
-        return lines + table(["class", "instances", "AP", "AP50", "AR@100"], body)
-    if task == "segmentation":
-        lines = [
-            f"{result['count']} images: mIoU {percent(result['miou'])}, pixel accuracy "
-            f"{percent(result['pixel_accuracy'])}, Dice {percent(result['dice'])}"
-        ]
-        body = [
-            [c["label"], str(c["pixels"]), percent(c["iou"]), percent(c["dice"]), percent(c["accuracy"])]
-            for c in result["per_class"]
-        ]
-        return lines + table(["class", "pixels", "IoU", "Dice", "accuracy"], body) + result.get("notes", [])
-    lines = [
-        f"{result['count']} images: top-1 {percent(result['top1'])}, top-{result['top_k']} {percent(result['top5'])}"
-    ]
-    body = [
-        [c["label"], str(c["support"]), percent(c["precision"]), percent(c["recall"]), percent(c["f1"])]
-        for c in result["per_class"]
-    ]
-    lines += table(["class", "images", "precision", "recall", "F1"], body)
+    """A test's measures in the test page's words (the task's row: accuracy of a classifier, COCO
+    mAP of a detector, mIoU of a segmenter), its table of classes, then a segmenter's notes and a
+    classifier's confusion matrix where the result holds them."""
+    words = task_row(result.get("task")).test_words
+    named = [f"{name.format(top_k=result.get('top_k'))} {percent(result[key])}" for key, name in words.headline]
+    lines = [f"{result['count']} images: {', '.join(named)}"]
+    (count, count_name), measures = words.count, words.per_class
+    body = [[c["label"], str(c[count]), *(percent(c[key]) for key, _ in measures)] for c in result["per_class"]]
+    lines += table(["class", count_name, *(name for _, name in measures)], body) + result.get("notes", [])
+    if "confusion" not in result:
+        return lines
     labels = result["labels"]
     lines.append("confusion (rows: true class, columns: predicted)")
     return lines + table(

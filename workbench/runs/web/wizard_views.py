@@ -20,11 +20,12 @@ from datasets.images import to_png_bytes
 from datasets.models import Dataset
 from trainer.config import NETWORKS, ConfigError, config_from_dict, networks_of
 from trainer.preflight import IMAGE_RULES, DatasetFacts, batch_refusal, preflight, side_refusal
-from trainer.protocol import CLASSIFICATION, DETECTION, task_of_network
+from trainer.protocol import task_of_network
 from trainer.zoo import is_timm, network_family, zoo_entry
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
+from workbench.core.task_table import task_row
 from workbench.runs import services
 from workbench.runs.executors import check_executor, executor_named
 from workbench.runs.models import Run
@@ -314,7 +315,9 @@ def network_fit(request):
         for name in NETWORK_INFO
         if name != "custom" and (name in only if only else not is_timm(name))
     }
-    return JsonResponse({"networks": result, "input": list(shape[:3]), "task": dataset.task})
+    # The page offers the recipe (presets, augmentations, their preview) where the task takes it.
+    recipe = task_row(dataset.task).takes_recipe
+    return JsonResponse({"networks": result, "input": list(shape[:3]), "task": dataset.task, "recipe": recipe})
 
 
 @require_POST
@@ -327,12 +330,13 @@ def augment_preview(request):
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     dataset = cleaned.pop("dataset")
-    if dataset.task != CLASSIFICATION:
+    row = task_row(dataset.task)
+    if not row.takes_recipe:
         # The preview draws a classifier's loader and recipe; these runs augment each image
         # jointly with its boxes or mask instead (trainer/tasks/: flip, scale jitter, crop).
         why = (
             f"this is a {dataset.task} dataset: its runs flip, scale-jitter and crop each image together "
-            f"with its {'boxes' if dataset.task == DETECTION else 'mask'}, which this preview does not draw"
+            f"with its {row.targets}, which this preview does not draw"
         )
         return JsonResponse({"errors": {"__all__": why}}, status=400)
     data = {RECIPE_PATH.get(name, f"data.{name}").split(".")[1]: v for name, v in cleaned.items() if v is not None}

@@ -58,3 +58,21 @@ def test_it_offers_every_tasks_best_metric_and_marks_the_classification_only_fie
     assert {"preset", "mixup_alpha", "cutmix_alpha", "label_smoothing", "random_resized_crop"} <= marked
     assert "ema_decay" not in marked and "best_metric" not in marked
     assert 'name="mixup_alpha"' in response.content.decode()
+
+
+@pytest.mark.parametrize(("task", "targets"), [("detection", "boxes"), ("segmentation", "mask")])
+def test_it_tells_the_page_the_tasks_runs_take_no_recipe_and_why_nothing_is_previewed(
+    owner_client, dataset, task, targets
+):
+    Dataset.objects.filter(pk=dataset.pk).update(task=task)
+    body = owner_client.get(reverse("run-new-networks"), {"dataset": dataset.pk, "only": "lenet"}).json()
+    assert (body["task"], body["recipe"]) == (task, False)
+    refused = owner_client.post(reverse("run-new-augment-preview"), {"dataset": dataset.pk, "crop_size": "8"})
+    why = refused.json()["errors"]["__all__"]
+    assert refused.status_code == 400
+    assert f"{task} dataset: its runs flip, scale-jitter and crop each image together with its {targets}," in why
+
+
+def test_it_tells_the_page_a_classifiers_runs_take_the_recipe(owner_client, dataset):
+    body = owner_client.get(reverse("run-new-networks"), {"dataset": dataset.pk, "only": "lenet"}).json()
+    assert (body["task"], body["recipe"]) == ("classification", True)
