@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer.datum import DatumError, DatumLMDB, decode_datum, read_mean_blobproto
-from trainer.protocol import CLASSIFICATION, TASKS
+from trainer.protocol import CLASSIFICATION, TASK_TRAITS, TASKS
 
 FORMAT_VERSION = 1
 RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
@@ -106,7 +106,7 @@ def _split(root: Path, split: str, spec: dict, *, labels: list, task: str, where
             f"{where}: splits.{split}.class_counts has {len(counts)} entries for {len(labels)} labels"
         )
     targets = None
-    if task != CLASSIFICATION:
+    if TASK_TRAITS[task].targets_db:
         targets = root / _require(spec, "targets_db", str, f"{where} splits.{split}")
         if not targets.exists():
             raise DatasetFolderError(f"{where}: splits.{split}.targets_db {targets.name!r} does not exist")

@@ -32,7 +32,7 @@ from trainer.meter import Meter
 from trainer.networks import InputSpec, load_pretrained
 from trainer.parallel import SplitError, Stage, split_model
 from trainer.preflight import facts_of, preflight
-from trainer.protocol import CLASSIFICATION, EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
+from trainer.protocol import EXIT_CONFIG, EXIT_FAILED, EXIT_NONFINITE, EXIT_OOM, Outcome
 from trainer.solver import build_optimizer, build_scheduler
 from trainer.solver import total_steps as solver_total_steps
 from trainer.stopping import StopFlag
@@ -152,7 +152,7 @@ def build_run(
         single_gpu = device.type == "cuda" and len(devices) == 1
         wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if single_gpu else None)
     data.normalize = data.normalize.to(device)
-    if info.task == CLASSIFICATION:
+    if task.traits.augments:
         data.augment = TrainAugment(cfg, num_classes=info.num_classes, out_size=data.input_shape[1:], rank=rank)
     return Run(
         cfg,

@@ -22,7 +22,7 @@ from typing import Any
 
 from trainer.config import TrainConfig, networks_of
 from trainer.messages import ConfigError, shown
-from trainer.protocol import CLASSIFICATION, TASK_MIN_SIDE, best_metric_of, layout_refusal
+from trainer.protocol import CLASSIFICATION, TASK_TRAITS, best_metric_of, layout_refusal
 from trainer.recipes import recipe_refusal
 
 
@@ -91,11 +91,13 @@ def _task_network(cfg: TrainConfig, facts: DatasetFacts) -> ConfigError | None:
 
 
 def side_refusal(network: str, facts: DatasetFacts) -> ConfigError | None:
-    """torchvision's detectors and segmentation networks need TASK_MIN_SIDE pixels a side (their
-    backbones' strides leave nothing of smaller images); a classifier's sizes are input_refusal's."""
-    if facts.task == CLASSIFICATION or not facts.sized or min(facts.width, facts.height) >= TASK_MIN_SIDE:
+    """torchvision's detectors and segmentation networks need their task's smallest side
+    (TaskTraits.min_side: their backbones' strides leave nothing of smaller images); a task without
+    one (a classifier) has its sizes judged by input_refusal."""
+    side = TASK_TRAITS[facts.task].min_side
+    if side is None or not facts.sized or min(facts.width, facts.height) >= side:
         return None
-    sides = f"{TASK_MIN_SIDE}x{TASK_MIN_SIDE}, dataset is {facts.width}x{facts.height}"
+    sides = f"{side}x{side}, dataset is {facts.width}x{facts.height}"
     return ConfigError(f"{network} needs images of at least {sides}", field="network")
 
 
@@ -108,8 +110,10 @@ def _side(cfg: TrainConfig, facts: DatasetFacts) -> ConfigError | None:
 
 
 def _takes_input(cfg: TrainConfig, facts: DatasetFacts) -> ConfigError | None:
-    """A classifier (or custom network) can run on the images at the crop size."""
-    if facts.task != CLASSIFICATION or not facts.sized or crop_refusal(cfg, facts) or _task_network(cfg, facts):
+    """A classifier (or custom network) can run on the images at the crop size: a task whose
+    networks have no smallest side (TaskTraits.min_side) is held to its images by building one."""
+    sized_by_task = TASK_TRAITS[facts.task].min_side is not None
+    if sized_by_task or not facts.sized or crop_refusal(cfg, facts) or _task_network(cfg, facts):
         return None
     shape = (*input_shape(cfg, facts), max(1, facts.classes))
     refusal = input_refusal(cfg.network, shape, layers_key(cfg.custom_layers or []))

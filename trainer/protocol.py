@@ -179,6 +179,31 @@ def checkpoint_series(metric: str, *, averaged: bool) -> str:
 IGNORE_INDEX = 255
 # The smallest image side the detection and segmentation networks take (their backbones' stride).
 TASK_MIN_SIDE = 32
+
+
+@dataclass(frozen=True)
+class TaskTraits:
+    """What the rules that run without torch (the pre-flight, the recipes, the dataset folder's
+    reader, benchmark configs) need to know of a task. Each Task (trainer/tasks/) carries its row
+    as `Task.traits`, so the engine asks the same values; the rules read the row, not the name."""
+
+    # How a network is held to the images' size: None, the network itself says, built and run on
+    # them (a classifier's head is sized by its input: trainer.preflight.input_refusal); otherwise
+    # the smallest side its networks see anything at (torchvision's backbones' stride).
+    min_side: int | None
+    # The recipe's train-time augmentations (trainer/augment.py, trainer/recipes.py) apply: they
+    # move pixels and mix labels into soft targets, carrying no boxes or masks along.
+    augments: bool
+    # Each split has a targets LMDB beside its images' (boxes, masks: trainer/targets.py); a
+    # classifier's labels are in the image records themselves.
+    targets_db: bool
+
+
+TASK_TRAITS = {
+    CLASSIFICATION: TaskTraits(min_side=None, augments=True, targets_db=False),
+    DETECTION: TaskTraits(min_side=TASK_MIN_SIDE, augments=False, targets_db=True),
+    SEGMENTATION: TaskTraits(min_side=TASK_MIN_SIDE, augments=False, targets_db=True),
+}
 # The networks of the detection and segmentation tasks (torchvision's builders, always without
 # downloaded weights; trainer/tasks/ builds them). Classification's are trainer.config.NETWORKS.
 TASK_NETWORKS = {

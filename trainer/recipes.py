@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trainer.protocol import TASK_TRAITS
+
 AUTO_AUGMENTS = ("none", "trivialaugment", "randaugment", "autoaugment")
 
 # Where each augmentation runs, as the form says it: the loader's workers decode and cut crops on
@@ -131,7 +133,7 @@ def recipe_refusal(setting: Callable[[str], Any], *, channels: int, task: str) -
     """Why the recipe cannot apply to a dataset's images, as (field, message), or None: the one
     rule for the trainer's pre-flight and the workbench's validators (before anything is queued)."""
     on = recipe_augments(setting)
-    if on and task != "classification":
+    if on and not TASK_TRAITS[task].augments:
         return on[0], f"applies to classification datasets only; this dataset is for {task}: leave it off"
     if channels == 1 and setting("data.color_jitter") not in (0, None):
         return (

@@ -18,11 +18,10 @@ from typing import Any
 from trainer.config import NETWORKS, PRECISIONS, ConfigError, parse_devices, shown
 from trainer.preflight import task_network_refusal
 from trainer.protocol import (
-    CLASSIFICATION,
     DETECTION,
     SEGMENTATION,
-    TASK_MIN_SIDE,
     TASK_NETWORKS,
+    TASK_TRAITS,
     layout_refusal,
     task_of_network,
 )
@@ -120,15 +119,13 @@ def _dataset_task(folder: str) -> str | None:
 
 def _check_task_network(cfg: BenchmarkConfig, network: str) -> None:
     """A detection or segmentation network trains whole on each GPU (the engine's rule too) and
-    takes images of at least TASK_MIN_SIDE a side."""
+    takes images of at least its task's smallest side (TaskTraits.min_side)."""
     refusal = layout_refusal(network, cfg.model_parallel)  # the runs' rule
     if refusal:
         raise ConfigError(refusal, field="model_parallel")
-    if task_of_network(network) != CLASSIFICATION and cfg.synthetic and cfg.image_size < TASK_MIN_SIDE:
-        raise ConfigError(
-            f"{network} needs images of at least {TASK_MIN_SIDE}x{TASK_MIN_SIDE}: use {TASK_MIN_SIDE} or more",
-            field="image_size",
-        )
+    side = TASK_TRAITS[task_of_network(network)].min_side
+    if side is not None and cfg.synthetic and cfg.image_size < side:
+        raise ConfigError(f"{network} needs images of at least {side}x{side}: use {side} or more", field="image_size")
 
 
 def validate_benchmark(cfg: BenchmarkConfig, *, check_paths: bool = True) -> BenchmarkConfig:

@@ -14,7 +14,7 @@ from trainer import protocol
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.networks import InputSpec
-from trainer.protocol import METRIC_DIRECTION
+from trainer.protocol import METRIC_DIRECTION, TaskTraits
 
 
 class TaskError(ConfigError):
@@ -36,6 +36,9 @@ class Task(Protocol):
     name: str
     networks: tuple[str, ...]
     metrics: tuple[str, ...]  # trainer.protocol.TASK_METRICS[name]; the first is the default best
+    # trainer.protocol.TASK_TRAITS[name]: what the rules without torch know of it (its smallest
+    # image side, whether the recipe's augmentations apply, whether its splits have targets).
+    traits: TaskTraits
     # The DataLoader's collate (None: the default stacking of (image, label) pairs).
     collate: Callable[[list], Any] | None
 

@@ -13,7 +13,7 @@ from trainer.data import LMDBImageDataset, Normalize, mean_tensor, weights_norma
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec, build_model
-from trainer.protocol import CLASSIFICATION, TASK_METRICS
+from trainer.protocol import CLASSIFICATION, TASK_METRICS, TASK_TRAITS
 
 
 class TopK:
@@ -46,6 +46,7 @@ class ClassificationTask:
     name = CLASSIFICATION
     networks = NETWORKS
     metrics = TASK_METRICS[CLASSIFICATION]
+    traits = TASK_TRAITS[CLASSIFICATION]
     collate = None
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:

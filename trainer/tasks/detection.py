@@ -26,7 +26,7 @@ from trainer.data import Normalize, move
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
-from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
+from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS, TASK_TRAITS
 from trainer.targets import decode_boxes
 from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
 
@@ -198,6 +198,7 @@ class DetectionTask:
     name = DETECTION
     networks = TASK_NETWORKS[DETECTION]
     metrics = TASK_METRICS[DETECTION]
+    traits = TASK_TRAITS[DETECTION]
 
     @staticmethod
     def collate(batch: list) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:

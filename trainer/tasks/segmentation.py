@@ -22,7 +22,7 @@ from trainer.data import Normalize
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
-from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS
+from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS, TASK_TRAITS
 from trainer.targets import decode_mask
 from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
 
@@ -148,6 +148,7 @@ class SegmentationTask:
     name = SEGMENTATION
     networks = TASK_NETWORKS[SEGMENTATION]
     metrics = TASK_METRICS[SEGMENTATION]
+    traits = TASK_TRAITS[SEGMENTATION]
     collate = None  # images and masks of one size stack as they are
 
     def build_model(self, name: str, spec: InputSpec) -> nn.Module:
