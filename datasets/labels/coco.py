@@ -29,6 +29,7 @@ from datasets.labels.common import (
     relative_name,
 )
 from datasets.labels.files import joined
+from datasets.names import shown_name
 from trainer.protocol import DETECTION, IGNORE_INDEX, SEGMENTATION
 from workbench.core.numbers import NumberError, bounded_number
 
@@ -126,7 +127,7 @@ def _add_shape(image: AnnotatedImage, entry: dict, categories: dict, classes: li
     """One annotation's polygons or RLE as a shape of the image (class index, kind, data)."""
     category = _id(entry.get("category_id"))
     if category not in categories:
-        report.add(*where, "unknown_class", f"category_id {entry.get('category_id')!r} is not in categories")
+        report.add(*where, "unknown_class", f"category_id {_shown_id(entry.get('category_id'))} is not in categories")
         return
     index = IGNORE_INDEX if entry.get("iscrowd") else classes.index(categories[category])
     segmentation = entry.get("segmentation")
@@ -230,7 +231,7 @@ def _image(entry, where, json_file: Path, root: Path, report, by_relative, by_ba
     if path is None:
         path = by_relative.get(file_name) or by_basename.get(Path(file_name).name)
     if path is None:
-        report.add(*where, "missing_image", f"no image {file_name!r} found")
+        report.add(*where, "missing_image", f"no image '{shown_name(file_name, 120)}' found")
         return None
     size = image_size(path, root, report)
     if size is None:
@@ -249,7 +250,7 @@ def _box(entry: dict, categories: dict, where, report) -> Box | None:
         report.add(*where, "malformed", str(error))
         return None
     if _id(entry.get("category_id")) not in categories:
-        report.add(*where, "unknown_class", f"category_id {entry.get('category_id')!r} is not in categories")
+        report.add(*where, "unknown_class", f"category_id {_shown_id(entry.get('category_id'))} is not in categories")
         return None
     return Box(categories[entry["category_id"]], x, y, x + w, y + h, ignore=bool(entry.get("iscrowd")))
 
@@ -257,3 +258,11 @@ def _box(entry: dict, categories: dict, where, report) -> Box | None:
 def _id(value) -> int | str | None:
     """An id as COCO gives it (a number or text); anything else is no id (and never a dict key)."""
     return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def _shown_id(value: object) -> str:
+    """An id from the file as a report shows it: a number as it is, anything else cut (a file can
+    give a string of megabytes or a list where the id belongs)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**15:
+        return str(value)
+    return repr(shown_name(value)) if isinstance(value, str) else f"(a {type(value).__name__})"

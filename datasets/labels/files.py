@@ -71,6 +71,10 @@ def resolved_within(path: Path, roots: list[Path] | None, refusal: type[ValueErr
     return resolved
 
 
+# The longest file name (one part of a path) Linux's file systems take.
+MAX_NAME_BYTES = 255
+
+
 def relative_name(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))
@@ -81,9 +85,13 @@ def relative_name(path: Path, root: Path) -> str:
 def joined(folder: Path, name: str, root: Path) -> Path | None:
     """`folder / name` for a file name a label file gives (VOC's <filename>, COCO's file_name),
     or None when it would leave the source: absolute ("/etc/passwd" joined to anything is itself),
-    with "..", or a folder outside `root`. Links on the way are refused when it is opened."""
+    with "..", or a folder outside `root`; or when no file can have that name (a part longer than
+    the file system's 255 bytes: asking the system of it raised "File name too long" out of the
+    reader). Links on the way are refused when it is opened."""
     relative = Path(name)
     if not name or relative.is_absolute() or ".." in relative.parts:
+        return None
+    if any(len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES for part in relative.parts):
         return None
     path = folder / relative
     return path if path.is_relative_to(root) else None

@@ -80,3 +80,21 @@ def test_it_names_a_mask_number_that_is_not_finite_or_in_range(tmp_path, annotat
     ]
     assert message in read.report.problems[0].message
     assert read.images[0].shapes in ((), [])
+
+
+@pytest.mark.parametrize(
+    "category_id, shown", [("c" * 100_000, "'" + "c" * 40 + "...'"), ([7] * 100_000, "(a list)"), (5, "5")]
+)
+def test_it_shows_an_unknown_category_id_cut_to_a_line(tmp_path, category_id, shown):
+    source = write_source(tmp_path / "coco", [{"bbox": [0, 0, 5, 5], "category_id": category_id}])
+    (problem,) = read_labels(source, "coco").report.problems
+    assert (problem.kind, problem.message) == ("unknown_class", f"category_id {shown} is not in categories")
+
+
+def test_it_reports_an_image_name_no_file_can_have_as_missing_in_one_line(tmp_path):
+    source = write_source(tmp_path / "coco", [])
+    data = json.loads((source / "annotations" / "instances.json").read_text())
+    data["images"][0]["file_name"] = "n" * 100_000 + ".png"
+    (source / "annotations" / "instances.json").write_text(json.dumps(data))
+    (problem,) = read_labels(source, "coco").report.problems
+    assert problem.kind == "missing_image" and len(problem.message) < 160
