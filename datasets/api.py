@@ -429,6 +429,7 @@ LABEL_CHECK_SCHEMA = {
         "task": {"enum": list(TASKS)},
         "format": {"type": "string"},
         "count_means": {"type": "string", "description": "instances (detection) or images containing the class"},
+        "count_unit": {"type": "string", "description": "what one count is: objects (detection) or images"},
         "images": {"type": "integer"},
         "images_without_labels": {"type": "integer"},
         "classes": {"type": "array", "items": {"type": "object"}, "description": "{name, count, maps_to}"},

@@ -92,6 +92,7 @@ def class_preview(source: LabelSource, class_map: dict | None) -> dict:
         "task": source.task,
         "format": source.format,
         "count_means": "instances" if source.task == DETECTION else "images containing the class",
+        "count_unit": "objects" if source.task == DETECTION else "images",  # what one count is
         "images": len(source.images),
         "images_without_labels": sum(
             1 for i in source.images if not i.labelled or (source.task == DETECTION and not i.boxes)

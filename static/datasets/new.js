@@ -296,7 +296,7 @@ function showLabelCheck(check) {
   if (!check) return;
   setText("label-check-summary", `${check.images} images with ${check.format} labels for ${check.task}, `
     + `${check.images_without_labels} without labels. Counts are ${check.count_means}.`);
-  setText("class-count-head", check.task === "detection" ? "Objects" : "Images");
+  setText("class-count-head", check.count_unit[0].toUpperCase() + check.count_unit.slice(1));
   document.querySelector("#class-table-editor tbody").replaceChildren(...check.classes.map((row) => {
     const tr = document.createElement("tr");
     tr.dataset.sourceClass = row.name;
@@ -321,7 +321,7 @@ function showLabelCheck(check) {
   }));
   // The classes the dataset gets once the table is applied: a rename or a merge changes no row
   // above, so without this line "counts follow" showed nothing following.
-  const unit = check.task === "detection" ? "objects" : "images";
+  const unit = check.count_unit;
   setText("class-table-result", `The dataset gets ${check.labels.length} class${check.labels.length === 1 ? "" : "es"}: `
     + `${check.labels.map((label) => `${label.name} (${formatWhole(label.count)} ${unit})`).join(", ")}.`);
   const report = check.report;

@@ -25,7 +25,7 @@ def test_it_checks_a_folder_and_an_uploaded_zip_before_anything_is_built(owner_c
     )
     assert response.status_code == 200, response.json()
     check = response.json()
-    assert (check["task"], check["format"], check["images"]) == ("detection", "kitti", 6)
+    assert (check["task"], check["format"], check["images"], check["count_unit"]) == ("detection", "kitti", 6, "objects")
     assert check["classes"] == [
         {"name": "disc", "count": 3, "maps_to": None},
         {"name": "square", "count": 5, "maps_to": "square"},
@@ -85,6 +85,7 @@ def test_it_creates_a_segmentation_dataset_and_answers_its_label_statistics(owne
     assert sum(areas.values()) == 6 * 24 * 18  # 24x24 by fill: 3 rows above and below are ignore (255)
     page = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert "<h2>Images holding each class</h2>" in page and "No label problems." in page
+    assert "0 built without a class pixel." in page
     assert 'id="label-stats-data"' in page and 'id="stats-areas"' in page
     gallery = owner_client.get(f"/api/datasets/{dataset.pk}/gallery/", {"label": 1}).json()
     assert gallery["total"] == dataset.splits["train"]["count"]  # every image holds a shape

@@ -78,6 +78,8 @@ class TaskRow:
     # The dataset pages' class histogram: its title and the unit of a bar ("images", "objects").
     counts_title: str
     counts_unit: str
+    # What an image of the dataset built without any label lacks (the dataset page's statistics).
+    nothing_labelled: str
     # Whether its runs take the classifiers' recipe (the presets and the recipe augmentations:
     # trainer/recipes.py recipe_refusal is the rule) and so the new-run page's preview of it;
     # another task's runs flip, scale-jitter and crop each image together with its `targets`.
@@ -113,6 +115,7 @@ TASK_TABLE: dict[str, TaskRow] = {
         metric_chart={"title": "Accuracy (validation)", "axis": "accuracy", "label": "Top-1 and top-5 accuracy"},
         counts_title="Images per class",
         counts_unit="images",
+        nothing_labelled="",
         takes_recipe=True,
         targets="label",
         search_objective="val_loss",
@@ -154,6 +157,7 @@ TASK_TABLE: dict[str, TaskRow] = {
         },
         counts_title="Objects per class",
         counts_unit="objects",
+        nothing_labelled="an object",
         takes_recipe=False,
         targets="boxes",
         search_objective="map",
@@ -193,6 +197,7 @@ TASK_TABLE: dict[str, TaskRow] = {
         },
         counts_title="Images holding each class",
         counts_unit="images",
+        nothing_labelled="a class pixel",
         takes_recipe=False,
         targets="mask",
         search_objective="miou",

@@ -25,6 +25,7 @@ from datasets.archives import ArchiveError
 from datasets.building import dataset_build
 from datasets.forms import DatasetForm
 from datasets.labels import FORMATS
+from datasets.labels.registry import reads_label_files
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
 from datasets.services import dataset_create
@@ -194,12 +195,14 @@ class Command(BaseCommand):
 
     def _print_counts(self, dataset: Dataset) -> None:
         splits = [s for s in ("train", "val", "test") if s in dataset.splits]
-        counted = {"detection": ", objects per class", "segmentation": ", images holding each class"}
-        task = f"{dataset.task}, " if dataset.task in counted else ""
+        # A classifier's line stays DIGITS's; a task with label files says which and what is counted.
+        labelled = reads_label_files(dataset.task)
+        task = f"{dataset.task}, " if labelled else ""
+        counted = f", {dataset.task_row.counts_title.lower()}" if labelled else ""
         self.stdout.write(
             f"dataset {dataset.pk} ready: {task}{dataset.image_count} images, {len(dataset.labels)} classes, "
             f"{dataset.image_width}x{dataset.image_height}x{dataset.channels}, {dataset.skipped_count} skipped"
-            f"{counted.get(dataset.task, '')}"
+            f"{counted}"
         )
         width = max([5, *(len(label) for label in dataset.labels)])
         self.stdout.write("class".ljust(width) + "".join(s.rjust(8) for s in splits))
