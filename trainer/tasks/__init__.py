@@ -1,5 +1,5 @@
 """The tasks: what differs between classification, detection and segmentation, one module each
-(docs/architecture.md, "Tasks"). The engine (trainer/engine.py) keeps the loop, DDP, AMP,
+(docs/design.md, "Tasks"). The engine (trainer/engine.py) keeps the loop, DDP, AMP,
 accumulation, checkpoints, stop and resume, and asks the run's task for the rest: its networks,
 the split's dataset and collate, the normalisation, the loss and the evaluator.
 """

@@ -3,7 +3,7 @@ space as Optuna's distributions, and a prune's reason in words.
 
 The storage is Optuna's own RDBStorage on the workbench's database (the Django connection's
 URL): every process (web, each worker) reaches the same study, and a restart of all of them
-finds it as it was (docs/architecture.md says why this and not a storage of our own).
+finds it as it was (docs/design.md says why this and not a storage of our own).
 """
 
 from __future__ import annotations
