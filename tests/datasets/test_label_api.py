@@ -25,7 +25,12 @@ def test_it_checks_a_folder_and_an_uploaded_zip_before_anything_is_built(owner_c
     )
     assert response.status_code == 200, response.json()
     check = response.json()
-    assert (check["task"], check["format"], check["images"], check["count_unit"]) == ("detection", "kitti", 6, "objects")
+    assert (check["task"], check["format"], check["images"], check["count_unit"]) == (
+        "detection",
+        "kitti",
+        6,
+        "objects",
+    )
     assert check["classes"] == [
         {"name": "disc", "count": 3, "maps_to": None},
         {"name": "square", "count": 5, "maps_to": "square"},
