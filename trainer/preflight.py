@@ -116,7 +116,10 @@ def _takes_input(cfg: TrainConfig, facts: DatasetFacts) -> ConfigError | None:
     if sized_by_task or not facts.sized or crop_refusal(cfg, facts) or _task_network(cfg, facts):
         return None
     shape = (*input_shape(cfg, facts), max(1, facts.classes))
-    refusal = input_refusal(cfg.network, shape, layers_key(cfg.custom_layers or []))
+    key = layers_key(cfg.custom_layers or [])
+    if key is None:
+        return ConfigError(f"the layers are over {MAX_LAYERS_TEXT // 1024} KiB of JSON", field="custom_layers")
+    refusal = input_refusal(cfg.network, shape, key)
     return ConfigError(refusal[1], field=refusal[0]) if refusal else None
 
 
@@ -185,9 +188,16 @@ def preflight(cfg: TrainConfig, facts: DatasetFacts, *, rules: tuple = RULES) ->
 CHECKED_NETWORKS = 256
 
 
-def layers_key(layers: list) -> str:
-    """A custom network's layers as a cache key (their JSON text); `[]` for any other network."""
-    return json.dumps(layers, sort_keys=True, default=str)
+# The longest JSON text of a custom network's layers (256 layers of 512 characters each): a
+# request body may carry megabytes there, and the text is the key of caches of 256 entries.
+MAX_LAYERS_TEXT = 128 * 1024
+
+
+def layers_key(layers: list) -> str | None:
+    """A custom network's layers as a cache key (their JSON text); `[]` for any other network.
+    None when the text is longer than MAX_LAYERS_TEXT: never a key (the pre-flight refuses it)."""
+    text = json.dumps(layers, sort_keys=True, default=str)
+    return text if len(text) <= MAX_LAYERS_TEXT else None
 
 
 @functools.lru_cache(maxsize=CHECKED_NETWORKS)

@@ -50,3 +50,13 @@ def test_it_passes_a_config_that_fits_and_waits_for_sizes_it_does_not_know():
     assert preflight(_config({}), GREY) == []
     unknown = DatasetFacts(task="classification", channels=1)
     assert preflight(_config({"network": "alexnet", "data": {"crop_size": 16}, "batch_size": 64}), unknown) == []
+
+
+def test_it_refuses_layers_too_long_to_be_a_cache_key_before_building_them():
+    from trainer.preflight import input_refusal
+
+    misses = input_refusal.cache_info().misses
+    layers = [{"type": "linear", "note": "x" * 200_000}]
+    (refusal,) = preflight(_config({"network": "custom", "custom_layers": layers}), GREY)
+    assert (refusal.field, refusal.message) == ("custom_layers", "the layers are over 128 KiB of JSON")
+    assert input_refusal.cache_info().misses == misses  # nothing built, nothing kept

@@ -68,7 +68,8 @@ def check_network_fits(
     crop = crop if isinstance(crop, int) and not isinstance(crop, bool) and crop > 0 else None
     layers = config.get("custom_layers") if isinstance(config.get("custom_layers"), list) else []
     shape = network_input(dataset, crop)
-    if input_refusal(network, shape, layers_key(layers)):
+    key = layers_key(layers)
+    if key is None or input_refusal(network, shape, key):
         return  # the pre-flight names what is wrong with the layers
     try:
         check_memory(layers=layers, shape=shape, config=config, request=request)
@@ -117,7 +118,10 @@ def check_memory(*, layers: list, shape: tuple[int, int, int, int], config: dict
     capacity, where = _device_memory(request)
     if batch <= 0 or not capacity:
         return  # a batch the processes cannot share is refused by the trainer's own check
-    parameters, outputs = _custom_size(shape, layers_key(layers))
+    key = layers_key(layers)
+    if key is None:
+        return  # the pre-flight refuses layers that long
+    parameters, outputs = _custom_size(shape, key)
     weights = training_bytes(parameters)
     # Every layer's output is kept for the backward pass and gets a gradient of the same size:
     # twice, 4 bytes a value in fp32, 2 under bf16/fp16 autocast.
