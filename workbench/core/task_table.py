@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION, TASKS
+from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION, TASK_TRAITS, TASKS
 
 
 @dataclass(frozen=True)
@@ -80,14 +80,19 @@ class TaskRow:
     counts_unit: str
     # What an image of the dataset built without any label lacks (the dataset page's statistics).
     nothing_labelled: str
-    # Whether its runs take the classifiers' recipe (the presets and the recipe augmentations:
-    # trainer/recipes.py recipe_refusal is the rule) and so the new-run page's preview of it;
-    # another task's runs flip, scale-jitter and crop each image together with its `targets`.
-    takes_recipe: bool
+    # What its runs' augmentations carry along with each image, when it takes no recipe.
     targets: str
     # A search's objective when it names none: a classifier's validation loss (top-1 saturates on
     # small sets), another task's first metric (trainer.protocol.TASK_METRICS).
     search_objective: str
+
+    @property
+    def takes_recipe(self) -> bool:
+        """Whether its runs take the classifiers' recipe (the presets and the recipe augmentations)
+        and so the new-run page's preview of it: the trainer's trait (TaskTraits.augments, which
+        trainer/recipes.py recipe_refusal reads); another task's runs flip, scale-jitter and crop
+        each image together with its `targets`."""
+        return TASK_TRAITS[self.name].augments
 
 
 TASK_TABLE: dict[str, TaskRow] = {
@@ -116,7 +121,6 @@ TASK_TABLE: dict[str, TaskRow] = {
         counts_title="Images per class",
         counts_unit="images",
         nothing_labelled="",
-        takes_recipe=True,
         targets="label",
         search_objective="val_loss",
     ),
@@ -158,7 +162,6 @@ TASK_TABLE: dict[str, TaskRow] = {
         counts_title="Objects per class",
         counts_unit="objects",
         nothing_labelled="an object",
-        takes_recipe=False,
         targets="boxes",
         search_objective="map",
     ),
@@ -198,7 +201,6 @@ TASK_TABLE: dict[str, TaskRow] = {
         counts_title="Images holding each class",
         counts_unit="images",
         nothing_labelled="a class pixel",
-        takes_recipe=False,
         targets="mask",
         search_objective="miou",
     ),
