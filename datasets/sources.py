@@ -101,8 +101,11 @@ def unwrap_single_folder(root: Path) -> Path:
 
 
 def _class_files(class_dir: Path, root: Path, skipped: list[dict]) -> list[str]:
+    # os.fwalk, not os.walk: a class folder swapped for a link after scan_class_folders looked at
+    # it is not listed (os.walk follows its top), so the names in another folder stay unseen; the
+    # build opens each file again without following any link.
     files: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(class_dir, followlinks=False):
+    for dirpath, dirnames, filenames, _ in os.fwalk(class_dir, follow_symlinks=False):
         for name in sorted(dirnames):
             full = Path(dirpath) / name
             if not is_utf8(name):

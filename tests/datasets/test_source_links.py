@@ -6,12 +6,13 @@ format detection looks at. Each link points at another user's folder inside the 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
 
-from datasets import building, services
+from datasets import building, services, sources
 from datasets.labels import detect_format
 from datasets.labels.common import LabelError
 from datasets.labels.plan import label_check
@@ -105,6 +106,23 @@ def test_it_skips_an_image_swapped_for_a_link_after_the_scan(owner, import_root,
     skipped = {s["path"]: s["reason"] for s in services.dataset_skipped(dataset=dataset)}
     assert skipped == {"a/img_0.png": LINK_NOT_FOLLOWED}
     assert dataset.splits["train"]["class_counts"] == [1, 2]
+
+
+def test_it_lists_nothing_of_a_class_folder_swapped_for_a_link_after_the_scan(import_root, monkeypatch):
+    root = make_class_folders(import_root / "src", {"a": 2, "b": 2})
+    theirs = make_class_folders(import_root / "theirs", {"secret_name": 1})
+    listed = sources._class_files
+
+    def swap_then_list(class_dir, *args):
+        if class_dir.name == "a":  # the scan saw a folder; a link to another's stands there now
+            shutil.rmtree(class_dir)
+            class_dir.symlink_to(theirs / "secret_name", target_is_directory=True)
+        return listed(class_dir, *args)
+
+    monkeypatch.setattr(sources, "_class_files", swap_then_list)
+    found = sources.scan_class_folders(root, skipped := [])
+    assert found["a"] == [] and len(found["b"]) == 2
+    assert "secret_name" not in json.dumps([found, skipped])
 
 
 def _voc_annotations(folder: Path) -> Path:
