@@ -32,8 +32,21 @@ def _check_known(network: str) -> None:
         raise WeightsError(f"unknown network {network!r}; the store holds weights of: {', '.join(store_networks())}")
 
 
+# What a name in the store's folder may hold: a network's name may not ("timm/regnetx_002").
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def store_file_name(*, network: str, tag: str, sha256: str, suffix: str) -> str:
+    """The name an imported file is filed under: one plain name in the store's folder, never a
+    path. The zoo's networks are named `timm/<architecture>`; the `/` would make a folder."""
+    stem = _UNSAFE_IN_NAME.sub("-", f"{network}-{tag or 'local'}").strip("-.")
+    return f"{stem}-{sha256[:8]}{suffix}"
+
+
 def _copy_into_store(source: Path, name: str) -> Path:
     """`source` copied to WEIGHTS_DIR/name through a temp file in the same folder: never half there."""
+    if Path(name).name != name or name.startswith("."):  # a published name is the library's; still one name
+        raise WeightsError(f"{name!r} is not a file name the store can file under")
     folder = Path(settings.WEIGHTS_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / name
@@ -90,7 +103,7 @@ def weights_import(*, source: Path, network: str, tag: str = "", created_by=None
     _check_known(network)
     if not source.is_file():
         raise WeightsError(f"{source.name}: no such file")
-    tag = re.sub(r"[^A-Za-z0-9_.-]+", "-", tag).strip("-")[:100]
+    tag = _UNSAFE_IN_NAME.sub("-", tag).strip("-")[:100]
     from workbench.weights.checks import check_network  # torch: imported only when a file is checked
 
     tensor_count = check_network(source, network)
@@ -100,7 +113,11 @@ def weights_import(*, source: Path, network: str, tag: str = "", created_by=None
     if existing is not None and existing.present:
         return existing, f"already filed as {existing.reference} ({existing.label})"
     # The ending says what the content is (the reader goes by content; people and tools by name).
-    name = published.file_name if published else f"{network}-{tag or 'local'}-{sha256[:8]}{suffix_of(source)}"
+    name = (
+        published.file_name
+        if published
+        else store_file_name(network=network, tag=tag, sha256=sha256, suffix=suffix_of(source))
+    )
     row = _file(
         path=_copy_into_store(source, name),
         network=network,

@@ -252,3 +252,32 @@ def test_it_files_a_segmentation_networks_weights_whatever_its_head(store, tmp_p
     assert "local weights of lraspp_mobilenet_v3_large, unverified" in line
     with pytest.raises(CommandError, match="lraspp-lab.pth is not deeplabv3_mobilenet_v3_large's weights"):
         weights("import", str(tmp_path / "lraspp-lab.pth"), "--network", "deeplabv3_mobilenet_v3_large")
+
+
+def test_it_files_a_zoo_networks_weights_under_one_plain_name_and_a_run_starts_from_them(store, owner_client, owner,
+                                                                                        tmp_path):  # fmt: skip
+    from timm import create_model
+
+    from tests.support.factories import make_dataset_row
+    from trainer.networks import InputSpec, build_model, load_pretrained
+    from workbench.runs.attempts.config import run_config
+    from workbench.runs.models import Run
+
+    # The zoo names its networks timm/<architecture>: the "/" once made a folder and a traceback.
+    source = tmp_path / "regnet-lab.pth"
+    torch.save(create_model("regnetx_002", pretrained=False).state_dict(), source)
+
+    line = weights("import", str(source), "--network", "timm/regnetx_002", "--tag", "lab")
+
+    row = StoredWeights.objects.get()
+    assert line.strip().startswith(f"filed as {row.reference}: local weights of timm/regnetx_002, unverified")
+    assert row.file_name == f"timm-regnetx_002-lab-{row.sha256[:8]}.pth"
+    assert [path.name for path in store.WEIGHTS_DIR.iterdir()] == [row.file_name]
+    dataset = make_dataset_row(owner, status="building")  # a run that stays queued
+    body = {"dataset": dataset.pk, "network": "timm/regnetx_002", "epochs": 1, "gpus": "cpu",
+            "config": {"pretrained": row.reference}}  # fmt: skip
+    response = owner_client.post("/api/runs/", body, content_type="application/json")
+    assert response.status_code == 201, response.json()
+    assert run_config(Run.objects.get(pk=response.json()["id"]))["pretrained"] == str(row.file)
+    loaded, _ = load_pretrained(build_model("timm/regnetx_002", InputSpec(3, 32, 32, 5)), str(row.file))
+    assert len(loaded) == row.tensor_count - 2  # all but the replaced head
