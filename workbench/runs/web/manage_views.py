@@ -1,5 +1,5 @@
 """Run management: rename and notes, delete (asks first; refuses while running), abort, bulk
-abort/delete, and the metric summaries (last/best loss and accuracy, sparkline) of the runs list."""
+abort/delete, and the metric summaries (last/best loss and the task's headline metric, sparkline) of the runs list."""
 
 from __future__ import annotations
 
@@ -56,8 +56,11 @@ def sparkline_points(values: list[float]) -> str:
 
 
 def run_summary(run: Run) -> dict:
-    """Last and best loss and accuracy of a run, and its sparkline; cached until a new event."""
-    key = f"run-summary:{run.pk}:{run.last_seq}"
+    """Last and best loss and headline metric of a run, and its sparkline; cached until a new
+    event. The headline is the task's first metric (trainer.protocol.TASK_METRICS: top-1, mAP,
+    mIoU), so a detector's column is its mAP, not a classifier's top-1 it never reports."""
+    # "v2": summaries cached before the headline was the task's lack its name.
+    key = f"run-summary-v2:{run.pk}:{run.last_seq}"
     summary = cache.get(key)
     if summary is not None:
         return summary
@@ -68,24 +71,27 @@ def run_summary(run: Run) -> dict:
         .values_list("data__loss", flat=True)
         if isinstance(loss, int | float)
     ]
+    headline = protocol.TASK_METRICS[run.dataset.task or protocol.CLASSIFICATION][0]
     # Validation of the weights the checkpoints hold: the average's with EMA on, as the run page's best.
-    val_loss, top1 = reported_as(run, "val_loss"), reported_as(run, "top1")
+    val_loss, series = reported_as(run, "val_loss"), reported_as(run, headline)
     validations = list(
         RunEvent.objects.filter(run_id=run.pk, kind=protocol.VALIDATION)
         .order_by("seq")
-        .values_list(f"data__{val_loss}", f"data__{top1}")
+        .values_list(f"data__{val_loss}", f"data__{series}")
     )
     val_losses = [v for v, _ in validations if isinstance(v, int | float)]
-    accuracies = [a for _, a in validations if isinstance(a, int | float)]
+    values = [a for _, a in validations if isinstance(a, int | float)]
+    best = max if protocol.METRIC_DIRECTION[headline] == "max" else min
     summary = {
         "last_loss": losses[-1] if losses else None,
         "best_loss": min(losses) if losses else None,
         "last_val_loss": val_losses[-1] if val_losses else None,
         "best_val_loss": min(val_losses) if val_losses else None,
-        "last_accuracy": accuracies[-1] if accuracies else None,
-        "best_accuracy": max(accuracies) if accuracies else None,
+        "metric": headline,
+        "last_metric": values[-1] if values else None,
+        "best_metric": best(values) if values else None,
         "sparkline": sparkline_points(losses),
-        "averaged": top1 != "top1",
+        "averaged": series != headline,
     }
     cache.set(key, summary, 24 * 3600)
     return summary

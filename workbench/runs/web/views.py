@@ -18,7 +18,8 @@ SORTS = {
     "-created": lambda run, summary: run.created_at,
     "name": lambda run, summary: run.name.lower(),
     "state": lambda run, summary: run.state,
-    "-accuracy": lambda run, summary: summary["best_accuracy"] if summary["best_accuracy"] is not None else -1,
+    # The best of each run's headline metric (its task's: top-1, mAP, mIoU), every one a fraction.
+    "-accuracy": lambda run, summary: summary["best_metric"] if summary["best_metric"] is not None else -1,
     "loss": lambda run, summary: summary["last_loss"] if summary["last_loss"] is not None else float("inf"),
 }
 

@@ -63,8 +63,8 @@ def test_it_says_the_best_of_the_weights_average_where_the_checkpoint_was_chosen
 
     row = owner_client.get("/runs/").content.decode().split(f'id="run-{run.pk}"')[1].split("</tr>")[0]
     # The list's last and best validation are the average's too (80.00% last, 85.00% best; 0.45 best loss).
-    accuracy = row.split('class="metric-accuracy">')[1].split("</td>")[0]
-    assert accuracy.startswith("80.00% / 85.00%") and ">EMA</span>" in accuracy
+    headline = row.split('class="metric-headline">')[1].split("</td>")[0]
+    assert "top-1</span> 80.00% / 85.00%" in headline and ">EMA</span>" in headline
     assert "/ 0.4500" in row.split('class="metric-loss">')[1].split("</td>")[0]
 
 

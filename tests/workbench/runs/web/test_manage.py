@@ -4,15 +4,23 @@ delete (asks first, refuses while running), abort, bulk abort/delete, and owners
 from __future__ import annotations
 
 import pytest
+from django.core.cache import cache
 from django.urls import reverse
 
 from tests.support.factories import make_dataset_row
+from trainer.protocol import TASK_METRICS
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
 from workbench.runs.web.manage_views import run_summary, sparkline_points
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_summaries():
+    # Summaries are cached by run id and last seq, and a rolled-back test's ids come again.
+    cache.clear()
 
 
 @pytest.fixture
@@ -40,15 +48,38 @@ def test_it_shows_last_and_best_metrics_and_a_sparkline(owner_client, owner, dat
     metrics(run, [2.0, 1.0, 1.5, 0.5], [0.5, 0.9, 0.8])
     summary = run_summary(run)
     assert (summary["last_loss"], summary["best_loss"]) == (0.5, 0.5)
-    assert (summary["last_accuracy"], summary["best_accuracy"]) == (0.8, 0.9)
+    assert (summary["metric"], summary["last_metric"], summary["best_metric"]) == ("top1", 0.8, 0.9)
     assert summary["best_val_loss"] == pytest.approx(0.1)
     assert summary["sparkline"] == sparkline_points([2.0, 1.0, 1.5, 0.5])
     body = owner_client.get(reverse("run-list")).content.decode()
     assert '<td class="metric-loss">0.5000 / 0.1000</td>' in body
-    assert '<td class="metric-accuracy">80.00% / 90.00%</td>' in body
+    assert '<td class="metric-headline"><span class="metric-name">top-1</span> 80.00% / 90.00%' in body
     assert "<polyline" in body and summary["sparkline"] in body
     metrics(run, [0.25], [])  # a new event: the cached summary is replaced
     assert run_summary(run)["last_loss"] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("task", "validation", "shown"),
+    [
+        ("detection", {"map": 0.02, "map_50": 0.05}, "mAP</span> 2.00% / 3.00%"),
+        ("segmentation", {"miou": 0.02, "pixel_accuracy": 0.9, "val_loss": 1.0}, "mIoU</span> 2.00% / 3.00%"),
+    ],
+)
+def test_it_shows_each_runs_task_headline_metric(owner_client, owner, task, validation, shown):
+    run = make(owner, make_dataset_row(owner, name=task, task=task), "trained", state=Run.State.DONE)
+    first = {"type": "validation", "step": 1, "epoch": 1.0, **validation, task_headline(task): 0.03}
+    last = {"type": "validation", "step": 2, "epoch": 2.0, **validation}
+    run_events_append(run_id=run.pk, events=[first, last])
+    run.refresh_from_db()
+    body = owner_client.get(reverse("run-list")).content.decode()
+    cell = body.split(f'id="run-{run.pk}"')[1].split('class="metric-headline">')[1].split("</td>")[0]
+    assert shown in cell  # not the classifier's "– / –"
+    assert "Headline metric" in body and "top-1, mAP or mIoU" in body
+
+
+def task_headline(task: str) -> str:
+    return TASK_METRICS[task][0]
 
 
 def test_it_sorts_groups_and_filters_by_sweep(owner_client, owner, dataset):
