@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from datasets.archives import ArchiveError
+from datasets.images import RESIZE_MODES
 from datasets.label_runner import CheckTookTooLong, label_preview_bounded
 from datasets.labels import detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
@@ -18,7 +19,7 @@ from datasets.labels.files import within_roots
 from datasets.labels.registry import FORMAT_TASK, LABEL_TASKS, reads_label_files
 from datasets.preview import archive_member_names, source_classes
 from datasets.sources import SourceError
-from trainer.protocol import CLASSIFICATION
+from trainer.protocol import CLASSIFICATION, TASKS
 from workbench.core.numbers import NumberError, bounded_number
 
 # Images per class, as the build's options store them (a 32-bit column: a larger number was a 500
@@ -112,6 +113,19 @@ ANNOTATED_KINDS = ("folder", "archive")
 MAX_MIN_BOX_SIZE = 10_000
 
 
+def resize_modes_for(task: str) -> tuple[str, ...]:
+    """The resize modes a task takes, in the order the wizard offers them: every mode for a
+    classifier, squash and fill where boxes and masks move with their image. The one home of this
+    rule: the form, the API and the CLI refuse by it, the wizard offers by it (resize_modes_by_task)."""
+    return ANNOTATED_RESIZE_MODES if reads_label_files(task) else RESIZE_MODES
+
+
+def resize_modes_by_task() -> dict[str, list[str]]:
+    """{task: its resize modes}, for the wizard's page (json_script): it offers what the task takes
+    instead of keeping a copy of the rule that the form would then refuse in silence."""
+    return {task: list(resize_modes_for(task)) for task in TASKS}
+
+
 def propose_task(*, kind: str, path: Path) -> tuple[str, str]:
     """(task, format) a source holds when none was given: the format detected in a folder
     (datasets.labels.detect_format) or in an archive's member names, else classification."""
@@ -145,9 +159,10 @@ def validate_task_fields(*, task: str, fmt: str, kind: str, resize_mode: str) ->
         errors["format"] = f"{fmt} holds {FORMAT_TASK.get(fmt, 'unknown')} labels, not {task}"
     if kind not in ANNOTATED_KINDS:
         errors["task"] = f"{task} reads a folder or an archive of images and labels, not a {kind} source"
-    if resize_mode not in ANNOTATED_RESIZE_MODES:
+    if resize_mode not in resize_modes_for(task):
+        taken = " or ".join(resize_modes_for(task))
         errors["resize_mode"] = (
-            f"{resize_mode} would cut objects out of the image; {task} takes squash or fill, "
+            f"{resize_mode} would cut objects out of the image; {task} takes {taken}, "
             "which move boxes and masks with their image"
         )
     return errors

@@ -23,7 +23,7 @@ from datasets.services import (
     dataset_skipped,
 )
 from datasets.sources import SourceError
-from datasets.validators import allowed_roots_text
+from datasets.validators import allowed_roots_text, resize_modes_by_task, resize_modes_for
 
 SKIPPED_ON_PAGE = 500
 
@@ -37,12 +37,27 @@ def dataset_list(request):
 
 
 def _wizard_context(form) -> dict:
+    uploaded = getattr(form, "cleaned_data", {}).get("upload")
     return {
         "form": form,
         "import_roots": allowed_roots_text(),
         "max_upload_bytes": settings.MAX_UPLOAD_BYTES,
         "max_side": settings.MAX_IMAGE_SIDE,
+        # The validator's rule, so the page offers only what the form will take.
+        "resize_modes": resize_modes_by_task(),
+        # A refused form keeps its upload (the hidden token); the page says so by name.
+        "uploaded_name": uploaded.name if uploaded else "",
     }
+
+
+def _preview_refusal(form) -> JsonResponse:
+    """The form's errors by field, and the task when it was known (given or detected), so the page
+    can offer that task's resize modes even when the refusal is the mode itself."""
+    answer: dict = {"errors": {field: [str(e) for e in errs] for field, errs in form.errors.items()}}
+    task = getattr(form, "cleaned_data", {}).get("task")
+    if task and task != "auto":
+        answer.update(task=task, resize_modes=list(resize_modes_for(task)))
+    return JsonResponse(answer, status=400)
 
 
 @require_http_methods(["GET", "POST"])
@@ -70,8 +85,7 @@ def dataset_preview(request):
         data["name"] = "preview"  # the name is chosen on the last step
     form = DatasetForm(data, user=request.user)
     if not form.is_valid():
-        errors = {field: [str(e) for e in errs] for field, errs in form.errors.items()}
-        return JsonResponse({"errors": errors}, status=400)
+        return _preview_refusal(form)
     c = form.cleaned_data
     try:
         preview = resize_preview(
@@ -90,6 +104,9 @@ def dataset_preview(request):
     preview.update(kind=c["kind"], width=c["image_width"], height=c["image_height"], resize_mode=c["resize_mode"])
     preview["classes"] = c.get("classes")
     preview["task"], preview["format"] = c["task"], c["format"]
+    preview["resize_modes"] = list(resize_modes_for(c["task"]))
+    if "modes" in preview:  # only the modes the task takes are shown to choose from
+        preview["modes"] = {mode: preview["modes"][mode] for mode in preview["resize_modes"]}
     try:
         preview["label_check"] = form.label_check()  # detection, segmentation: classes and problems
     except (LabelError, ArchiveError) as exc:

@@ -51,16 +51,51 @@ function sourceReady() {
 const SOURCE_FIELDS = ["__all__", "upload", "source_path", "source_kind", "labels_file"];
 async function sourceRefusal() {
   try {
-    await postForm(form.dataset.previewUrl, new FormData(form));
+    offerResizeModes((await postForm(form.dataset.previewUrl, new FormData(form))).task);
     return "";
   } catch (err) {
     const errors = err.body?.errors || {};
+    if (err.body?.task) offerResizeModes(err.body.task); // known even when the mode was refused
     return SOURCE_FIELDS.flatMap((field) => errors[field] || []).join(" ");
   }
 }
 
+// The resize modes the source's task takes, from the validator's one rule (the page's
+// "resize-modes" data): a mode the form would refuse is not offered, and one already chosen
+// is replaced with a word, instead of a refused submit that reopened the first step.
+const RESIZE_MODES = JSON.parse(document.getElementById("resize-modes").textContent);
+let sourceTask = null; // the task the server read from the source (or was given)
+function offerResizeModes(task) {
+  if (task) sourceTask = task;
+  const chosen = form.elements.task.value;
+  const modes = RESIZE_MODES[chosen === "auto" ? sourceTask : chosen];
+  const select = form.elements.resize_mode;
+  if (!modes) return;
+  for (const option of select.options) {
+    option.hidden = option.disabled = !modes.includes(option.value);
+  }
+  const note = document.getElementById("resize-mode-note");
+  note.hidden = modes.length === select.options.length;
+  note.textContent = `${chosen === "auto" ? sourceTask : chosen} takes ${modes.join(" or ")}: `
+    + "these move boxes and masks with their image.";
+  if (!modes.includes(select.value)) {
+    note.textContent = `${select.options[select.selectedIndex].text} is not offered here; ${note.textContent}`;
+    select.value = modes[0];
+  }
+}
+form.elements.task.addEventListener("change", () => offerResizeModes(null));
+
 let uploadRefused = "";
 next.addEventListener("click", async () => {
+  if (steps[current].dataset.step === "options" && proposing) {
+    // The size proposed from the images is still on its way: the preview waits for it, rather
+    // than showing (and the build keeping) the default 256x256 it replaces a moment later.
+    next.disabled = true;
+    setText("options-proposal", "Reading your images' size…");
+    document.getElementById("options-proposal").hidden = false;
+    await proposing;
+    next.disabled = false;
+  }
   if (steps[current].dataset.step === "source") {
     if (!sourceReady()) {
       // A refused upload keeps its reason; otherwise say what is missing.
@@ -198,11 +233,16 @@ function applyProposal(proposed) {
   note.hidden = false;
 }
 
-async function proposeOptions() {
+let proposing = null; // the proposal's request while it is on its way: Next waits for it
+
+function proposeOptions() {
   if (shapeTouched || !sourceReady()) return;
-  let data = null;
-  try { data = await postForm(form.dataset.previewUrl, new FormData(form)); } catch { return; } // the preview step says why
-  if (data.proposed) applyProposal(data.proposed);
+  proposing = (async () => {
+    let data = null;
+    try { data = await postForm(form.dataset.previewUrl, new FormData(form)); } catch { return; } // the preview step says why
+    offerResizeModes(data.task);
+    if (data.proposed) applyProposal(data.proposed);
+  })().finally(() => { proposing = null; });
 }
 
 // The four resize modes side by side on the previewed image; "Use" picks one for the build.
@@ -259,6 +299,7 @@ async function loadPreview() {
     document.getElementById("preview-resized").src = data.resized;
     setText("preview-original-caption", `${data.file}: ${data.original_size[0]}×${data.original_size[1]}`);
     setText("preview-resized-caption", data.note || `${data.resize_mode} → ${data.width}×${data.height}`);
+    offerResizeModes(data.task);
     showModes(data);
     lastPreview = data;
     showLabelCheck(data.label_check);
@@ -268,6 +309,7 @@ async function loadPreview() {
     box.hidden = false;
     next.disabled = false;
   } catch (err) {
+    if (err.body?.task) offerResizeModes(err.body.task);
     if (err.body?.errors) {
       // One line per field: the form's own messages.
       errors.textContent = Object.entries(err.body.errors)
@@ -353,6 +395,14 @@ function taskWords(value) {
   return `${value("task")} (${value("format")})`;
 }
 
+// The class table as words ("car → vehicle, tram ignored"): its JSON told a new user nothing.
+function classTableWords() {
+  let map = {};
+  try { map = JSON.parse(classMapField.value || "{}"); } catch { return classMapField.value; } // the server names what is wrong
+  const changes = Object.entries(map).map(([source, name]) => (name === null ? `${source} ignored` : `${source} → ${name}`));
+  return changes.length ? changes.join(", ") : "as in the source";
+}
+
 function fillSummary() {
   const table = document.getElementById("summary");
   const value = (name) => {
@@ -367,7 +417,7 @@ function fillSummary() {
     ["Image size", `${value("image_width")} × ${value("image_height")}, ${value("channels")}`],
     ["Resize mode", value("resize_mode")],
     ["Task (labels)", taskWords(value)],
-    ["Class table", classMapField.value || "as in the source"],
+    ["Class table", classTableWords()],
     ["Validation / test", `${value("val_percent")}% / ${value("test_percent")}%`],
     ["Images per class", `at least ${value("min_per_class")}${value("max_per_class") ? `, at most ${value("max_per_class")}` : ""}`],
     ["Stored encoding", value("encoding")],
@@ -387,6 +437,7 @@ function fillSummary() {
 // After a refused submit, open the step holding the first error.
 if (sourcePath.value) form.querySelector("input[name=source_choice][value=server]").checked = true;
 showSourceChoice();
+offerResizeModes(null);
 const firstError = form.querySelector(".errorlist");
 const errorStep = firstError ? steps.findIndex((s) => s.contains(firstError)) : -1;
 show(errorStep >= 0 ? errorStep : (document.getElementById("form-errors") ? 0 : 0));
