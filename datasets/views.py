@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from datasets.archives import ArchiveError
 from datasets.forms import DatasetForm
 from datasets.labels import LabelError
-from datasets.labels.registry import reads_label_files
+from datasets.labels.registry import format_choices, reads_label_files
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
 from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
@@ -27,13 +27,23 @@ from datasets.validators import allowed_roots_text, resize_modes_by_task, resize
 
 SKIPPED_ON_PAGE = 500
 
-# What the per-class counts are, per task (classification: images of the class).
+
+def _source_words(dataset: Dataset) -> str:
+    """What the source is, in words: a folder of KITTI labels is no "folder of class folders"
+    (the kind's own words, which hold for a classifier's folder only)."""
+    if not reads_label_files(dataset.task):
+        return dataset.get_kind_display()
+    where = "Archive" if dataset.kind == Dataset.Kind.ARCHIVE else "Folder"
+    labels = dict(format_choices()).get((dataset.source or {}).get("format"))
+    return f"{where} of images and labels" + (f", {labels}" if labels else "")
 
 
 @require_GET
 def dataset_list(request):
-    datasets = datasets_visible_to(request.user)
-    return render(request, "datasets/dataset_list.html", {"datasets": datasets[:200]})
+    datasets = list(datasets_visible_to(request.user)[:200])
+    for dataset in datasets:
+        dataset.source_words = _source_words(dataset)
+    return render(request, "datasets/dataset_list.html", {"datasets": datasets})
 
 
 def _wizard_context(form) -> dict:
@@ -137,6 +147,7 @@ def dataset_detail(request, pk: int):
         # Detection and segmentation: the stored label check and statistics (None for a classifier).
         "label_data": dataset_labels(dataset) if reads_label_files(dataset.task) else None,
         "counts_title": dataset.task_row.counts_title,
+        "source_words": _source_words(dataset),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

@@ -129,3 +129,16 @@ def test_it_exits_non_zero_naming_the_problem(owner, tmp_path):
     make_class_folders(tmp_path / "one", {"only": 3})
     with pytest.raises(CommandError, match="SOURCE: one: a classifier needs at least 2 classes"):
         _run(str(tmp_path / "one"), "--name", "x", "--owner", "alice", "--sync")  # refused before any build
+
+
+@pytest.mark.django_db
+def test_it_prints_the_label_check_of_a_detection_archive(owner, tmp_path):
+    from tests.support.shapes import make_shapes, write_kitti
+
+    archive = zip_folder(write_kitti(tmp_path / "street", make_shapes(4)), tmp_path / "street.zip")
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "import_dataset", str(archive), "--owner", "alice", "--image-size", "16x16", "--sync", stdout=out, stderr=err
+    )
+    assert "detection labels in kitti format: 4 images" in err.getvalue()
+    assert "  square: " in err.getvalue() and "  disc: " in err.getvalue()

@@ -202,3 +202,15 @@ def test_it_never_names_another_users_run_on_a_dataset(owner, staff_user, client
 
     client.force_login(staff_user)  # the run's own owner sees it by name
     assert "carol-secret-project" in client.get(reverse("dataset-detail", args=[dataset.pk])).content.decode()
+
+
+@pytest.mark.django_db
+def test_it_lists_each_dataset_s_task_and_a_labelled_folder_by_its_format(owner_client, owner):
+    make_dataset_row(owner, name="street", task="detection", kind="folder", source={"format": "kitti"})
+    make_dataset_row(owner, name="fruit", kind="folder")
+    html = owner_client.get("/datasets/").content.decode()
+    street = html.split(">street</a>", 1)[1].split("</tr>", 1)[0]
+    assert "<td>Detection</td>" in street and "Folder of images and labels, KITTI txt" in street
+    assert "class folders" not in street
+    fruit = html.split(">fruit</a>", 1)[1].split("</tr>", 1)[0]
+    assert "<td>Classification</td>" in fruit and "Folder of class folders" in fruit

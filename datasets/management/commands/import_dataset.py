@@ -24,7 +24,8 @@ from django.db import transaction
 from datasets.archives import ArchiveError
 from datasets.building import dataset_build
 from datasets.forms import DatasetForm
-from datasets.labels import FORMATS
+from datasets.label_runner import CheckTookTooLong
+from datasets.labels import FORMATS, LabelError
 from datasets.labels.registry import reads_label_files
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
@@ -74,6 +75,7 @@ class Command(BaseCommand):
         form = self._form(opts, owner)
         if opts["image_size"] is None or opts["channels"] is None:
             form = self._with_proposal(form, opts, owner)
+        checked = self._label_check(form)  # before the row: a source its labels refuse leaves none
         if not opts["sync"]:
             require_running_workbench()  # before the row exists: nothing is left pending
         with transaction.atomic():
@@ -86,10 +88,8 @@ class Command(BaseCommand):
                 queue=not opts["sync"],
             )
         self.stdout.write(str(dataset.pk))
-        if form.cleaned_data.get("label_check"):
-            self.stderr.write(label_check_text(form.cleaned_data["label_check"]))
-        elif form.cleaned_data.get("label_check_unfinished"):  # the check ran out of time; the build reads all
-            self.stderr.write(str(form.cleaned_data["label_check_unfinished"]))
+        if checked:
+            self.stderr.write(checked)
         if opts["sync"]:
             dataset_build(dataset_id=dataset.pk)
         elif opts["wait"]:
@@ -161,6 +161,19 @@ class Command(BaseCommand):
         form = self._form(opts, owner, proposed=proposed)
         self.stderr.write(proposal_text(form.cleaned_data, proposed, given=opts))
         return form
+
+    @staticmethod
+    def _label_check(form: DatasetForm) -> str:
+        """The label check in words, for a folder and an archive alike (an archive's is read now,
+        as the wizard's preview reads it: it printed nothing and its problems surfaced only at the
+        build); "" for a classifier. A check out of time says so: the build still reads every file."""
+        try:
+            check = form.label_check()
+        except CheckTookTooLong as unfinished:
+            return str(unfinished)
+        except (LabelError, ArchiveError) as error:
+            raise CommandError(f"SOURCE: {error}") from None
+        return label_check_text(check) if check else ""
 
     @staticmethod
     def _errors(form) -> str:
