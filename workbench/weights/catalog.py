@@ -4,6 +4,7 @@ hash prefix in that name, accuracy, preprocessing) and, when timm is installed, 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -43,12 +44,24 @@ class Published:
         return bool(self.hash_prefix) and sha256.startswith(self.hash_prefix)
 
 
+# What a page says where a library publishes no number: timm's cfgs carry none, and torchvision's
+# vgg16 IMAGENET1K_FEATURES (a backbone only) publishes NaN, once shown as "top-1 nan%".
+NO_ACCURACY = "not published"
+
+
+def finite_numbers(accuracy: dict) -> dict:
+    """The published numbers that are numbers: NaN and infinities are no accuracy (nor JSON)."""
+    return {k: v for k, v in accuracy.items() if isinstance(v, int | float) and math.isfinite(v)}
+
+
 def headline(accuracy: dict, dataset: str) -> str:
-    """The published number a page shows: "top-1 69.758% (ImageNet-1k)", "box mAP 22.8 (COCO)"."""
+    """The published number a page shows: "top-1 69.758% (ImageNet-1k)", "box mAP 22.8 (COCO)",
+    or NO_ACCURACY in words."""
+    numbers = finite_numbers(accuracy)
     for key, words in (("acc@1", "top-1 {}%"), ("box_map", "box mAP {}"), ("miou", "mIoU {}")):
-        if isinstance(accuracy.get(key), int | float):
-            return words.format(accuracy[key]) + (f" ({dataset})" if dataset else "")
-    return ""
+        if key in numbers:
+            return words.format(numbers[key]) + (f" ({dataset})" if dataset else "")
+    return NO_ACCURACY
 
 
 def _first(value) -> int | None:
@@ -83,7 +96,7 @@ def torchvision_published(network: str) -> list[Published]:
                 hash_prefix=match.group(1) if match else "",
                 dataset=dataset,
                 licence=meta.get("license") or TORCHVISION_LICENCE,
-                accuracy={k: v for k, v in metrics[1].items() if isinstance(v, int | float)},
+                accuracy=finite_numbers(metrics[1]),
                 mean=tuple(getattr(transforms, "mean", ()) or ()) or None,
                 std=tuple(getattr(transforms, "std", ()) or ()) or None,
                 resize=_first(getattr(transforms, "resize_size", None)),
@@ -98,7 +111,7 @@ def _timm_dataset(name: str) -> str:
     """What a timm tag says it was trained on: "convnext_atto.d2_in1k" -> "ImageNet-1k"."""
     tag = name.partition(".")[2]
     for marker, words in (("in22k_ft_in1k", "ImageNet-22k → 1k"), ("in12k_ft_in1k", "ImageNet-12k → 1k"),
-                          ("in22k", "ImageNet-22k"), ("in1k", "ImageNet-1k")):  # fmt: skip
+                          ("in22k", "ImageNet-22k"), ("in12k", "ImageNet-12k"), ("in1k", "ImageNet-1k")):  # fmt: skip
         if marker in tag:
             return words
     return "ImageNet"

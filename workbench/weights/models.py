@@ -14,7 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from workbench.core.ownership import OwnedModel
-from workbench.weights.catalog import headline
+from workbench.weights.catalog import finite_numbers, headline
 from workbench.weights.files import cache_roots, resolves_inside
 
 
@@ -78,8 +78,8 @@ class StoredWeights(models.Model):
 
     @property
     def top1(self) -> float | None:
-        value = (self.accuracy or {}).get("acc@1")
-        return float(value) if isinstance(value, int | float) else None
+        value = finite_numbers(self.accuracy or {}).get("acc@1")
+        return None if value is None else float(value)
 
     @property
     def headline(self) -> str:

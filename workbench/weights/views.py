@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 
 from workbench.weights.models import StoredWeights
 from workbench.weights.selectors import weights_overview
 from workbench.weights.services import store_networks, weights_discover
+
+# The catalogue's rows per page: with timm installed it holds over a hundred published files.
+CATALOGUE_PAGE = 25
+MAX_QUERY = 100
 
 
 def _require_staff(request) -> None:
@@ -27,7 +32,12 @@ def weights_page(request):
     _require_staff(request)
     if request.method == "POST":
         return _discover(request)
-    return render(request, "weights/weights.html", {"overview": weights_overview(store_networks())})
+    query = request.GET.get("q", "").strip()[:MAX_QUERY]
+    overview = weights_overview(store_networks(), query=query)
+    # get_page: a page out of range or not a number is the nearest page, never an error.
+    page = Paginator(overview.not_filed, CATALOGUE_PAGE).get_page(request.GET.get("page"))
+    context = {"overview": overview, "query": query, "catalogue": page, "open": bool(query) or page.number > 1}
+    return render(request, "weights/weights.html", context)
 
 
 def _discover(request):

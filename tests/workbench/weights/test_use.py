@@ -25,11 +25,13 @@ def test_it_shows_staff_what_is_there_and_what_to_drop_in(client, staff_user, ot
     client.force_login(staff_user)
     page = client.get(reverse("weights")).content.decode()
 
-    assert f"weights:{lab_weights.pk}</code> local weights lab (unverified)" in page
-    # Networks with nothing here: the exact published file name and where it goes.
-    assert "drop <code>resnet18-f37072fd.pth</code> into <code>WORKBENCH_WEIGHTS_DIR</code>" in page
-    assert "top-1 69.758% (ImageNet-1k)" in page and "box mAP 22.8 (COCO)" in page and 'href="/weights/"' in page
-    assert str(lab_weights.file.parent) not in page
+    assert f"<code>weights:{lab_weights.pk}</code></td>" in page and "local weights lab (unverified)" in page
+    assert 'href="/weights/"' in page and str(lab_weights.file.parent) not in page
+    # Networks with nothing here: the exact published file name, and where it goes said once.
+    page = client.get(reverse("weights"), {"q": "resnet18"}).content.decode()
+    assert "<code>resnet18-f37072fd.pth</code>" in page and "go into <code>WORKBENCH_WEIGHTS_DIR</code>" in page
+    assert "top-1 69.758% (ImageNet-1k)" in page
+    assert "box mAP 22.8 (COCO)" in client.get(reverse("weights"), {"q": "fasterrcnn_mobilenet"}).content.decode()
 
 
 def submit(client, dataset, **config):
