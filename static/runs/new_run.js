@@ -4,6 +4,7 @@
 import { getJSON, postForm, sendJSON } from "../workbench/http.js";
 import { networkGraph } from "../inference/netgraph.js";
 import { largestBatchFinder } from "./largest_batch.js";
+import { taskFields } from "./task_fields.js";
 import { formatBytes, formatCount, formatPercent } from "../workbench/format.js";
 
 const form = document.getElementById("run-form");
@@ -51,11 +52,14 @@ form.addEventListener("change", forgetRefusal);
 // ------------------------------------------------------------------ dataset
 function dataset() { return datasets[form.elements.dataset.value] || null; }
 
+const task = taskFields({ form, fieldBox, $ });
+
 function showDataset() {
   const d = dataset();
   $("dataset-facts").textContent = d
     ? `${d.width}×${d.height}, ${d.channels === 1 ? "gray" : "colour"}, ${d.classes} classes, ${d.train} training images (${d.images} in all)`
     : "";
+  if (d) task.useDataset(d); // before the previews below, which read the batch and the crop
   loadNetworks();
   refreshShapes();
   refreshLr();
@@ -131,7 +135,6 @@ async function loadNetworks(zoo = null, asked = ++networksAsked) {
   }
   if (asked !== networksAsked) return; // an answer for a dataset or crop size no longer chosen
   if ($("errors-network").textContent.startsWith(unchecked)) $("errors-network").textContent = "";
-  if (!zoo) showTask(body.task, body.recipe);
   for (const row of document.querySelectorAll("#network-table tbody tr")) {
     const fit = body.networks[row.dataset.network];
     if (!fit && (zoo || row.dataset.network !== "custom")) continue; // the other answer's row
@@ -560,28 +563,3 @@ async function previewAugmentations() {
 }
 $("augment-preview-button").addEventListener("click", previewAugmentations);
 showPresetSource(); // a form shown again keeps its edited fields: the preset is not applied anew
-
-// ------------------------------------------------------------------ the dataset's task
-// Best metric: the task's own names (the select carries trainer/protocol.py TASK_METRICS), not
-// top-1 meaning mAP. The presets and the recipe's augmentations are classification's (the fields
-// marked by forms_recipe.CLASSIFICATION_ONLY): a dataset whose task does not take the recipe (its
-// row's takes_recipe, sent with the networks' fit) is not offered them, as the validator would
-// refuse them, and their disabled fields are not sent.
-const metricSelect = form.elements.best_metric;
-const taskMetrics = JSON.parse(metricSelect.dataset.taskMetrics);
-function showTask(task, recipe) {
-  const metrics = taskMetrics[task] || taskMetrics.classification;
-  for (const option of metricSelect.options) {
-    option.hidden = !metrics.includes(option.value);
-    option.disabled = option.hidden;
-  }
-  if (!metrics.includes(metricSelect.value)) metricSelect.value = metrics[0];
-  for (const input of form.querySelectorAll("[data-classification-only]")) {
-    input.disabled = !recipe;
-    fieldBox(input.name).hidden = !recipe;
-  }
-  $("preset-source").hidden = !recipe;
-  // The preview draws a classifier's augmentations (the server says why for another task).
-  $("augment-preview-button").parentElement.hidden = !recipe;
-  $("augment-preview").hidden = !recipe;
-}

@@ -24,6 +24,7 @@ from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS
 from trainer.zoo import TIMM_PREFIX, ZOO
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
+from workbench.core.ids import parse_id
 from workbench.runs.executors import executor_named
 from workbench.runs.models import Run
 from workbench.runs.network_fit import sweep_fits
@@ -32,6 +33,7 @@ from workbench.runs.templatetags.numbers import METRIC_NAMES
 from workbench.runs.validators import WholeTextField, check_priority, number_list, sweep_validate, trainer_number
 from workbench.runs.web.forms_recipe import RECIPE_PATH, RecipeForm
 from workbench.runs.web.forms_start import StartFromForm
+from workbench.runs.web.forms_task import CLASSIFIER_LOADER, task_defaults
 from workbench.workers.models import Device
 
 NETWORK_INFO = {
@@ -223,7 +225,8 @@ class RunForm(RecipeForm, StartFromForm):
     crop_size = trainer_number("data.crop_size", required=False, label="Random crop (pixels)")
     random_flip = forms.BooleanField(required=False, label="Horizontal flips")
     vertical_flip = forms.BooleanField(required=False, label="Vertical flips")
-    mean_subtraction = forms.ChoiceField(choices=[(m, m) for m in MEAN_MODES])
+    # Not required: a dataset whose task reads no mean image is not offered it (forms_task).
+    mean_subtraction = forms.ChoiceField(choices=[(m, m) for m in MEAN_MODES], required=False)
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], label="Mixed precision")
     channels_last = forms.BooleanField(required=False)
     compile = forms.BooleanField(required=False, label="torch.compile")
@@ -281,6 +284,10 @@ class RunForm(RecipeForm, StartFromForm):
         for name, path in {**CONFIG_PATH, **SWEPT_PATH}.items():
             self.fields[name].initial = initial_of(path)
         self.fields["dataset"].queryset = usable_datasets(user)
+        for name in CLASSIFIER_LOADER:  # hidden and not sent for another task, as the recipe (new_run.js)
+            self.fields[name].widget.attrs["data-classification-only"] = ""
+        if not self.is_bound:
+            self._start_on_dataset()
         self._offer_starts(preview=preview)
         devices = Device.objects.filter(kind=Device.Kind.GPU).select_related("host")
         self.fields["gpus"].choices = [
@@ -291,10 +298,23 @@ class RunForm(RecipeForm, StartFromForm):
         if not settings.SLURM_ENABLED:
             del self.fields["executor"], self.fields["nodes"]
 
+    def _start_on_dataset(self) -> None:
+        """A new form starts from its dataset's task's values (forms_task.task_defaults: a batch
+        the pre-flight takes, the task's best metric); a clone's, in `initial`, stay the run's."""
+        datasets = self.fields["dataset"].queryset
+        chosen = parse_id(self.initial.get("dataset"))
+        dataset = (datasets.filter(pk=chosen).first() if chosen else None) or datasets.first()
+        if dataset is not None:
+            for name, value in task_defaults(dataset).items():
+                self.fields[name].initial = value
+
     # ------------------------------------------------------------------ fields
 
     def clean_name(self):
         return self.cleaned_data["name"].strip()
+
+    def clean_mean_subtraction(self):  # not sent: the trainer's default
+        return self.cleaned_data["mean_subtraction"] or None
 
     def clean_base_lr(self):
         values = number_list(self.cleaned_data["base_lr"], path="solver.base_lr", label="positive number")

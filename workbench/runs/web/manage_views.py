@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from trainer import protocol
 from workbench.runs import services
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import reported_as, run_for, runs_visible_to
+from workbench.runs.selectors import held_at, run_for, runs_visible_to, weights_rule
 from workbench.runs.web.forms import RunEditForm
 
 SPARK_POINTS = 40
@@ -55,30 +55,31 @@ def sparkline_points(values: list[float]) -> str:
     )
 
 
+def _train_losses(run_id: int) -> list[float]:
+    events = RunEvent.objects.filter(run_id=run_id, kind=protocol.METRICS).order_by("seq")
+    return [loss for loss in events.values_list("data__loss", flat=True) if isinstance(loss, int | float)]
+
+
 def run_summary(run: Run) -> dict:
     """Last and best loss and headline metric of a run, and its sparkline; cached until a new
     event. The headline is the task's first metric (trainer.protocol.TASK_METRICS: top-1, mAP,
     mIoU), so a detector's column is its mAP, not a classifier's top-1 it never reports."""
-    # "v2": summaries cached before the headline was the task's lack its name.
-    key = f"run-summary-v2:{run.pk}:{run.last_seq}"
+    # "v3": summaries cached before the headline was the task's lack its name (v1), or say whose
+    # weights without the better-of rule (v2).
+    key = f"run-summary-v3:{run.pk}:{run.last_seq}"
     summary = cache.get(key)
     if summary is not None:
         return summary
-    losses = [
-        loss
-        for loss in RunEvent.objects.filter(run_id=run.pk, kind=protocol.METRICS)
-        .order_by("seq")
-        .values_list("data__loss", flat=True)
-        if isinstance(loss, int | float)
-    ]
+    losses = _train_losses(run.pk)
     headline = protocol.TASK_METRICS[run.dataset.task or protocol.CLASSIFICATION][0]
-    # Validation of the weights the checkpoints hold: the average's with EMA on, as the run page's best.
-    val_loss, series = reported_as(run, "val_loss"), reported_as(run, headline)
-    validations = list(
-        RunEvent.objects.filter(run_id=run.pk, kind=protocol.VALIDATION)
-        .order_by("seq")
-        .values_list(f"data__{val_loss}", f"data__{series}")
-    )
+    # Each validation of the weights its checkpoint holds (selectors.held_at: the raw weights or
+    # their average, whichever the run's best metric chose there), as the run page's best.
+    averaged, forced = weights_rule(run)
+    validations = []
+    rows = RunEvent.objects.filter(run_id=run.pk, kind=protocol.VALIDATION).order_by("seq")
+    for data in rows.values_list("data", flat=True):
+        held = held_at(data, averaged=averaged) == protocol.AVERAGE
+        validations.append([data.get(protocol.checkpoint_series(key, averaged=held)) for key in ("val_loss", headline)])
     val_losses = [v for v, _ in validations if isinstance(v, int | float)]
     values = [a for _, a in validations if isinstance(a, int | float)]
     best = max if protocol.METRIC_DIRECTION[headline] == "max" else min
@@ -91,7 +92,9 @@ def run_summary(run: Run) -> dict:
         "last_metric": values[-1] if values else None,
         "best_metric": best(values) if values else None,
         "sparkline": sparkline_points(losses),
-        "averaged": series != headline,
+        # Whose validations these are where the run keeps an average (issue 33): "EMA" or "raw
+        # weights" when its config forces one, else each validation's better of the two.
+        "weights_note": (protocol.WEIGHTS_WORDS[forced] if forced else "raw or EMA") if averaged else None,
     }
     cache.set(key, summary, 24 * 3600)
     return summary

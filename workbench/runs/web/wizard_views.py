@@ -35,6 +35,7 @@ from workbench.runs.validators import check_model_parallel, parse_device_request
 from workbench.runs.web.forms import FIELD_OF, NETWORK_INFO, RunForm, network_size_note, usable_datasets
 from workbench.runs.web.forms_clone import initial_from_run
 from workbench.runs.web.forms_recipe import PREVIEW_FIELDS, RECIPE_PATH, presets_for_page
+from workbench.runs.web.forms_task import task_defaults, train_images
 from workbench.weights.files import WeightsError
 from workbench.weights.uploads import weights_upload
 
@@ -42,7 +43,9 @@ PREVIEW_POINTS = 200
 
 
 def dataset_facts(dataset: Dataset) -> dict:
-    train = int((dataset.splits or {}).get("train", {}).get("count", 0))
+    """What the page's script knows of a dataset before asking anything: its size, its task, the
+    form's starting values on it (forms_task) and whether its task takes the recipe."""
+    train = train_images(dataset)
     return {
         "id": dataset.pk,
         "name": dataset.name,
@@ -53,6 +56,8 @@ def dataset_facts(dataset: Dataset) -> dict:
         "train": train,
         "images": dataset.image_count,
         "task": dataset.task,
+        "defaults": task_defaults(dataset),
+        "recipe": task_row(dataset.task).takes_recipe,
     }
 
 

@@ -151,3 +151,27 @@ def test_it_opens_without_a_script_error_for_a_user_with_no_ready_dataset(live_s
     page.wait_for_load_state("networkidle")
     assert "There is no ready dataset yet" in page.inner_text("main")
     assert errors == []
+
+
+def test_it_opens_a_detection_dataset_valid_and_offers_its_tasks_fields_only(live_server_url, page, owner):
+    digits = make_digits(owner, side=32)  # 240 training images
+    boxes = make_dataset_row(
+        owner, name="boxes", task="detection", image_width=160, image_height=120, labels=["car", "dog"],
+        splits={"train": {"count": 52}, "val": {"count": 13}},
+    )  # fmt: skip
+    log_in(page, live_server_url, owner.username)
+    with page.expect_response(lambda r: "/runs/new/lr-preview/" in r.url, timeout=60_000) as answer:
+        page.goto(f"{live_server_url}/runs/new/?dataset={boxes.pk}")
+    assert answer.value.ok  # the learning-rate preview takes the batch: the form opens valid
+    assert page.input_value("#id_batch_size") == "32"  # not 64 against 52 training images
+    assert page.input_value("#id_best_metric") == "map"
+    assert page.locator("#id_best_metric option[value=top1]").is_disabled()
+    for name in ("crop_size", "mean_subtraction", "vertical_flip", "random_resized_crop", "preset"):
+        assert page.locator(f'.field[data-field="{name}"]').is_hidden(), name
+    assert page.inner_text("#errors-batch_size").strip() == ""
+    page.select_option("#id_dataset", str(digits.pk))  # a classifier's dataset: its own defaults and fields
+    assert page.input_value("#id_batch_size") == "64" and page.input_value("#id_best_metric") == "top1"
+    assert page.locator('.field[data-field="mean_subtraction"]').is_visible()
+    page.fill("#id_batch_size", "24")  # a batch the person chose stays theirs
+    page.select_option("#id_dataset", str(boxes.pk))
+    assert page.input_value("#id_batch_size") == "24" and page.input_value("#id_best_metric") == "map"

@@ -50,7 +50,8 @@ def test_it_shows_the_form_with_the_datasets_and_networks(owner_client, dataset)
     assert 'id="run-form"' in body and "vit_b_16" in body and "LeNet (Caffe/DIGITS)" in body
     assert response.context["datasets"][str(dataset.pk)] == {
         "id": dataset.pk, "name": "bars", "width": 8, "height": 8, "channels": 1, "classes": 3, "train": 24,
-        "images": 36, "task": "classification",
+        "images": 36, "task": "classification", "recipe": True,
+        "defaults": {"batch_size": "16", "best_metric": "top1"},  # 64 is more than its 24 training images
     }  # fmt: skip
 
 
