@@ -436,6 +436,11 @@ LABEL_CHECK_SCHEMA = {
         "labels": {"type": "array", "items": {"type": "object"}, "description": "the dataset's classes {name, count}"},
         "report": {"type": "object", "description": "{counts, meaning, problems: [{file, line, kind, message}]}"},
         "min_box_size": {"type": "number"},
+        "own_split": {
+            "type": ["object", "null"],
+            "description": "the source's own split lists (VOC's ImageSets), used instead of the percentages: "
+            "{lists: [path], counts: {split: images}}; null where the source has none",
+        },
     },
 }
 

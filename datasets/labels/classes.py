@@ -100,4 +100,6 @@ def class_preview(source: LabelSource, class_map: dict | None) -> dict:
         "classes": rows,
         "labels": [{"name": n, "count": c} for n, c in label_counts.items()],
         "report": source.report.as_dict(),
+        # The source's own split (VOC's ImageSets lists), used instead of the percentages; None: none.
+        "own_split": source.own_split,
     }

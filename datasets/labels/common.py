@@ -59,6 +59,7 @@ PROBLEM_KINDS = {
     "bad_file": "label file cannot be read: left out",
     "link": "symbolic link inside the source: not followed, left out",
     "class_name": "class name not allowed (empty, too long, or a line break or other control character): left out",
+    "unlisted": "image in none of the source's own split lists (ImageSets): left out",
 }
 
 __all__ = ["LabelError", "LinkRefused", "name_lines", "relative_name"]  # homes: datasets.labels.files, datasets.names
@@ -146,6 +147,8 @@ class LabelSource:
     images: list[AnnotatedImage]
     report: LabelReport
     mask_format: MaskFormat | None = None
+    # The source's own split lists, when it has them (datasets.labels.splits): {"lists", "counts"}.
+    own_split: dict | None = None
 
     def class_counts(self) -> dict[str, int]:
         """Detection: instances per class (ignore regions not counted); segmentation: images

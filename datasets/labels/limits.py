@@ -44,6 +44,11 @@ FILE_LIMITS: dict[str, FileLimit] = {
         "a whole set's labels in one file: COCO 2017 train's instances JSON is 448 MB, stuff and LVIS near it; "
         "the reader's memory limit (settings.LABEL_READER_MEMORY_MB) bounds what parsing one costs",
     ),
+    "split_list": FileLimit(
+        "a split list",
+        16 * MIB,
+        "ImageSets' train.txt, val.txt: one image name a line (VOC 2012's trainval.txt is 200 KB); a million names",
+    ),
     "mask": FileLimit(
         "a mask",
         32 * MIB,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from datasets.names import LINK_NOT_FOLLOWED
 from trainer.protocol import DETECTION, IGNORE_INDEX
 
 # Problems whose file is left out of the build (the others change a box or a pixel, not an image).
-SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file", "link")
+SKIPPING_KINDS = ("missing_image", "missing_mask", "bad_mask", "bad_file", "link", "unlisted")
 SPLITS = ("train", "val", "test")
 
 
@@ -63,9 +63,13 @@ def plan_annotated(
             MaskTarget(image.mask, source.mask_format, lookup.tobytes(), image.shapes, (image.width, image.height))
             for image in source.images
         ]
-    entries = [(image.path, -1, target) for image, target in zip(source.images, targets, strict=True)]
-    if any(image.split for image in source.images):  # the source's own train/val/test folders
-        given = {s: [e for e, i in zip(entries, source.images, strict=True) if i.split == s] for s in SPLITS}
+    # In name order before the shuffle: the split depends on the images' names and the seed alone,
+    # not on the order a reader met them (COCO's JSON lists its images in its own order, the other
+    # readers in their folders' name order, so the same images with the same seed split apart).
+    named = sorted(zip(source.images, targets, strict=True), key=lambda pair: split_key(pair[0].name))
+    entries = [(image.path, -1, target) for image, target in named]
+    if any(image.split for image in source.images):  # the source's own train/ val/ folders or lists
+        given = {s: [e for e, (i, _) in zip(entries, named, strict=True) if i.split == s] for s in SPLITS}
         return AnnotatedPlan(source.task, table.labels, {s: v for s, v in given.items() if v}, skipped)
     if shuffle:
         random.Random(seed).shuffle(entries)
@@ -81,6 +85,13 @@ def plan_annotated(
         "train": entries[n_test + n_val :],
     }
     return AnnotatedPlan(source.task, table.labels, {s: splits[s] for s in SPLITS if splits[s]}, skipped)
+
+
+def split_key(name: str) -> tuple[str, str]:
+    """An image's place before the shuffle: its file name, then its whole relative name. By file
+    name first, so the same images in each format's folders (KITTI's image_2/, YOLO's images/train/,
+    COCO's images/) take the same places."""
+    return PurePosixPath(name).name, name
 
 
 def _boxes(boxes, index: dict[str, int | None]) -> np.ndarray:

@@ -62,6 +62,8 @@ class LabelFormat:
     # None: never detected on its own; it reads the files of `same_files_as` for its own task.
     layout: Layout | None = None
     same_files_as: str | None = None
+    # Where the format keeps its own split lists (train.txt, val.txt...), read by datasets.labels.splits.
+    split_lists: str | None = None
 
 
 def _masks(fmt: str) -> Reader:
@@ -94,6 +96,7 @@ LABEL_FORMATS: tuple[LabelFormat, ...] = (
         "Pascal VOC XML (Annotations/)",
         read_voc,
         Layout(file_folders=(ANNOTATION_FOLDER,), file_name=lambda name: name.endswith(".xml"), per_image=True),
+        split_lists="ImageSets/Main",
     ),
     LabelFormat(
         "voc_masks",
@@ -101,6 +104,7 @@ LABEL_FORMATS: tuple[LabelFormat, ...] = (
         "VOC paletted masks (SegmentationClass/)",
         _masks("voc_masks"),
         Layout(folders=_one_each(LAYOUTS["voc_masks"])),
+        split_lists="ImageSets/Segmentation",
     ),
     LabelFormat(
         "yolo",

@@ -332,12 +332,20 @@ function listItem(text) {
   return li;
 }
 
+// VOC's own split (ImageSets lists) is the split: said, as the percentages are then not used.
+function ownSplitWords(own) {
+  if (!own) return "";
+  const counts = Object.entries(own.counts).map(([split, n]) => `${split} ${formatWhole(n)}`).join(", ");
+  return ` Split by the source's own lists (${own.lists.join(", ")}): ${counts}; `
+    + "the validation and test percentages and the seed are not used.";
+}
+
 function showLabelCheck(check) {
   const box = document.getElementById("label-check-box");
   box.hidden = !check;
   if (!check) return;
   setText("label-check-summary", `${check.images} images with ${check.format} labels for ${check.task}, `
-    + `${check.images_without_labels} without labels. Counts are ${check.count_means}.`);
+    + `${check.images_without_labels} without labels. Counts are ${check.count_means}.${ownSplitWords(check.own_split)}`);
   setText("class-count-head", check.count_unit[0].toUpperCase() + check.count_unit.slice(1));
   document.querySelector("#class-table-editor tbody").replaceChildren(...check.classes.map((row) => {
     const tr = document.createElement("tr");

@@ -142,3 +142,17 @@ def test_it_prints_the_label_check_of_a_detection_archive(owner, tmp_path):
     )
     assert "detection labels in kitti format: 4 images" in err.getvalue()
     assert "  square: " in err.getvalue() and "  disc: " in err.getvalue()
+
+
+def test_it_says_the_split_by_a_voc_source_s_own_lists_in_the_label_check(tmp_path):
+    from datasets.labels import read_labels
+    from datasets.labels.classes import class_preview
+    from datasets.management.commands.import_dataset import label_check_text
+    from tests.datasets.labels.test_splits import SHAPES, write_voc_masks_with_lists
+
+    source = read_labels(write_voc_masks_with_lists(tmp_path / "voc", SHAPES), "voc_masks")
+    text = label_check_text(class_preview(source, None))
+    lists = "ImageSets/Segmentation/train.txt, ImageSets/Segmentation/val.txt"
+    assert f"split by the source's own lists ({lists}): " in text
+    assert "train 5, val 4; --val-percent, --test-percent and --seed are not used" in text
+    assert "3 unlisted: image in none of the source's own split lists (ImageSets): left out" in text

@@ -214,3 +214,20 @@ def test_it_lists_each_dataset_s_task_and_a_labelled_folder_by_its_format(owner_
     assert "class folders" not in street
     fruit = html.split(">fruit</a>", 1)[1].split("</tr>", 1)[0]
     assert "<td>Classification</td>" in fruit and "Folder of class folders" in fruit
+
+
+@pytest.mark.django_db
+def test_it_says_a_dataset_split_by_its_source_s_own_lists(owner_client, owner, tmp_path):
+    import json
+
+    from datasets.labels import read_labels
+    from datasets.labels.classes import class_preview
+    from tests.datasets.labels.test_splits import SHAPES, write_voc_masks_with_lists
+
+    source = read_labels(write_voc_masks_with_lists(tmp_path / "voc", SHAPES), "voc_masks")
+    dataset = make_dataset_row(owner, name="voc", task="segmentation", source={"format": "voc_masks"})
+    dataset.path.mkdir(parents=True)
+    (dataset.path / "label_report.json").write_text(json.dumps(class_preview(source, None)))
+    html = owner_client.get(f"/datasets/{dataset.pk}/").content.decode()
+    split = html.split('id="dataset-split">', 1)[1].split("</dd>", 1)[0]
+    assert split == "the source's own lists: ImageSets/Segmentation/train.txt, ImageSets/Segmentation/val.txt"

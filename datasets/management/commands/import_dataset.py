@@ -258,6 +258,12 @@ def label_check_text(check: dict) -> str:
         target = row["maps_to"]
         goes = "ignored" if target is None else ("" if target == row["name"] else f"-> {target}")
         lines.append(f"  {row['name']}: {row['count']} {goes}".rstrip())
+    if own := check.get("own_split"):
+        counts = ", ".join(f"{split} {n}" for split, n in own["counts"].items())
+        lines.append(
+            f"split by the source's own lists ({', '.join(own['lists'])}): {counts}; "
+            "--val-percent, --test-percent and --seed are not used"
+        )
     report = check["report"]
     for kind, count in report["counts"].items():
         lines.append(f"{count} {kind}: {report['meaning'][kind]}")

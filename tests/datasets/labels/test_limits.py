@@ -28,6 +28,13 @@ def _padded(path: Path, limit: int, prefix: bytes = b"", filler: bytes = b" ") -
         handle.truncate(size)
 
 
+def _voc_masks_with_lists(root: Path, shapes) -> Path:
+    drawn.write_voc_masks(root, shapes)
+    (root / "ImageSets" / "Segmentation").mkdir(parents=True)
+    (root / "ImageSets" / "Segmentation" / "train.txt").write_text(f"{FIRST}\n")
+    return root
+
+
 # (kind, format, writer, file made too large relative to the source, how it is refused:
 # "refused" for the whole source, else the report's kind for that file).
 ROWS = [
@@ -38,6 +45,7 @@ ROWS = [
     ("class_list", "index_masks", drawn.write_index_masks, "labels.txt", "refused"),
     ("coco_json", "coco", drawn.write_coco, "annotations/instances_default.json", "refused"),
     ("mask", "index_masks", drawn.write_index_masks, f"masks/{FIRST}.png", "bad_mask"),
+    ("split_list", "voc_masks", _voc_masks_with_lists, "ImageSets/Segmentation/train.txt", "refused"),
 ]
 
 
