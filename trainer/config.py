@@ -17,8 +17,8 @@ from typing import Any
 
 from trainer.device_list import parse_devices  # its home; callers import it from here too
 from trainer.finetune.config import check_finetune
-from trainer.messages import ConfigError, plain_number, shown
-from trainer.protocol import METRIC_DIRECTION, TASK_NETWORKS
+from trainer.messages import ConfigError, nearest_multiple, plain_number, shown
+from trainer.protocol import AVERAGE, BEST_WEIGHTS, METRIC_DIRECTION, TASK_NETWORKS
 from trainer.recipes import AUTO_AUGMENTS, PRESETS, under_preset
 from trainer.zoo import TIMM_NETWORKS
 
@@ -138,6 +138,9 @@ class TrainConfig:
     snapshot_interval: float = 1.0  # epochs between checkpoints (0 = only at the end)
     keep_last: int = 3  # checkpoints kept besides the best
     best_metric: str = "top1"
+    # With a weights' average: "raw" or "ema" forces the weights every checkpoint holds; None
+    # takes the better of the two at each validation (protocol.checkpoint_weights).
+    best_weights: str | None = None
     # Early stopping: end the run when best_metric has not improved by more than the delta for
     # this many validations in a row (0: off); the best checkpoint is kept as always.
     early_stopping_patience: int = 0
@@ -354,12 +357,6 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-def _nearest_multiple(value: int, of: int) -> int:
-    """The multiple of `of` nearest to `value` (the larger one on a tie), at least `of`."""
-    lower = max(of, value // of * of)
-    return lower if value - lower < lower + of - value else lower + of
-
-
 def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     """Check every field; raises ConfigError naming the first bad one. Returns cfg."""
     # Paths may arrive as pathlib objects from Python callers; the config must stay JSON.
@@ -377,8 +374,11 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
     _one_of("solver.lr_policy", cfg.solver.lr_policy, LR_POLICIES)
     _one_of("data.mean_subtraction", cfg.data.mean_subtraction, MEAN_MODES)
     _one_of("data.auto_augment", cfg.data.auto_augment, AUTO_AUGMENTS)
-    if cfg.preset is not None:
-        _one_of("preset", cfg.preset, tuple(PRESETS))
+    for name, allowed in (("preset", tuple(PRESETS)), ("best_weights", BEST_WEIGHTS)):
+        if getattr(cfg, name) is not None:
+            _one_of(name, getattr(cfg, name), allowed)
+    if cfg.best_weights == AVERAGE and not cfg.solver.ema_decay:
+        raise ConfigError("'ema' needs a weights' average: set solver.ema_decay above 0", field="best_weights")
     for name, low, high in (("rrc_scale", 0.0, 1.0), ("rrc_ratio", 0.01, 100.0)):
         pair = getattr(cfg.data, name)
         if (
@@ -444,7 +444,7 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         raise ConfigError(
             f"{cfg.batch_size} is not divisible by the {world} processes"
             + (f" ({cfg.nodes} nodes x {cfg.local_processes})" if cfg.nodes > 1 else "")
-            + f"; the batch is split evenly over them: try {_nearest_multiple(cfg.batch_size, world)}",
+            + f"; the batch is split evenly over them: try {nearest_multiple(cfg.batch_size, world)}",
             field="batch_size",
         )
     if cfg.per_process_batch % cfg.grad_accum:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.config import TrainConfig
-from trainer.protocol import METRIC_DIRECTION, Outcome
+from trainer.protocol import AVERAGE, METRIC_DIRECTION, WEIGHTS_WORDS, Outcome
 
 # How a message names each metric.
 METRIC_WORDS = {
@@ -38,10 +38,11 @@ class EarlyStopping:
     # stopped run names as its one best; `best` above moves only by more than the delta.
     kept: float | None = None
     kept_epoch: float | None = None
+    kept_weights: str | None = None  # protocol.checkpoint_weights: "raw" or "ema"
 
-    def update(self, value: float, *, epoch: float) -> None:
+    def update(self, value: float, *, epoch: float, weights: str | None = None) -> None:
         if improves(self.metric, value, self.kept):
-            self.kept, self.kept_epoch = value, round(epoch, 5)
+            self.kept, self.kept_epoch, self.kept_weights = value, round(epoch, 5), weights
         higher_is_better = METRIC_DIRECTION[self.metric] == "max"
         gain = (value - self.best if higher_is_better else self.best - value) if self.best is not None else None
         if gain is None or gain > self.min_delta:
@@ -58,6 +59,7 @@ class EarlyStopping:
             "stale": self.stale,
             "kept": self.kept,
             "kept_epoch": self.kept_epoch,
+            "kept_weights": self.kept_weights,
         }
 
     def load(self, state: dict | None) -> None:
@@ -67,14 +69,17 @@ class EarlyStopping:
             self.best, self.best_epoch, self.stale = state["best"], float(state["best_epoch"]), int(state["stale"])
             self.triggered = self.stale >= self.patience
             self.kept, self.kept_epoch = state.get("kept"), state.get("kept_epoch")
+            self.kept_weights = state.get("kept_weights")
 
 
 def improves(metric: str, value: float, best: float | None) -> bool:
-    """The rule of the best checkpoint (best.pt): strictly better in the metric's direction
-    (higher top-1, mAP or mIoU; lower loss)."""
+    """The rule of the best checkpoint (best.pt): at least as good in the metric's direction
+    (higher top-1, mAP or mIoU; lower loss). A tie keeps the later checkpoint (issue 33): the same
+    number after more training is what most users mean by their best weights, and Keras's and
+    DIGITS's "first strictly better" left a run that plateaued delivering its earliest weights."""
     if best is None:
         return True
-    return value > best if METRIC_DIRECTION[metric] == "max" else value < best
+    return value >= best if METRIC_DIRECTION[metric] == "max" else value <= best
 
 
 def early_stop_outcome(
@@ -85,15 +90,16 @@ def early_stop_outcome(
     watches, at its epoch). The rule's own best moves only by more than the delta, so it may be
     an earlier, lower one: naming it beside the kept one made the run contradict itself."""
     kept, kept_epoch = stopper.kept, stopper.kept_epoch
-    # `averaged`: the run keeps a weights' average (EMA), whose metric the rule watched, as the
-    # checkpoints hold it.
-    watched = f"{stopper.metric} of the weights' average (EMA)" if averaged else stopper.metric
+    # `averaged`: the run keeps a weights' average (EMA); the rule watched the metric of the
+    # weights each checkpoint holds (protocol.checkpoint_weights), and says whose the kept one is.
+    watched = f"{stopper.metric} of the checkpoints' weights (raw or EMA)" if averaged else stopper.metric
     message = (
         f"stopped early at epoch {plain(epoch)} of {plain(cfg.epochs)}: {watched} has not improved by more "
         f"than {stopper.min_delta:g} for {stopper.patience} validation{'s' if stopper.patience > 1 else ''}"
     )
     if kept is not None:
-        value = metric_text(stopper.metric, kept) + (" (EMA)" if averaged else "")
+        weights = WEIGHTS_WORDS.get(stopper.kept_weights or AVERAGE) if averaged else None
+        value = metric_text(stopper.metric, kept) + (f" ({weights})" if weights else "")
         message += f"; the best checkpoint is kept: {value} at epoch {plain(kept_epoch)}"
     return Outcome.done(
         message,
@@ -104,6 +110,7 @@ def early_stop_outcome(
         best_metric=stopper.metric,
         best=kept,
         best_epoch=kept_epoch,
+        best_weights=stopper.kept_weights if averaged else None,
     )
 
 

@@ -24,7 +24,7 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
 from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
-from trainer.ema import weights_average
+from trainer.ema import checkpoint_models, first_weights, resumed_models, weights_average
 from trainer.events import Events, error_summary
 from trainer.finetune import recipe as finetune
 from trainer.memory import OutOfMemory, is_oom, oom_message
@@ -75,6 +75,7 @@ class Run:
     task: Task | None = None  # what differs by the dataset's task (trainer/tasks/)
     best_metric: str = "top1"  # the metric the best checkpoint and early stopping watch, for this task
     ema: Any = None  # the weights' moving average (trainer/ema.py): validated, saved and exported
+    weights: str = protocol.RAW  # what the checkpoints hold as `model`, by the last validation
 
     @property
     def epoch(self) -> float:
@@ -174,6 +175,7 @@ def build_run(
         task=task,
         best_metric=best_metric_for(task, cfg.best_metric),
         ema=weights_average(cfg, model),
+        weights=first_weights(cfg),
     )
 
 
@@ -206,10 +208,9 @@ def save_checkpoint(run: Run, *, is_best: bool = False, metrics: dict[str, Any] 
     if run.rank != 0:
         return
     state = {
-        # With a weights' average, "model" is the average (what inference and exports load) and
-        # "model_raw" the trained weights a resume continues from.
-        "model": (run.ema.module if run.ema is not None else run.model_without_ddp).state_dict(),
-        "model_raw": run.model_without_ddp.state_dict() if run.ema is not None else None,
+        # With a weights' average, "model" is the better of the two at the last validation (what
+        # inference and exports load), and the other is kept for a resume.
+        **checkpoint_models(run.model_without_ddp, run.ema, run.weights),
         "optimizer": run.optimizer.state_dict(),
         "scheduler": run.scheduler.state_dict(),
         "scaler": run.scaler.state_dict(),
@@ -236,9 +237,11 @@ def resume_from_latest(run: Run) -> bool:
     if path is None:
         return False
     state = run.store.load(path)
-    run.model_without_ddp.load_state_dict(state.get("model_raw") or state["model"])
+    raw, averaged = resumed_models(state)
+    run.model_without_ddp.load_state_dict(raw)
     if run.ema is not None:
-        run.ema.module.load_state_dict(state["model"])
+        run.ema.module.load_state_dict(averaged)
+        run.weights = state.get("weights", protocol.AVERAGE)
     run.optimizer.load_state_dict(state["optimizer"])
     run.scheduler.load_state_dict(state["scheduler"])
     run.scaler.load_state_dict(state["scaler"])
@@ -395,20 +398,25 @@ def validate_and_maybe_save(run: Run, *, snapshot: bool) -> dict[str, float] | N
         return None
     result = evaluate(run)
     if run.ema is not None:
-        # The average is what the checkpoints hold and exports ship: it picks the best; both
-        # are reported, the average's as ema_<metric>, for the live page's two curves.
+        # Both are reported, the average's as ema_<metric> (the live page's two curves), and the
+        # better of the two (or the config's choice) is what this validation's checkpoint holds.
         averaged = evaluate(run, model=run.ema.module)
         result = {**result, **{protocol.checkpoint_series(name, averaged=True): v for name, v in averaged.items()}}
-    value = result[protocol.checkpoint_series(run.best_metric, averaged=run.ema is not None)]
+    held = protocol.checkpoint_weights(
+        run.best_metric, result, averaged=run.ema is not None, forced=run.cfg.best_weights
+    )
+    run.weights = held
+    value = result[protocol.checkpoint_series(run.best_metric, averaged=held == protocol.AVERAGE)]
     better = improves(run.best_metric, value, run.best)
     if better:
         run.best = value
-    if run.rank == 0:
-        run.events.validation(step=run.step, epoch=round(run.epoch, 5), **result)
+    if run.rank == 0:  # with an average, the event says whose weights its checkpoint holds
+        held_by = {"weights": held} if run.ema is not None else {}
+        run.events.validation(step=run.step, epoch=round(run.epoch, 5), **result, **held_by)
     if run.early is not None:  # every rank sees the same (reduced) result: they stop together
-        run.early.update(value, epoch=run.epoch)
+        run.early.update(value, epoch=run.epoch, weights=held)
     if snapshot or better:
-        save_checkpoint(run, is_best=better, metrics={**result, "epoch": round(run.epoch, 5)})
+        save_checkpoint(run, is_best=better, metrics={**result, "epoch": round(run.epoch, 5), "weights": held})
     return result
 
 

@@ -55,3 +55,10 @@ def shown(value: Any) -> str:
         return plain_number(value)
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def nearest_multiple(value: int, of: int) -> int:
+    """The multiple of `of` nearest to `value` (the larger one on a tie), at least `of`: the
+    number a refusal suggests ("try 96")."""
+    lower = max(of, value // of * of)
+    return lower if value - lower < lower + of - value else lower + of

@@ -13,6 +13,7 @@ whose last one is a `status` with a final state and `exit_code`, then it exits w
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -173,6 +174,40 @@ def checkpoint_series(metric: str, *, averaged: bool) -> str:
     """The validation event's key whose value picks best.pt for `metric`: the average's
     (`ema_top1`) when the run averages its weights, `metric` itself otherwise."""
     return f"{EMA_PREFIX}{metric}" if averaged else metric
+
+
+# Which weights a checkpoint holds as its `model` (what inference, exports and fine-tuning load)
+# when the run keeps an average: the better of the two at each validation, by the best metric and
+# its direction, unless the config's `best_weights` names one. An average can trail the trained
+# weights far (a decay too slow for the run's length: top-1 39.7 % raw, 9.6 % averaged, issue 33),
+# so the recipe's intent alone must not pick it. The trainer decides by this rule and records the
+# pick in the validation event (`weights`) and the checkpoint (`weights`, also in index.json); the
+# workbench reads "best" from that record (workbench/runs/selectors.py). An event written before
+# issue 33 has none: its run's checkpoints held the average.
+RAW, AVERAGE = "raw", "ema"
+BEST_WEIGHTS = (RAW, AVERAGE)
+WEIGHTS_WORDS = {RAW: "raw weights", AVERAGE: "EMA"}
+
+
+def checkpoint_weights(metric: str, values: dict, *, averaged: bool, forced: str | None = None) -> str:
+    """RAW or AVERAGE: the weights a validation's checkpoint holds, from its event's `values`. No
+    average: the raw; `forced` when the config names one; else the better of `metric` and
+    `ema_<metric>` in the metric's direction, the average on a tie (what the recipe asked for)."""
+    if not averaged:
+        return RAW
+    if forced in BEST_WEIGHTS:
+        return forced
+    raw, average = values.get(metric), values.get(checkpoint_series(metric, averaged=True))
+    if not _is_number(raw):
+        return AVERAGE
+    if not _is_number(average):
+        return RAW
+    higher = METRIC_DIRECTION[metric] == "max"
+    return AVERAGE if (average >= raw if higher else average <= raw) else RAW
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # The index stored for "no class here" in a segmentation mask, and ignored by loss and metrics.

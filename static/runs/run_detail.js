@@ -18,16 +18,25 @@ const LOG_LINES = 500;
 const $ = (id) => document.getElementById(id);
 const store = new SeriesStore();
 const view = { x: $("x-axis").value, smoothing: Number($("smoothing").value), log: $("log-loss").checked };
-// `best`: the best validation of the series that picks best.pt ({value, epoch}): page.best_series,
-// the weights' average's (ema_top1) when the run keeps one (selectors.run_best says the same on the
-// server, which gives the first value); `earlyStop`: where an early-stopped run stopped and the
-// best it kept, from the trainer's final status.
+// `best`: the best checkpoint's validation ({value, epoch, weights}): each validation offers the
+// weights its checkpoint holds (heldWeights) and the latest at least as good as all before it is
+// kept (selectors.run_best says the same on the server, which gives the first value);
+// `earlyStop`: where an early-stopped run stopped and the best it kept, from the trainer's status.
 const header = {
   state: page.state, progress: null, progressAt: 0, epoch: null, earlyStop: page.early_stop,
-  best: page.best ? { value: page.best.value, epoch: page.best.epoch } : null,
+  best: page.best ? { value: page.best.value, epoch: page.best.epoch, weights: page.best.weights } : null,
 };
-const bestSeries = page.best_series || page.best_metric;
+const averageSeries = `ema_${page.best_metric}`;
 const higherIsBetter = page.best_metric_higher ?? page.best_metric === "top1";
+const WEIGHTS_WORDS = { raw: "raw weights", ema: "EMA" };
+
+// Which weights a validation's checkpoint holds, as its trainer recorded them
+// (trainer.protocol.checkpoint_weights; selectors.held_at): an event written before issue 33 has
+// no record, and a run with an average then held the average.
+function heldWeights(event) {
+  if (event.weights === "raw" || event.weights === "ema") return event.weights;
+  return page.best_averages ? "ema" : "raw";
+}
 
 async function fetchRange(names, x, start, end) {
   const url = new URL(page.series_url, window.location.href);
@@ -293,7 +302,10 @@ function apply(event, logs) {
   if (SERIES_TYPES.has(event.type)) {
     store.addEvent(event);
     if (event.type === "metrics" && typeof event.epoch === "number") header.epoch = event.epoch;
-    if (event.type === "validation") considerBest(event[bestSeries], event.epoch);
+    if (event.type === "validation") {
+      const weights = heldWeights(event);
+      considerBest(event[weights === "ema" ? averageSeries : page.best_metric], event.epoch, weights);
+    }
   } else if (event.type === "progress") {
     applyProgress(event);
   } else if (event.type === "log") {
@@ -304,7 +316,7 @@ function apply(event, logs) {
       const epochs = event.epochs ?? page.epochs;
       header.earlyStop = {
         epoch: event.stopped_epoch, epochs, metric: event.best_metric || page.best_metric,
-        best: event.best, best_epoch: event.best_epoch,
+        best: event.best, best_epoch: event.best_epoch, best_weights: event.best_weights,
         progress: epochs ? Math.min(1, event.stopped_epoch / epochs) : 1,
       };
       setProgress(100 * header.earlyStop.progress);
@@ -316,16 +328,24 @@ function apply(event, logs) {
   }
 }
 
-function considerBest(value, epoch) {
+// A tie keeps the later validation (trainer.early_stop.improves).
+function considerBest(value, epoch, weights) {
   if (typeof value !== "number") return;
   const best = header.best;
-  if (best === null || (higherIsBetter ? value > best.value : value < best.value)) header.best = { value, epoch };
+  const better = best === null || (higherIsBetter ? value > best.value : value < best.value);
+  const later = best !== null && value === best.value && !(epoch < best.epoch);
+  if (better || later) header.best = { value, epoch, weights };
 }
 
 // After a downsampled replay the header's figures come from the series (min/max keep the best).
+// With the better-of rule the best of all validations is the best of either series: each series
+// the checkpoints may hold is considered whole.
 function summarise() {
-  const watched = store.get(bestSeries);
-  if (watched) watched.value.forEach((value, i) => considerBest(value, watched.epoch[i]));
+  const held = !page.best_averages ? ["raw"] : page.best_forced ? [page.best_forced] : ["raw", "ema"];
+  for (const weights of held) {
+    const watched = store.get(weights === "ema" ? averageSeries : page.best_metric);
+    if (watched) watched.value.forEach((value, i) => considerBest(value, watched.epoch[i], weights));
+  }
   const loss = store.get("loss");
   const last = loss ? loss.epoch[loss.epoch.length - 1] : null;
   if (typeof last === "number") header.epoch = last;
@@ -343,14 +363,17 @@ function afterApply(logs) {
 }
 
 // One best: the kept checkpoint's, in the metric that chose it ("top-1 96.40% at epoch 8"), and
-// whose weights it is: "(EMA)" when the average's picked it, as the template writes it.
+// whose weights it holds where the run keeps an average: "(EMA)" or "(raw weights)", as the
+// template writes it.
 function showBest() {
   const stop = header.earlyStop;
-  const best = stop && typeof stop.best === "number" ? { value: stop.best, epoch: stop.best_epoch } : header.best;
+  const kept = stop && typeof stop.best === "number";
+  const best = kept ? { value: stop.best, epoch: stop.best_epoch, weights: stop.best_weights } : header.best;
   if (best === null) return;
   const metric = stop ? stop.metric : page.best_metric;
   const at = typeof best.epoch === "number" ? ` at epoch ${epochText(best.epoch)}` : "";
-  const notes = [page.best_averaged ? "EMA" : "", stop ? "kept" : ""].filter(Boolean).join(", ");
+  const whose = page.best_averages ? WEIGHTS_WORDS[best.weights] || "" : "";
+  const notes = [whose, stop ? "kept" : ""].filter(Boolean).join(", ");
   $("run-best").textContent = `${metricName(metric)} ${formatMetric(metric, best.value)}${at}${notes ? ` (${notes})` : ""}`;
 }
 

@@ -35,12 +35,15 @@ def test_it_counts_validations_without_an_improvement_larger_than_the_delta():
         "best": 0.709,
         "best_epoch": 6,
     }
-    # With a weights' average, the rule watches the average's top-1 (which the checkpoints hold): said so.
+    # With a weights' average, the rule watches the top-1 of the weights each checkpoint holds,
+    # and the kept one says whose it is (protocol.checkpoint_weights).
+    stopper.kept_weights = "raw"
     averaged = early_stop_outcome(stopper, cfg, step=600, epoch=6.0, averaged=True)
     assert averaged.message == (
-        "stopped early at epoch 6 of 30: top1 of the weights' average (EMA) has not improved by more than 0.01 "
-        "for 2 validations; the best checkpoint is kept: top-1 70.90% (EMA) at epoch 6"
+        "stopped early at epoch 6 of 30: top1 of the checkpoints' weights (raw or EMA) has not improved by more "
+        "than 0.01 for 2 validations; the best checkpoint is kept: top-1 70.90% (raw weights) at epoch 6"
     )
+    assert averaged.fields["best_weights"] == "raw"
     loss = EarlyStopping("val_loss", patience=1, min_delta=0.0)
     loss.update(1.0, epoch=1)
     loss.update(0.9, epoch=2)
@@ -63,18 +66,19 @@ def test_it_ends_a_run_whose_validation_accuracy_stops_improving_at_the_right_ep
     assert final["state"] == "done" and final["early_stopped"] is True
     # Where it stopped of how many, and one best: the kept checkpoint's, in the metric the rule watched.
     assert (final["stopped_epoch"], final["epochs"], final["best_metric"]) == (3, 10, "top1")
+    # Equal values at every validation: the latest of them is kept (issue 33), not the first.
     best = torch.load(best_checkpoint(cfg.run_dir), weights_only=False)
     assert (
         (final["best"], final["best_epoch"])
         == (best["best"], round(best["epoch"], 5))
         == (
-            validations[0]["top1"],
-            1,
+            validations[-1]["top1"],
+            3,
         )
     )
     assert final["message"] == (
         "stopped early at epoch 3 of 10: top1 has not improved by more than 0 for 2 validations; "
-        f"the best checkpoint is kept: top-1 {100 * final['best']:.2f}% at epoch 1"
+        f"the best checkpoint is kept: top-1 {100 * final['best']:.2f}% at epoch 3"
     )
 
 

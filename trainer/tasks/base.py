@@ -14,7 +14,7 @@ from trainer import protocol
 from trainer.config import ConfigError, TrainConfig
 from trainer.dataset_folder import DatasetInfo
 from trainer.networks import InputSpec
-from trainer.protocol import METRIC_DIRECTION, TaskTraits
+from trainer.protocol import TaskTraits
 
 
 class TaskError(ConfigError):
@@ -79,13 +79,6 @@ def best_metric_for(task: Task, requested: str) -> str:
         return protocol.best_metric_of(task.name, requested)
     except ValueError as error:
         raise TaskError(str(error), field="best_metric") from None
-
-
-def improves(metric: str, value: float, best: float | None) -> bool:
-    """Strictly better in the metric's direction (trainer.protocol.METRIC_DIRECTION)."""
-    if best is None:
-        return True
-    return value > best if METRIC_DIRECTION[metric] == "max" else value < best
 
 
 def as_rgb(x: torch.Tensor) -> torch.Tensor:

@@ -68,12 +68,15 @@ def checkpoint_choices(*, run: Run) -> list[dict]:
 
     def describe(meta: dict | None) -> str:
         meta = meta or {}
-        # In the pages' words and numbers ("top-1 97.75%, val. loss 0.0812"), as on the run page;
-        # a run with a weights' average (EMA) holds the average: its numbers are the average's.
+        # In the pages' words and numbers ("top-1 97.75%, val. loss 0.0812"), as on the run page,
+        # of the weights the checkpoint holds where the run keeps an average: the raw ones or the
+        # average (its index says which; one written before issue 33 held the average).
         averaged = any(key.startswith(protocol.EMA_PREFIX) for key in meta)
-        held = {key: protocol.checkpoint_series(key, averaged=averaged) for key in shown_metrics}
+        weights = meta.get("weights", protocol.AVERAGE) if averaged else protocol.RAW
+        held = {key: protocol.checkpoint_series(key, averaged=weights == protocol.AVERAGE) for key in shown_metrics}
         parts = [f"{metric_name(key)} {metric(meta[name], key)}" for key, name in held.items() if name in meta]
-        return f" ({', '.join(parts)}{' of the EMA' if averaged else ''})" if parts else ""
+        whose = f" of the {protocol.WEIGHTS_WORDS[weights]}" if averaged else ""
+        return f" ({', '.join(parts)}{whose})" if parts else ""
 
     best = index.get("best") or {}
     choices = []

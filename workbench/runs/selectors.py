@@ -43,32 +43,60 @@ def best_metric_of(run: Run) -> str:
         return metric  # a run stored before the rule was checked at submission: shown as it asked
 
 
+def weights_rule(run: Run) -> tuple[bool, str | None]:
+    """Whether the run keeps a weights' average, and the weights its config forces every
+    checkpoint to hold (`best_weights`; None: the better of the two at each validation,
+    trainer.protocol.checkpoint_weights)."""
+    config = run.config or {}
+    averaged = averages_weights(config)
+    return averaged, config.get("best_weights") if averaged else None
+
+
 def reported_as(run: Run, metric: str) -> str:
-    """The validation events' key of `metric` for the weights the run's checkpoints hold: the
-    weights' average's (`ema_top1`) when it keeps one, the raw weights' otherwise."""
-    return protocol.checkpoint_series(metric, averaged=averages_weights(run.config or {}))
+    """The validation events' key of `metric` for the weights the run's config says its
+    checkpoints hold: the average's (`ema_top1`) when it keeps one and does not force the raw
+    weights. Each validation's own pick is `held_at`'s."""
+    averaged, forced = weights_rule(run)
+    return protocol.checkpoint_series(metric, averaged=averaged and forced != protocol.RAW)
+
+
+def held_at(data: dict, *, averaged: bool) -> str:
+    """RAW or AVERAGE: the weights the checkpoint of the validation event `data` holds, as its
+    trainer recorded them (protocol.checkpoint_weights); an event of a run with an average
+    written before issue 33 has no record, and its checkpoints held the average."""
+    recorded = data.get("weights")
+    if recorded in protocol.BEST_WEIGHTS:
+        return recorded
+    return protocol.AVERAGE if averaged else protocol.RAW
 
 
 def run_best(run: Run) -> dict | None:
-    """The best checkpoint's validation, in the series that chose it (trainer.protocol.
-    checkpoint_series): {metric, series, averaged, value, epoch, step}; None before the first.
-    The trainer's rule (trainer.early_stop.improves): the first validation strictly better than
-    every one before it, which is also the one an early-stopped run names as kept. The run page,
-    its API and the runs list read "best" here, so all of them say the same."""
+    """The best checkpoint's validation: {metric, series, averaged, weights, weights_words, value,
+    epoch, step}; None before the first. Each validation offers the weights its checkpoint holds
+    (`held_at`: the better of the raw weights and their average, or the config's choice), and the
+    trainer's rule (trainer.early_stop.improves) keeps the latest at least as good as every one
+    before it, which is also the one an early-stopped run names as kept. The run page, its API
+    and the runs list read "best" here, so all of them say the same, and whose weights it is."""
     metric = best_metric_of(run)
-    series = reported_as(run, metric)
+    averaged, _ = weights_rule(run)
     found = None
-    rows = run.events.filter(kind=protocol.VALIDATION).order_by("seq").values_list(f"data__{series}", "epoch", "step")
-    for value, epoch, step in rows:
+    rows = run.events.filter(kind=protocol.VALIDATION).order_by("seq")
+    columns = (f"data__{metric}", f"data__{protocol.EMA_PREFIX}{metric}", "data__weights", "epoch", "step")
+    for raw, average, recorded, epoch, step in rows.values_list(*columns):
+        weights = held_at({"weights": recorded}, averaged=averaged)
+        value = average if weights == protocol.AVERAGE else raw
         if isinstance(value, int | float) and improves(metric, value, found[0] if found else None):
-            found = (value, epoch, step)
+            found = (value, epoch, step, weights)
     if found is None:
         return None
-    value, epoch, step = found
+    value, epoch, step, weights = found
     return {
         "metric": metric,
-        "series": series,
-        "averaged": series != metric,
+        "series": protocol.checkpoint_series(metric, averaged=weights == protocol.AVERAGE),
+        "averaged": weights == protocol.AVERAGE,
+        "weights": weights,
+        # How the pages name them ("best (EMA)", "best (raw weights)"); None without an average.
+        "weights_words": protocol.WEIGHTS_WORDS[weights] if averaged else None,
         "value": value,
         "epoch": epoch,
         "step": step,

@@ -21,7 +21,7 @@ from workbench.core.task_table import task_row
 from workbench.runs import series
 from workbench.runs.models import Run
 from workbench.runs.pretrained import weights_source_for
-from workbench.runs.selectors import best_metric_of, reported_as, run_best, run_for, runs_visible_to
+from workbench.runs.selectors import best_metric_of, held_at, run_best, run_for, runs_visible_to, weights_rule
 
 MAX_REQUEST_POINTS = 20_000
 COMPARE_MAX_RUNS = 12
@@ -77,6 +77,9 @@ def early_stop_of(run: Run) -> dict | None:
         "metric": data.get("best_metric") or best_metric_of(run),
         "best": data.get("best"),
         "best_epoch": data.get("best_epoch"),
+        # Whose weights the kept checkpoint holds; a status written before issue 33 has none (the
+        # average's, where the run kept one).
+        "best_weights": held_at({"weights": data.get("best_weights")}, averaged=weights_rule(run)[0]),
     }
 
 
@@ -91,14 +94,15 @@ def run_label(run: Run) -> str:
 
 
 def _best_facts(run: Run) -> dict:
-    """The best checkpoint's metric, the series that chose it (the weights' average's with EMA on:
-    ema_top1) and its best so far; the page goes on from there with the live events."""
+    """The best checkpoint's metric, whether the run keeps a weights' average and the weights its
+    config forces (None: the better at each validation, trainer.protocol.checkpoint_weights; each
+    validation event says which it took) and its best so far."""
     metric = best_metric_of(run)
-    series = reported_as(run, metric)
+    averaged, forced = weights_rule(run)
     return {
         "best_metric": metric,
-        "best_series": series,
-        "best_averaged": series != metric,
+        "best_averages": averaged,
+        "best_forced": forced,
         "best_metric_higher": protocol.METRIC_DIRECTION[metric] == "max",
         "best": run_best(run),
     }

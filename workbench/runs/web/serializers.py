@@ -56,8 +56,16 @@ class BestSerializer(serializers.Serializer):
     """The best checkpoint's validation (selectors.run_best), as the run page shows it."""
 
     metric = serializers.CharField(help_text="the metric best.pt is chosen by (config.best_metric, for the task)")
-    series = serializers.CharField(help_text="the validation series that chose it: ema_<metric> with EMA on")
-    averaged = serializers.BooleanField(help_text="true: the weights' average's (EMA), which the checkpoints hold")
+    series = serializers.CharField(help_text="the validation series it was read from: ema_<metric> for the EMA's")
+    averaged = serializers.BooleanField(help_text="true: best.pt holds the weights' average (EMA)")
+    weights = serializers.ChoiceField(
+        choices=["raw", "ema"],
+        help_text="the weights best.pt holds (inference and exports load them): the better of the raw "
+        "weights and their average at that validation, or config.best_weights",
+    )
+    weights_words = serializers.CharField(
+        allow_null=True, help_text='"EMA" or "raw weights" as the pages say it; null when the run keeps no average'
+    )
     value = serializers.FloatField()
     epoch = serializers.FloatField(allow_null=True)
     step = serializers.IntegerField(allow_null=True)

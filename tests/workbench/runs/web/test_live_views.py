@@ -220,7 +220,8 @@ def test_it_shows_where_an_early_stopped_run_stopped_what_ran_and_the_one_best_i
     assert '<dd id="run-best">top-1 96.40% at epoch 8 (kept)</dd>' in html
     page = json.loads(html.split('id="run-page" type="application/json">')[1].split("</script>")[0])
     assert page["early_stop"] == {
-        "epoch": 8, "epochs": 30, "progress": 8 / 30, "metric": "top1", "best": 0.964, "best_epoch": 8
+        "epoch": 8, "epochs": 30, "progress": 8 / 30, "metric": "top1", "best": 0.964, "best_epoch": 8,
+        "best_weights": "raw",  # without an average, the raw weights are all a checkpoint holds
     }  # fmt: skip
 
 
