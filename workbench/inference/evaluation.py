@@ -91,8 +91,10 @@ def _test_detector(detector: Detector, dataset: DetectionDataset, out: Path, pro
     one = _mean_ap(iou_thresholds=[0.5])
     image_ap: list[float | None] = []
     instances = [0] * len(labels)
+    drawn = 0  # boxes scored DRAWN_SCORE or more: what the worst images show
     for _, x, targets in _batches(dataset, progress):
         predictions, truths = _detections(detector, x), [_truth(t) for t in targets]
+        drawn += sum(int((p["scores"] >= DRAWN_SCORE).sum()) for p in predictions)
         overall.update(predictions, truths)
         for prediction, truth, target in zip(predictions, truths, targets, strict=True):
             one.reset()
@@ -118,7 +120,20 @@ def _test_detector(detector: Detector, dataset: DetectionDataset, out: Path, pro
         "pr_curves": curves,
         "worst": worst,
         "skipped": [],
+        "notes": _nothing_found_note(found, drawn=drawn, instances=sum(instances)),
     }
+
+
+def _nothing_found_note(found: dict, *, drawn: int, instances: int) -> list[str]:
+    """A detector's words for a test where it found nothing (every measure 0), as a segmenter's
+    test says it predicts one class everywhere: the numbers alone read as a small score."""
+    if not instances or float(found["map_50"]) > 0:
+        return []
+    if not drawn:
+        why = f"no box scored {DRAWN_SCORE} or more on these images"
+        return [f"{why}: the detector has not learned to find anything yet"]
+    why = f"none of its {drawn} boxes scored {DRAWN_SCORE} or more matches an object"
+    return [f"{why}: the detector has not learned these classes yet"]
 
 
 def _per_class_ap(found: dict, labels: list[str], instances: list[int]) -> tuple[list[dict], list[dict]]:

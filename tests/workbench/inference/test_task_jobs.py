@@ -75,6 +75,8 @@ def test_it_tests_a_detector_with_per_class_ap_and_detects_many_images(owner, ow
     assert 0 <= result["map_50"] <= 1 and [w["ap50"] for w in result["worst"]] == sorted(
         w["ap50"] for w in result["worst"]
     )
+    # Words only where it found nothing (test_it_says_when_a_tested_detector_found_nothing).
+    assert result["notes"] == [] if result["map_50"] > 0 else "has not learned" in result["notes"][0]
 
     images = []
     for name, size in (("wide.png", (80, 40)), ("notes.txt", None)):
@@ -95,6 +97,24 @@ def test_it_tests_a_detector_with_per_class_ap_and_detects_many_images(owner, ow
     lines = b"".join(owner_client.get(reverse("api-inference-job-csv", args=[job.pk])).streaming_content)
     header, *boxes = lines.decode().splitlines()
     assert header == "path,label,score,x1,y1,x2,y2" and len(boxes) == max(1, len(row["boxes"]))
+
+
+@pytest.mark.parametrize(
+    ("map_50", "drawn", "instances", "said"),
+    [
+        (0.0, 0, 4, "no box scored 0.3 or more on these images: the detector has not learned to find anything yet"),
+        (0.0, 7, 4, "none of its 7 boxes scored 0.3 or more matches an object: the detector has not learned these"),
+        (0.0002, 7, 4, None),  # it found something: the numbers say how much
+        (0.0, 0, 0, None),  # nothing to find: COCO's -1, shown as 0, is not a detector's failure
+    ],
+)
+def test_it_says_when_a_tested_detector_found_nothing(map_50, drawn, instances, said):
+    import torch
+
+    from workbench.inference.evaluation import _nothing_found_note
+
+    notes = _nothing_found_note({"map_50": torch.tensor(map_50)}, drawn=drawn, instances=instances)
+    assert notes[0].startswith(said) if said else notes == [], notes
 
 
 def test_it_exports_a_segmentation_network_to_onnx_that_agrees_with_pytorch(owner):
