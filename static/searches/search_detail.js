@@ -3,6 +3,7 @@
 // rung, is pruned or ends); the page then reads the search and its plots again from the API. It
 // also listens on the socket of each active trial's run (the run page's own) for the run's state
 // (queued, running, paused), which is the run's, not the search's. Nothing is polled.
+import { formatMetric, formatSetting, metricName } from "../workbench/format.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { openSocket } from "../workbench/socket.js";
 
@@ -13,6 +14,8 @@ const FINISHED_SEARCH = ["done", "aborted"];
 const picked = new Set(); // run ids of the trials ticked for the compare page
 let refreshing = null;
 let again = false;
+let busy = false; // an action's request is in flight: every button waits for its answer
+let actions = null; // what the search takes now, as the server last said (selectors.possible_actions)
 
 function cell(text) {
   const td = document.createElement("td");
@@ -21,7 +24,7 @@ function cell(text) {
 }
 
 function params(trial) {
-  return Object.entries(trial.params).map(([name, value]) => `${name}=${value}`).join(", ");
+  return Object.entries(trial.params).map(([name, value]) => `${name}=${formatSetting(value)}`).join(", ");
 }
 
 function renderTrials(search) {
@@ -47,9 +50,12 @@ function renderTrials(search) {
       box.addEventListener("change", () => (box.checked ? picked.add(box.value) : picked.delete(box.value)));
       pick.append(box);
     }
-    const value = trial.value === null ? "" : `${trial.value.toFixed(4)}${averaged(trial) ? " (EMA)" : ""}`;
-    tr.append(pick, cell(trial.number), cell(trial.state), cell(params(trial)), cell(value), cell(trial.rung ?? ""), run,
-      cell(trial.reason));
+    const value = trial.value === null ? "" : `${shown(search, trial.value)}${averaged(trial) ? " (EMA)" : ""}`;
+    // A running trial says what its run does: queued with why, until it really runs.
+    const why = trial.wait_reason ? `waiting: ${trial.wait_reason}` : trial.reason;
+    const status = cell(trial.status);
+    status.className = "trial-status";
+    tr.append(pick, cell(trial.number), status, cell(params(trial)), cell(value), cell(trial.rung ?? ""), run, cell(why));
     return tr;
   });
   document.querySelector("#trials tbody").replaceChildren(...rows);
@@ -58,11 +64,36 @@ function renderTrials(search) {
   document.getElementById("search-reason").textContent = search.reason;
   const best = search.best;
   document.getElementById("search-best").textContent = best
-    ? `trial ${best.number}, ${search.objective} ${best.value.toFixed(4)}${averaged(best) ? " (EMA)" : ""}` : "none yet";
+    ? `trial ${best.number}, ${metricName(search.objective)} ${shown(search, best.value)}${averaged(best) ? " (EMA)" : ""}`
+    : "none yet";
+  renderBestRun(search.best_run);
+  actions = search.actions;
+  showActions();
+}
+
+const shown = (search, value) => formatMetric(search.objective, value);
+
+function renderBestRun(bestRun) {
+  document.getElementById("search-best-run-line").hidden = !bestRun;
+  if (!bestRun) return;
+  const link = document.createElement("a");
+  link.href = `/runs/${bestRun.id}/`;
+  link.textContent = `run #${bestRun.id}`;
+  document.getElementById("search-best-run").replaceChildren(link, ` (trial ${bestRun.trial}, ${bestRun.state})`);
+}
+
+// A button offers what the search's state allows, and none while an action's answer is awaited.
+function showActions() {
+  document.getElementById("search-actions").setAttribute("aria-busy", String(busy));
+  for (const button of document.querySelectorAll("[data-action]")) {
+    button.disabled = busy || (actions !== null && !actions[button.dataset.action]);
+  }
 }
 
 function renderPlots(figures) {
   const grid = document.getElementById("search-plots");
+  const drawn = Object.values(figures).some(({ figure }) => figure);
+  document.getElementById("search-plots-note").textContent = drawn ? "" : "No plot yet: they need trials that reported.";
   for (const [key, { title, figure, note }] of Object.entries(figures)) {
     let card = document.getElementById(`plot-${key}`);
     if (!card) {
@@ -131,17 +162,42 @@ document.getElementById("compare-trials").addEventListener("click", () => {
   else document.getElementById("search-message").textContent = "tick the trials to compare first";
 });
 
+const DOING = {
+  pause: "Pausing the search…", resume: "Resuming the search…", abort: "Aborting the search…",
+  "train-best": "Queuing a full run of the best trial…",
+};
+
+async function act(action) {
+  const message = document.getElementById("search-message");
+  busy = true;
+  showActions();
+  message.textContent = DOING[action];
+  let answer;
+  try {
+    answer = await sendJSON(page.actions[action], { body: {} });
+  } catch (error) {
+    message.textContent = error.message;
+    busy = false;
+    showActions();
+    return;
+  }
+  if (action === "train-best") {
+    // Asked again while that run lives, the server answers it instead of queuing a second; the
+    // buttons stay waiting until its page opens.
+    message.textContent = `run #${answer.id} (${answer.state}); opening its page…`;
+    window.location.href = `/runs/${answer.id}/`;
+    return;
+  }
+  busy = false;
+  message.textContent = "";
+  renderTrials(answer);
+}
+
 for (const button of document.querySelectorAll("[data-action]")) {
-  button.addEventListener("click", async () => {
-    const message = document.getElementById("search-message");
-    try {
-      const answer = await sendJSON(page.actions[button.dataset.action], { body: {} });
-      message.textContent = button.dataset.action === "train-best" ? `queued run #${answer.id}` : "";
-      if (button.dataset.action === "train-best") window.location.href = `/runs/${answer.id}/`;
-      else refresh();
-    } catch (error) {
-      message.textContent = error.message;
-    }
+  button.addEventListener("click", () => {
+    if (busy) return;
+    if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+    act(button.dataset.action);
   });
 }
 

@@ -6,6 +6,7 @@
 //   durations:   12 s, 3 min 5 s, 1 h 2 min
 //   dates:       2026-12-02 14:03:09 in the reader's time zone
 //   whole:       12,345 (images/s); counts: 11.2 M, 61.5 k (parameters)
+//   settings:    a search's values, four significant digits (0.0001235, 1.235e-7); whole ones whole
 const DASH = "–";
 const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
 
@@ -72,6 +73,14 @@ export function formatCount(value) {
   if (size >= 1e6) return `${(value / 1e6).toFixed(size >= 1e7 ? 1 : 2)} M`;
   if (size >= 1e3) return `${(value / 1e3).toFixed(1)} k`;
   return String(Math.round(value));
+}
+
+// A setting's value as a search chose it (lr=0.0001235, batch_size=64, optimizer=sgd): a sampler's
+// float has 17 digits nobody reads. Booleans and words as they are.
+export function formatSetting(value) {
+  if (typeof value !== "number") return String(value);
+  if (!Number.isFinite(value)) return DASH;
+  return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(4)));
 }
 
 // Without Intl: the first toLocaleString() of a page loads the locale data (~40 ms).

@@ -51,7 +51,7 @@ def search_list(request):
         )  # fmt: skip
     except RequestError as error:
         raise drf_error(error) from None
-    return Response(SearchDetailSerializer(search).data, status=status.HTTP_201_CREATED)
+    return Response(SearchDetailSerializer(search, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(
@@ -60,7 +60,7 @@ def search_list(request):
 )
 @api_view(["GET"])
 def search_detail(request, pk: int):
-    return Response(SearchDetailSerializer(search_for(request.user, pk)).data)
+    return Response(SearchDetailSerializer(search_for(request.user, pk), context={"request": request}).data)
 
 
 def _action(request, pk: int, action) -> Response:
@@ -69,7 +69,7 @@ def _action(request, pk: int, action) -> Response:
         search = action(search=search)
     except services.SearchError as error:
         return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-    return Response(SearchDetailSerializer(search).data)
+    return Response(SearchDetailSerializer(search, context={"request": request}).data)
 
 
 _STATE_CONFLICT = {200: SearchDetailSerializer, 409: openapi.error("Not possible in the search's state.")}
@@ -96,19 +96,24 @@ def search_abort(request, pk: int):
 
 @extend_schema(
     summary="Train the best: a full run of the best complete trial's parameters",
+    description=(
+        "Idempotent: the same request (this search's best trial, the same epochs) while the run it queued is "
+        "queued, running or paused answers that run (200) instead of queuing another (201)."
+    ),
     request=inline_serializer(
         "TrainBest", {"epochs": serializers.FloatField(required=False, help_text="default: the search's epochs")}
     ),
-    responses={201: RunDetailSerializer, 409: openapi.error("No trial has completed yet.")},
+    responses={201: RunDetailSerializer, 200: RunDetailSerializer, 409: openapi.error("No trial has completed yet.")},
 )
 @api_view(["POST"])
 def search_train_best(request, pk: int):
     search = search_for(request.user, pk)
     epochs = request.data.get("epochs") if isinstance(request.data, dict) else None
     try:
-        run = services.search_train_best(search=search, epochs=epochs)
+        run, queued = services.search_train_best(search=search, epochs=epochs)
     except services.SearchError as error:
         return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
     except RequestError as error:
         raise drf_error(error) from None
-    return Response(RunDetailSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
+    answer = status.HTTP_201_CREATED if queued else status.HTTP_200_OK
+    return Response(RunDetailSerializer(run, context={"request": request}).data, status=answer)

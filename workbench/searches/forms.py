@@ -5,9 +5,13 @@ validators.py's and the service's, shared with the API and `manage.py search`.""
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 
+from trainer.protocol import TASK_METRICS
 from workbench.core.errors import RequestError
+from workbench.runs.templatetags.numbers import METRIC_NAMES
 from workbench.searches.models import Search
 from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS, MAX_TRIALS, parse_param
 
@@ -29,10 +33,14 @@ class SearchForm(forms.Form):
             "trainer field's dotted path. The fields above are the base of every trial."
         ),
     )
+    # In the pages' words (mIoU, mAP50: Django's own labels read "Miou", "Map 50"); the page
+    # offers only the chosen dataset's task's, which the select carries (TASK_METRICS).
     objective = forms.ChoiceField(
-        choices=[("", "the task's own (val loss for a classifier)"), *Search.Objective.choices],
+        choices=[("", "the task's own (val. loss for a classifier)")]
+        + [(name, METRIC_NAMES.get(name, name)) for name in Search.Objective.values],
         required=False,
         help_text="What the trials are judged by, at each epoch (a rung).",
+        widget=forms.Select(attrs={"data-task-metrics": json.dumps(TASK_METRICS)}),
     )
     sampler = forms.ChoiceField(
         choices=Search.Sampler.choices, initial=Search.Sampler.TPE, help_text="How the next trial is drawn."

@@ -24,17 +24,18 @@ class Search(OwnedModel):
         DONE = "done"  # its budget is spent and its last trial ended
         ABORTED = "aborted"
 
+    # Named as their authors name them (Django's own labels read "Tpe", "Cmaes").
     class Sampler(models.TextChoices):
-        TPE = "tpe"
-        RANDOM = "random"
-        GRID = "grid"
-        CMAES = "cmaes"
+        TPE = "tpe", "TPE"
+        RANDOM = "random", "random"
+        GRID = "grid", "grid"
+        CMAES = "cmaes", "CMA-ES"
 
     class Pruner(models.TextChoices):
-        ASHA = "asha"  # asynchronous successive halving
-        HYPERBAND = "hyperband"
-        MEDIAN = "median"
-        NONE = "none"
+        ASHA = "asha", "ASHA"  # asynchronous successive halving
+        HYPERBAND = "hyperband", "Hyperband"
+        MEDIAN = "median", "Median"
+        NONE = "none", "no"  # "no pruner"
 
     class Objective(models.TextChoices):
         # Every task's validation metric (trainer/protocol.py TASK_METRICS); the dataset's task
@@ -129,3 +130,23 @@ class Trial(OwnedModel):
 
     def __str__(self) -> str:
         return f"trial {self.number}"
+
+
+class BestRun(OwnedModel):
+    """A full run of a search's best trial ("Train the best"). Its key is the search, the trial
+    and the full run's epochs: the same request again while this run lives (queued, running,
+    paused) answers this run instead of queuing a second one (services.search_train_best)."""
+
+    owner_field = "search__owner"
+
+    search = models.ForeignKey(Search, on_delete=models.CASCADE, related_name="best_runs")
+    trial_number = models.PositiveIntegerField()
+    epochs = models.FloatField()
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="search_best")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"best of search {self.search_id}: run {self.run_id}"

@@ -44,5 +44,7 @@ def search_figures(search: Search) -> dict[str, dict]:
             # Optuna refuses some figures for some studies (one parameter, no values yet): say so.
             figures[key] = {"title": title, "figure": None, "note": str(error)}
             continue
+        # The page heads each figure with its title: Optuna's own above the plot said it twice.
+        figure.get("layout", {}).pop("title", None)
         figures[key] = {"title": title, "figure": figure, "note": ""}
     return figures

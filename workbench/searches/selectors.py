@@ -10,7 +10,7 @@ from django.utils import timezone
 from trainer import protocol
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.selectors import reported_as
-from workbench.searches.models import Search, Trial
+from workbench.searches.models import BestRun, Search, Trial
 
 
 def searches_visible_to(user) -> QuerySet[Search]:
@@ -92,3 +92,35 @@ def budget_words(search: Search, *, used_gpu_hours: float | None = None) -> str:
     if search.gpu_hours_cap is not None:
         return f"{words}, {used:.1f} of {search.gpu_hours_cap:g} GPU-hours"
     return f"{words}, {used:.1f} GPU-hours"
+
+
+def possible_actions(search: Search) -> dict[str, bool]:
+    """What the search's buttons may do now (services refuse the rest): the page enables these,
+    from the server's read of the search, so a button never offers what would answer 409."""
+    return {
+        "pause": search.state == Search.State.RUNNING,
+        "resume": search.state == Search.State.PAUSED,
+        "abort": search.state in (Search.State.RUNNING, Search.State.PAUSED),
+        "train-best": best_trial(search) is not None,
+    }
+
+
+def latest_best_run(search: Search) -> BestRun | None:
+    """The full run "Train the best" queued last, to follow from the search's page."""
+    return search.best_runs.select_related("run").first()
+
+
+def trial_status(trial: Trial) -> str:
+    """What a trial is doing, in one word: its own state once it ended; while it is `running`, its
+    run's (queued, waiting, paused, interrupted: a trial did not run while its run waited)."""
+    if trial.state != Trial.State.RUNNING or trial.run is None:
+        return trial.state
+    return trial.run.state
+
+
+def trial_wait_reason(trial: Trial, viewer) -> str:
+    """Why the trial's run waits in the queue, as `viewer` may read it; "" when it does not wait."""
+    run = trial.run
+    if trial.state != Trial.State.RUNNING or run is None or run.state not in Run.PENDING_STATES:
+        return ""
+    return run.wait_reason_for(viewer) or "not placed yet"

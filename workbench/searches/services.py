@@ -9,6 +9,7 @@ transaction: on SQLite its writes go through another connection, which would wai
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,16 +20,19 @@ import redis
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from datasets.models import Dataset
+from trainer.config import TrainConfig
 from workbench.core.errors import RequestError
 from workbench.core.groups import group_publish, search_group_name
+from workbench.core.numbers import NumberError, bounded_number
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.selectors import reported_as
 from workbench.searches import studies
-from workbench.searches.models import Search, Trial
+from workbench.searches.models import BestRun, Search, Trial
 from workbench.searches.run_checks import check_runs
 from workbench.searches.selectors import best_trial, final_objective, gpu_hours_used, trial_series
 from workbench.searches.validators import (
@@ -429,15 +433,40 @@ def search_abort(*, search: Search) -> Search:
     return search
 
 
-def search_train_best(*, search: Search, epochs: float | None = None, name: str = "") -> Run:
+def search_train_best(*, search: Search, epochs: float | None = None, name: str = "") -> tuple[Run, bool]:
     """A full run of the best complete trial's parameters over the search's base request (its
-    epochs, or `epochs`), queued as any run."""
+    epochs, or `epochs`), queued as any run; and whether it is new. The same request (this
+    search, this best trial, these epochs) while an earlier one's run lives answers that run: a
+    second click queued an identical run (issue 33). Once that run ended a request queues anew."""
     best = best_trial(search)
     if best is None:
         raise SearchError(f"search {search.pk} has no complete trial yet")
-    return _submit_with(
-        search, params=best.params, name=name or f"{search.name} · best (trial {best.number})", epochs=epochs
-    )
+    key = {"search": search, "trial_number": best.number, "epochs": _full_epochs(search, epochs)}
+    live = BestRun.objects.filter(**key).exclude(run__state__in=Run.FINISHED_STATES).select_related("run")
+    if (held := live.first()) is not None:  # the common repeat, without waiting on anything
+        return held.run, False
+    with transaction.atomic():
+        # A write that changes nothing, first in the transaction: it holds the search's row (the
+        # database's write lock on SQLite) until this commits, so a request racing this one waits
+        # here, then finds this run below instead of queuing its own.
+        Search.objects.filter(pk=search.pk).update(name=F("name"))
+        if (held := live.first()) is not None:
+            return held.run, False
+        run = _submit_with(search, params=best.params, epochs=epochs,
+                           name=name or f"{search.name} · best (trial {best.number})")  # fmt: skip
+        BestRun.objects.create(run=run, **key)
+    publish_changed(search.pk)
+    return run, True
+
+
+def _full_epochs(search: Search, epochs) -> float:
+    """The full run's epochs, its key: the request's, else the base request's (else the trainer's default)."""
+    if epochs is None:
+        epochs = (search.base_request.get("config") or {}).get("epochs", TrainConfig.epochs)
+    try:
+        return float(bounded_number(epochs, field="epochs", low=0, high=math.inf))
+    except NumberError as error:
+        raise RequestError("epochs", str(error)) from None
 
 
 def _submit_with(search: Search, *, params: dict, name: str, epochs: float | None = None) -> Run:

@@ -21,8 +21,12 @@ from workbench.searches.plots import search_figures
 from workbench.searches.selectors import (
     best_trial,
     budget_words,
+    latest_best_run,
+    possible_actions,
     search_for,
     searches_visible_to,
+    trial_status,
+    trial_wait_reason,
     trials_of,
     value_is_averaged,
 )
@@ -52,10 +56,16 @@ def search_detail(request, pk: int):
     best = best_trial(search)
     context = {
         "search": search,
-        # Each value marked "(EMA)" when it is the weights' average's.
-        "trials": [(trial, value_is_averaged(trial)) for trial in trials_of(search)],
+        # Each value marked "(EMA)" when it is the weights' average's; a running trial says what its run does.
+        "trials": [
+            (trial, value_is_averaged(trial), trial_status(trial), trial_wait_reason(trial, request.user))
+            for trial in trials_of(search)
+        ],
         "best": best,
         "best_averaged": best is not None and value_is_averaged(best),
+        "best_run": latest_best_run(search),
+        # Keyed for the template, which cannot read "train-best".
+        "actions": {action.replace("-", "_"): allowed for action, allowed in possible_actions(search).items()},
         "budget": budget_words(search),
         "page": page,
     }

@@ -79,6 +79,29 @@ def test_it_trains_the_best_trial_as_a_full_run(transactional_db, owner_client, 
     assert owner_client.get(reverse("api-search", args=[search_id])).json()["best"]["number"] == 1
 
 
+def test_it_answers_a_repeated_train_the_best_with_the_run_it_queued(transactional_db, owner_client, dataset):
+    dataset.status = "building"
+    dataset.save()
+    search_id = create(owner_client, dataset).json()["id"]
+    search_advance(search_id=search_id)
+    Trial.objects.filter(search_id=search_id, number=1).update(state=Trial.State.COMPLETE, value=0.25)
+    trials = set(Run.objects.values_list("pk", flat=True))
+
+    first = post(owner_client, "api-search-train-best", {"epochs": 5}, search_id)
+    again = post(owner_client, "api-search-train-best", {"epochs": 5}, search_id)  # a second click
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]
+    assert len(set(Run.objects.values_list("pk", flat=True)) - trials) == 1
+
+    longer = post(owner_client, "api-search-train-best", {"epochs": 8}, search_id)  # another request
+    assert longer.status_code == 201 and longer.json()["id"] != first.json()["id"]
+    Run.objects.filter(pk=first.json()["id"]).update(state=Run.State.ABORTED)  # its life is over
+    retry = post(owner_client, "api-search-train-best", {"epochs": 5}, search_id)
+    assert retry.status_code == 201 and retry.json()["id"] not in {first.json()["id"], longer.json()["id"]}
+    refused = post(owner_client, "api-search-train-best", {"epochs": "many"}, search_id)
+    assert refused.status_code == 400 and "epochs" in refused.json()
+
+
 @pytest.mark.django_db
 def test_it_refuses_a_bad_space_naming_the_field(owner_client, dataset):
     response = create(owner_client, dataset, space={"lr": {"type": "loguniform", "low": 0, "high": 0.1}})

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from tests.workbench.runs.web.test_wizard import errors_of, valid
+from tests.workbench.searches.scripts import run_module
 from workbench.searches.models import Search
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,6 +24,29 @@ def test_it_offers_a_search_on_the_new_run_page_with_the_apis_defaults(owner_cli
     assert 'id="search-card"' in page and 'formaction="/searches/new/"' in page
     assert 'name="search-trials" value="20"' in page and 'name="search-parallel" value="2"' in page
     assert 'name="search-params"' in page and "required" not in page.split('name="search-params"')[1][:60]
+
+
+def test_it_names_the_objectives_and_strategies_in_words_for_the_datasets_task(owner_client, dataset):
+    # Django's own labels read "Miou", "Map 50", "Tpe", "Cmaes".
+    card = owner_client.get(reverse("run-new")).content.decode().split('id="search-card"')[1]
+    for label in ("mIoU", "mAP50", "val. loss", "top-1", ">TPE<", ">CMA-ES<", ">ASHA<"):
+        assert label in card, label
+    for label in ("Miou", "Map 50", "Tpe", "Cmaes", "Asha"):
+        assert label not in card, label
+    # The card's script (imported by the page's) offers the chosen task's metrics only.
+    select = card.split('<select name="search-objective"')[1].split("</select>")[0]
+    shown = run_module(
+        "searches/search_card.js",
+        'const options = [...html.matchAll(/<option value="([^"]*)"/g)].map((m) => ({ value: m[1] }));'
+        "const metrics = JSON.parse(html.match(/data-task-metrics=\"([^\"]*)\"/)[1].replaceAll('&quot;', '\"'));"
+        "const select = { options, dataset: { taskMetrics: JSON.stringify(metrics) }, value: 'top1',"
+        " get selectedOptions() { return options.filter((o) => o.value === this.value); } };"
+        "const card = module.searchCard({ elements: { 'search-objective': select } });"
+        "card.useTask('segmentation');"
+        "console.log(JSON.stringify([options.filter((o) => !o.hidden).map((o) => o.value), select.value]));",
+        html=select,
+    )
+    assert shown == [["", "val_loss", "miou", "pixel_accuracy", "dice"], ""]
 
 
 def test_it_creates_a_search_of_the_forms_run(owner_client, owner, dataset):

@@ -10,6 +10,7 @@ from tests.workbench.runs.conftest import TINY_CONFIG
 from tests.workbench.runs.web.test_e2e_live import off_the_loop
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
+from workbench.searches.models import BestRun, Trial
 from workbench.searches.services import search_advance, search_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -17,14 +18,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 SPACE = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}}
 
 
-def test_it_shows_a_trials_report_live_with_optunas_plots(live_server_url, page, owner, dataset):
-    dataset.status = "building"  # its trial runs queue and never start: only this test moves them
+def _queued_search(owner, dataset, *, trials: int, parallel: int):
+    """A search with its first trials started, whose runs queue and never start (the dataset
+    builds): only the test moves them."""
+    dataset.status = "building"
     dataset.save()
     search = search_create(
         owner=owner, dataset=dataset, name="live", network="lenet", config=TINY_CONFIG, space=SPACE, gpus="cpu",
-        trials=3, parallel=2, sampler="random", seed=5, pruner="none",
+        trials=trials, parallel=parallel, sampler="random", seed=5, pruner="none",
     )  # fmt: skip
-    search = search_advance(search_id=search.pk)
+    return search_advance(search_id=search.pk)
+
+
+def test_it_shows_a_trials_report_live_with_optunas_plots(live_server_url, page, owner, dataset):
+    search = _queued_search(owner, dataset, trials=3, parallel=2)
     first = search.trials.get(number=0)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -32,6 +39,8 @@ def test_it_shows_a_trials_report_live_with_optunas_plots(live_server_url, page,
     page.goto(f"{live_server_url}/searches/{search.pk}/")
     page.wait_for_selector("#trials tbody input[type=checkbox] >> nth=1")  # the table, drawn by the page's script
     page.wait_for_selector("#plot-history .js-plotly-plot")
+    assert page.inner_text("#search-plots-note") == ""  # "Loading…" until the plots came
+    assert page.locator("#plot-history .gtitle").count() == 0  # the card's heading names it, once
     assert page.inner_text("#search-budget") == "2 of 3 trials, 0.0 GPU-hours"
 
     # The trial's run stores a validation, as the worker's ingest does: the search hears it
@@ -41,7 +50,9 @@ def test_it_shows_a_trials_report_live_with_optunas_plots(live_server_url, page,
     row = '#trials tbody tr[data-number="0"]'
     page.wait_for_function(f"document.querySelector('{row}').innerText.includes('0.7500')", timeout=20000)
     cells = page.locator(f"{row} td").all_inner_texts()
-    assert cells[2:6] == ["running", f"lr={first.params['lr']}", "0.7500", "1"], cells
+    # Its run is still queued (the dataset builds): the trial says so, not "running"; lr is short.
+    short = float(f"{first.params['lr']:.4g}")
+    assert cells[2:6] == ["queued", f"lr={short}", "0.7500", "1"], cells
     page.wait_for_selector("#plot-intermediate .js-plotly-plot")
 
     # The trial's run ends without a word on its own socket (the row is set directly): the search's
@@ -52,3 +63,30 @@ def test_it_shows_a_trials_report_live_with_optunas_plots(live_server_url, page,
     assert page.locator(f"{row} td").all_inner_texts()[2] == "complete"
     assert page.inner_text("#search-budget") == "3 of 3 trials, 0.0 GPU-hours"
     assert errors == []
+
+
+def test_it_queues_the_best_once_however_often_it_is_clicked(live_server_url, page, owner, dataset):
+    search = _queued_search(owner, dataset, trials=2, parallel=1)
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/searches/{search.pk}/")
+    page.wait_for_selector("#trials tbody input[type=checkbox]")
+    # Running, nothing complete: pause and abort are offered, resume and train-best are not.
+    offered = {name: page.is_enabled(f"#search-{name}") for name in ("pause", "resume", "abort", "train-best")}
+    assert offered == {"pause": True, "resume": False, "abort": True, "train-best": False}
+
+    Trial.objects.filter(search=search, number=0).update(state=Trial.State.COMPLETE, value=0.5)
+    off_the_loop(search_advance, search_id=search.pk)  # its socket pings; the page reads the search again
+    page.wait_for_function("!document.getElementById('search-train-best').disabled", timeout=20000)
+    posts = []
+    page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
+    # Three clicks in one go: the first disables every button until its answer.
+    busy = page.evaluate(
+        """() => { const button = document.getElementById('search-train-best');
+        button.click(); const during = [button.disabled, document.getElementById('search-message').textContent];
+        button.click(); button.click(); return during; }"""
+    )
+    assert busy == [True, "Queuing a full run of the best trial…"]
+    page.wait_for_url(f"{live_server_url}/runs/*/", timeout=20000)
+    assert len([url for url in posts if url.endswith("/train-best/")]) == 1
+    (best,) = BestRun.objects.filter(search=search)
+    assert page.url.endswith(f"/runs/{best.run_id}/")

@@ -68,5 +68,5 @@ def test_it_prunes_bad_trials_with_their_reason_and_ends_with_a_best(
     ]
     assert states.count(optuna.trial.TrialState.PRUNED) == len(pruned)
 
-    full = search_train_best(search=search, epochs=1)
+    full, _ = search_train_best(search=search, epochs=1)
     assert full.config["solver"]["base_lr"] == 0.1 and full.config["epochs"] == 1 and full.state == Run.State.QUEUED

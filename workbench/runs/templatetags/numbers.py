@@ -10,7 +10,8 @@ and its table). The rules:
 - sizes: binary units, as the GPUs report memory (B, KiB, MiB, GiB, TiB; one decimal);
 - durations: "12 s", "3 min 5 s", "1 h 2 min";
 - dates: "2026-12-02 14:03:09" in the current time zone;
-- whole numbers (images/s): "12,345"; large counts (parameters): "11.2 M", "61.5 k".
+- whole numbers (images/s): "12,345"; large counts (parameters): "11.2 M", "61.5 k";
+- a search's settings: four significant digits ("0.0001235", "1.235e-7"), whole ones whole.
 """
 
 from __future__ import annotations
@@ -122,6 +123,26 @@ def count(value) -> str:
     if abs(number) >= 1e3:
         return f"{_fixed(number / 1e3, 1)} k"
     return str(round(number))
+
+
+@register.filter
+def setting(value) -> str:
+    """`{{ value|setting }}`: a value a search chose (lr=0.0001235, batch_size=64, optimizer=sgd),
+    written as JavaScript's String(Number(value.toPrecision(4))) writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, int | float):
+        return str(value)
+    number = _number(value)
+    if number is None:
+        return DASH
+    if number.is_integer() and abs(number) < 1e21:
+        return str(int(number))
+    rounded = repr(float(f"{number:.4g}"))
+    if abs(float(rounded)) < 1e-6:  # JavaScript's exponent form: 1.235e-7
+        mantissa, exponent = rounded.split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return format(Decimal(rounded), "f")
 
 
 @register.filter

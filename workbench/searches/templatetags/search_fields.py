@@ -12,4 +12,8 @@ register = template.Library()
 @register.inclusion_tag("searches/_search_card.html", takes_context=True)
 def search_fields(context) -> dict:
     form = context.get("search_form") or SearchForm()
-    return {"search_form": form, "open": bool(context.get("search_open")), "csrf_token": context.get("csrf_token")}
+    # Open when shown again with its errors, or when the searches page's "Start a search" led here.
+    request = context.get("request")
+    asked = request is not None and request.GET.get("search") == "1"
+    opened = bool(context.get("search_open")) or asked
+    return {"search_form": form, "open": opened, "csrf_token": context.get("csrf_token")}
