@@ -5,9 +5,10 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workbench.settings")
-    from django.core.management import execute_from_command_line
+    # Django's own door, with a one-line answer for a database that is not migrated.
+    from workbench.cli import execute
 
-    execute_from_command_line(sys.argv)
+    execute(sys.argv)
 
 
 if __name__ == "__main__":

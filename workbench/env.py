@@ -94,21 +94,40 @@ class NoWorkbenchData(SystemExit):
     "unknown command"."""
 
 
-def data_dir_or_exit(data_dir: Path, *, create: bool) -> Path:
-    """The data dir, made when `create` (the run command), else one that must exist already.
+# What asks `manage.py` only for words: no command (Django lists them), `help`, a version.
+_HELP_COMMANDS = {"help", "--help", "-h", "version", "--version"}
+
+
+def asks_for_help(argv: list[str]) -> bool:
+    """Whether this command line only prints help (`manage.py runworkbench --help`, `manage.py
+    help train`): it needs no data dir and writes none. `runworkbench --help` once made ./var with
+    a secret key, and the next command run in that folder met an empty database."""
+    words = argv[1:]
+    options = words[1 : words.index("--")] if "--" in words else words[1:]  # after "--": arguments
+    return not words or words[0] in _HELP_COMMANDS or bool({"-h", "--help"} & set(options))
+
+
+def data_dir_or_exit(data_dir: Path, *, create: bool, required: bool = True) -> Path:
+    """The data dir, made when `create` (the run command), else one that must exist already
+    (unless not `required`: help, which reads nothing there).
 
     Any other command run where there is none (a second terminal without WORKBENCH_DATA_DIR)
     would leave an empty one behind (database, secret key, uploads) and fail on its empty
     database; it says where it looked and how to point it at the running workbench instead."""
     if create:
         data_dir.mkdir(parents=True, exist_ok=True)
-    elif not data_dir.is_dir():
+    elif required and not data_dir.is_dir():
         raise NoWorkbenchData(
             f"no workbench data in {data_dir}: set WORKBENCH_DATA_DIR to the data dir of the running "
             "workbench (as in the terminal where it runs), or start one there with `make run` "
             "(manage.py runworkbench)"
         )
     return data_dir
+
+
+def throwaway_secret() -> str:
+    """A key for a process that signs nothing and must write nothing (help)."""
+    return get_random_secret_key() + get_random_secret_key()
 
 
 def read_or_create_secret(path: Path) -> str:

@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from workbench.embedded_redis import running_url
 from workbench.env import (
+    asks_for_help,
     data_dir_or_exit,
     env_bool,
     env_float,
@@ -25,12 +26,19 @@ from workbench.env import (
     env_path_list,
     env_str,
     read_or_create_secret,
+    throwaway_secret,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Only the run command makes a data dir; any other process needs one that exists (env.py says why).
+# Help (`manage.py runworkbench --help`) needs none and writes nothing: no data dir, no secret key.
 RUN_COMMAND = "runworkbench"
-DATA_DIR = data_dir_or_exit(env_path("WORKBENCH_DATA_DIR", BASE_DIR / "var"), create=sys.argv[1:2] == [RUN_COMMAND])
+HELP_ONLY = asks_for_help(sys.argv)
+DATA_DIR = data_dir_or_exit(
+    env_path("WORKBENCH_DATA_DIR", BASE_DIR / "var"),
+    create=sys.argv[1:2] == [RUN_COMMAND] and not HELP_ONLY,
+    required=not HELP_ONLY,
+)
 
 # Production mode turns on every HTTPS and cookie hardening that `check --deploy` asks for;
 # it is for a deployment behind TLS (see docs/deployment.md).
@@ -39,7 +47,10 @@ DEBUG = env_bool("DEBUG", False)
 if PRODUCTION and DEBUG:
     raise ImproperlyConfigured("DEBUG must be off when WORKBENCH_PRODUCTION is on")
 
-SECRET_KEY = env_str("SECRET_KEY") or read_or_create_secret(DATA_DIR / "secret_key")
+# Help signs nothing: a key of its own, never written.
+SECRET_KEY = env_str("SECRET_KEY") or (
+    throwaway_secret() if HELP_ONLY else read_or_create_secret(DATA_DIR / "secret_key")
+)
 if len(SECRET_KEY) < 50:
     raise ImproperlyConfigured("SECRET_KEY must be at least 50 characters long")
 
@@ -212,7 +223,8 @@ SERVE_STATIC = env_bool("WORKBENCH_SERVE_STATIC", True)
 
 # Uploads above this size stream to a temp file in the data dir instead of memory.
 FILE_UPLOAD_TEMP_DIR = DATA_DIR / "uploads" / "tmp"
-FILE_UPLOAD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
+if not HELP_ONLY:
+    FILE_UPLOAD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 MAX_UPLOAD_BYTES = env_int("WORKBENCH_MAX_UPLOAD_BYTES", 20 * 1024**3, minimum=1)
 

@@ -90,3 +90,20 @@ def test_it_says_in_one_line_that_a_command_finds_no_data_dir_and_creates_none(t
         "in the terminal where it runs), or start one there with `make run` (manage.py runworkbench)"
     ]
     assert not missing.exists()
+
+
+def test_it_writes_nothing_for_help_and_needs_no_data_dir(tmp_path):
+    # `runworkbench --help` once made the data dir with a secret key; the next command there met
+    # an empty database and printed a 40-line traceback.
+    missing = tmp_path / "var"
+    for words in (["runworkbench", "--help"], ["train", "-h"], ["help", "runworkbench"], []):
+        result = manage(*words, data_dir=missing)
+        assert result.returncode == 0 and ("usage: manage.py" in result.stdout or "subcommand" in result.stdout), words
+        assert not missing.exists(), words
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert manage("runworkbench", "--help", data_dir=empty).returncode == 0
+    assert list(empty.iterdir()) == []  # no secret key, no uploads folder
+
+    after = manage("train", "--dataset", "1", "--network", "lenet", data_dir=missing)
+    assert after.returncode == 1 and after.stderr.startswith(f"no workbench data in {missing}:")
