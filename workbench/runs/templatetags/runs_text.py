@@ -6,7 +6,16 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timeuntil
 
+from workbench.runs.web.learning import last_validation_notes
+
 register = template.Library()
+
+
+@register.filter
+def validation_notes(run) -> list[str]:
+    """`{{ run|validation_notes }}`: what the trainer said of the run's last validation (a network
+    that has found or separated nothing yet), for its page, beside the numbers."""
+    return last_validation_notes(run)
 
 
 @register.filter
