@@ -19,10 +19,11 @@ def save_safetensors(state: dict, path: Path) -> Path:
     return path
 
 
-def padded_bomb(state: dict, path: Path, *, padding: int = 1024**2) -> Path:
+def padded_bomb(state: dict, path: Path, *, padding: int = 1024**2, bomb_bytes: int = BOMB_BYTES) -> Path:
     """`state` saved by torch.save, then two more records: `padding` random bytes stored (ratio 1)
-    and BOMB_BYTES of zeros deflated (ratio about 1000). The file's overall ratio stays under the
-    100 of the old total-only check; the bomb record alone is far over any ratio."""
+    and `bomb_bytes` of zeros deflated (ratio about 1000; bench/bench_hostile_memory.py makes the
+    issue's 1 GB one). The file's overall ratio stays under the 100 of the old total-only check;
+    the bomb record alone is far over any ratio."""
     torch.save(state, path)
     with zipfile.ZipFile(path, "a") as archive:
         archive.writestr(zipfile.ZipInfo("archive/data/padding"), os.urandom(padding))
@@ -30,6 +31,6 @@ def padded_bomb(state: dict, path: Path, *, padding: int = 1024**2) -> Path:
         info.compress_type = zipfile.ZIP_DEFLATED
         with archive.open(info, "w", force_zip64=True) as record:
             zeros = bytes(1 << 22)
-            for _ in range(BOMB_BYTES // len(zeros)):
+            for _ in range(bomb_bytes // len(zeros)):
                 record.write(zeros)
     return path
