@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from datasets.archives import ArchiveError
 from datasets.forms import DEFAULTS, DatasetForm
-from datasets.gallery import gallery_page
+from datasets.gallery import gallery_item, gallery_page
 from datasets.labels import LabelError
 from datasets.labels.registry import reads_label_files
 from datasets.models import Dataset
@@ -304,6 +304,7 @@ def dataset_rebuild_api(request, pk: int):
         OpenApiParameter("split", str, enum=["train", "val", "test"], default="train"),
         OpenApiParameter("label", int, description="the class index"),
         OpenApiParameter("page", int, default=1),
+        OpenApiParameter("item", int, description="an item's index: that image alone, at its stored size"),
     ],
     responses={200: GALLERY_SCHEMA, 400: error("A split, label or page that is not valid.")},
 )
@@ -316,10 +317,14 @@ def dataset_gallery_api(request, pk: int):
     try:
         label = int(request.query_params["label"]) if request.query_params.get("label", "") != "" else None
         page = int(request.query_params.get("page", 1))
+        item = int(request.query_params["item"]) if request.query_params.get("item", "") != "" else None
     except ValueError:
-        return Response({"detail": "label and page must be integers"}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"detail": "label, page and item must be integers"}, status=status.HTTP_400_BAD_REQUEST)
     if dataset.status != Dataset.Status.READY:
         return Response({"items": [], "page": 1, "pages": 0, "total": 0})
+    if item is not None:  # what a thumbnail opens to
+        found = gallery_item(dataset.path, split, item)
+        return Response(found) if found else Response({"detail": "no such image"}, status=status.HTTP_404_NOT_FOUND)
     return Response(gallery_page(dataset.path, split, label=label, page=page))
 
 

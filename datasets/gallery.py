@@ -69,10 +69,14 @@ def _target_classes(target: np.ndarray, boxes: bool) -> list[int]:
     return [int(v) for v in np.unique(target) if v != IGNORE_INDEX]
 
 
-def thumbnail_data_url(chw: np.ndarray, size: int = THUMB, target: np.ndarray | None = None, boxes: bool = True) -> str:
+def thumbnail_data_url(
+    chw: np.ndarray, size: int | None = THUMB, target: np.ndarray | None = None, boxes: bool = True
+) -> str:
+    """The image as a PNG data URL, its target drawn on it; no larger than `size` (None: as stored)."""
     hwc = chw.transpose(1, 2, 0)
     image = _with_target(Image.fromarray(hwc[:, :, 0] if hwc.shape[2] == 1 else hwc), target, boxes)
-    image.thumbnail((size, size), Image.Resampling.BILINEAR)
+    if size is not None:
+        image.thumbnail((size, size), Image.Resampling.BILINEAR)
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
@@ -108,7 +112,8 @@ def gallery_page(
             except DatumError as exc:
                 items.append({"key": name, "label": _label_of(key), "src": None, "error": str(exc)})
                 continue
-            item = {"key": name, "label": record_label, "src": thumbnail_data_url(chw, target=target, boxes=boxes)}
+            src = thumbnail_data_url(chw, target=target, boxes=boxes)
+            item = {"key": name, "index": index, "label": record_label, "src": src}
             if target is not None:
                 item["classes"] = _target_classes(target, boxes)
             items.append(item)
@@ -117,6 +122,32 @@ def gallery_page(
         if targets is not None:
             targets.close()
     return {"items": items, "page": page, "pages": pages, "total": total}
+
+
+def gallery_item(folder: Path, split: str, index: int) -> dict | None:
+    """One record at its stored size, its target drawn (what a thumbnail opens to): {"key", "label",
+    "src", "width", "height"}; None when the split has no such record."""
+    db_path, targets_path = folder / f"{split}_db", folder / f"{split}_targets_db"
+    if not (db_path / "data.mdb").is_file():
+        return None
+    db = DatumLMDB(db_path)
+    targets = DatumLMDB(targets_path) if (targets_path / "data.mdb").is_file() else None
+    try:
+        keys = db.keys()
+        if not 0 <= index < len(keys):
+            return None
+        name = keys[index].decode("ascii", errors="replace")
+        try:
+            chw, record_label = decode_datum(db.raw(index), key=keys[index])
+            target, boxes = _target(targets, index, name) if targets is not None else (None, True)
+        except DatumError as exc:
+            return {"key": name, "label": _label_of(keys[index]), "src": None, "error": str(exc)}
+    finally:
+        db.close()
+        if targets is not None:
+            targets.close()
+    src = thumbnail_data_url(chw, size=None, target=target, boxes=boxes)
+    return {"key": name, "label": record_label, "src": src, "width": chw.shape[2], "height": chw.shape[1]}
 
 
 def _target(targets: DatumLMDB, index: int, where: str) -> tuple[np.ndarray, bool]:

@@ -92,8 +92,14 @@ async function loadGallery() {
       const img = document.createElement("img");
       img.src = item.src;
       img.alt = `${item.key}`;
-      img.title = `${item.key}`;
-      figure.append(img);
+      // A thumbnail opens its image at the size it is stored (and trained) at, boxes or mask drawn.
+      const open = document.createElement("button");
+      open.type = "button";
+      open.className = "thumb";
+      open.title = `${item.key}: open at its stored size`;
+      open.append(img);
+      open.addEventListener("click", () => openImage(split, item));
+      figure.append(open);
     }
     const caption = document.createElement("figcaption");
     // Detection and segmentation items list the classes they hold (drawn on the thumbnail).
@@ -111,7 +117,27 @@ async function loadGallery() {
   }
 }
 
+const viewer = document.getElementById("gallery-viewer");
+
+async function openImage(split, item) {
+  const url = new URL(root.dataset.galleryUrl, window.location.href);
+  url.searchParams.set("split", split);
+  url.searchParams.set("item", item.index);
+  setText("gallery-viewer-caption", `${item.key}: loading…`);
+  document.getElementById("gallery-viewer-image").removeAttribute("src");
+  viewer.showModal();
+  try {
+    const data = await getJSON(url);
+    if (data.src) document.getElementById("gallery-viewer-image").src = data.src;
+    setText("gallery-viewer-caption", data.error || `${data.key}: ${data.width}×${data.height}, as stored`);
+  } catch (error) {
+    setText("gallery-viewer-caption", `${item.key}: the image could not be read: ${error.message}`);
+  }
+}
+
 if (gallery) {
+  document.getElementById("gallery-viewer-close").addEventListener("click", () => viewer.close());
+  viewer.addEventListener("click", (event) => { if (event.target === viewer) viewer.close(); }); // outside the image
   document.getElementById("gallery-split").addEventListener("change", () => { page = 1; loadGallery(); });
   document.getElementById("gallery-label").addEventListener("change", () => { page = 1; loadGallery(); });
   document.getElementById("gallery-prev").addEventListener("click", () => { page -= 1; loadGallery(); });

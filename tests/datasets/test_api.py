@@ -217,6 +217,11 @@ def test_it_pages_the_gallery_per_class(owner_client, import_root, queued):
     assert page["total"] == 5 and len(page["items"]) == 5
     assert all(item["label"] == 1 and item["src"].startswith("data:image/png;base64,") for item in page["items"])
     assert owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "bogus"}).status_code == 400
+    # One item alone, at its stored size: what a thumbnail opens to.
+    first = page["items"][0]
+    one = owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "train", "item": first["index"]}).json()
+    assert (one["key"], one["label"], one["width"], one["height"]) == (first["key"], 1, 4, 4)
+    assert owner_client.get(f"/api/datasets/{pk}/gallery/", {"split": "train", "item": 99}).status_code == 404
 
 
 @pytest.mark.django_db
