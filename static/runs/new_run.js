@@ -5,6 +5,7 @@ import { getJSON, postForm, sendJSON } from "../workbench/http.js";
 import { networkGraph } from "../inference/netgraph.js";
 import { largestBatchFinder } from "./largest_batch.js";
 import { taskFields } from "./task_fields.js";
+import { searchCard } from "../searches/search_card.js";
 import { formatBytes, formatCount, formatPercent } from "../workbench/format.js";
 
 const form = document.getElementById("run-form");
@@ -53,6 +54,7 @@ form.addEventListener("change", forgetRefusal);
 function dataset() { return datasets[form.elements.dataset.value] || null; }
 
 const task = taskFields({ form, fieldBox, $ });
+const search = searchCard(form); // the search card's objective: the task's metrics
 
 function showDataset() {
   const d = dataset();
@@ -60,6 +62,7 @@ function showDataset() {
     ? `${d.width}×${d.height}, ${d.channels === 1 ? "gray" : "colour"}, ${d.classes} classes, ${d.train} training images (${d.images} in all)`
     : "";
   if (d) task.useDataset(d); // before the previews below, which read the batch and the crop
+  if (d) search.useTask(d.task);
   loadNetworks();
   refreshShapes();
   refreshLr();

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import log_in
+from tests.support.factories import make_dataset_row
 from tests.workbench.runs.conftest import TINY_CONFIG
 from tests.workbench.runs.web.test_e2e_live import off_the_loop
 from workbench.runs.lifecycle import run_events_append
@@ -90,3 +91,21 @@ def test_it_queues_the_best_once_however_often_it_is_clicked(live_server_url, pa
     assert len([url for url in posts if url.endswith("/train-best/")]) == 1
     (best,) = BestRun.objects.filter(search=search)
     assert page.url.endswith(f"/runs/{best.run_id}/")
+
+
+def test_it_offers_the_datasets_tasks_objectives_in_the_search_card(live_server_url, page, owner, dataset):
+    # The card listed every task's metrics ("Miou", "Map 50" on a classifier's dataset).
+    masks = make_dataset_row(owner, name="masks", task="segmentation", image_width=8, image_height=8, channels=3)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/new/?search=1")
+    options = "[...document.querySelectorAll('[name=search-objective] option')]"
+    shown = f"{options}.filter((o) => !o.hidden).map((o) => o.text)"
+    page.select_option("[name=dataset]", str(dataset.pk))
+    assert page.evaluate(shown) == ["the task's own (val. loss for a classifier)", "val. loss", "top-1", "top-5"]
+    page.select_option("[name=search-objective]", "top5")
+    page.select_option("[name=dataset]", str(masks.pk))
+    assert page.evaluate(shown)[1:] == ["val. loss", "mIoU", "pixel accuracy", "Dice"]
+    assert page.input_value("[name=search-objective]") == ""  # top-5 is no segmenter's: the task's own
+    assert errors == []
