@@ -79,3 +79,16 @@ def test_it_waits_for_the_proposed_size_when_next_is_clicked_before_it_arrives(
     assert page.input_value("[name=image_width]") == "40" and page.input_value("[name=image_height]") == "20"
     assert "40×20" in page.inner_text("#preview-resized-caption")
     assert 'name="image_width"\r\n\r\n40' in previews[-1]  # the preview asked for the proposed size
+
+
+def test_it_says_a_voc_source_is_split_by_its_own_lists(live_server_url, page, owner, import_root):
+    from tests.datasets.labels.test_splits import SHAPES, write_voc_masks_with_lists
+
+    _server_source(page, live_server_url, owner, write_voc_masks_with_lists(import_root / "voc", SHAPES))
+    page.click("#wizard-next")
+    page.wait_for_selector("[data-step=options].current")
+    page.click("#wizard-next")
+    page.wait_for_selector("#label-check-summary:has-text('own lists')")
+    summary = page.inner_text("#label-check-summary")
+    assert "ImageSets/Segmentation/train.txt, ImageSets/Segmentation/val.txt): train 5, val 4" in summary
+    assert "3 unlisted" in page.inner_text("#label-check-problems")
