@@ -82,10 +82,20 @@ def shareable_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def judged(report: dict[str, Any]) -> dict[str, Any]:
+    """A comparison with PyTorch as it may be reported: `checked` only when it held something side
+    by side (`compared`: the boxes, pixels or images a task's check compared). A detector that
+    finds no box on any image of the check compares nothing, and passed "0 boxes on 8 images" as
+    checked (issue 33): such a check says it could not check, and why (`not_checked`)."""
+    if report.get("compared"):
+        return {**report, "checked": True}
+    return {**report, "checked": False, "not_checked": report.get("not_checked") or "there was nothing to compare"}
+
+
 def export_torchscript(predictor: Predictor, path: Path, examples: np.ndarray | None = None) -> dict[str, Any]:
     """The predictor's TorchScript model at `path`, checked against PyTorch (on `examples` or random images)."""
     export = task_export(predictor.task)
-    return export.torchscript(predictor, export.examples(predictor, examples), path)
+    return judged(export.torchscript(predictor, export.examples(predictor, examples), path))
 
 
 def export_onnx(
@@ -93,7 +103,7 @@ def export_onnx(
 ) -> dict[str, Any]:
     """The predictor's ONNX model at `path`, checked with onnxruntime against PyTorch."""
     export = task_export(predictor.task)
-    return export.onnx(predictor, export.examples(predictor, examples), path, network=network)
+    return judged(export.onnx(predictor, export.examples(predictor, examples), path, network=network))
 
 
 def format_notes(
@@ -139,8 +149,8 @@ def export_run(
     x = export.examples(predictor, examples)
     if "torchscript" in formats:
         result["torchscript"] = str(out / "model.torchscript.pt")
-        result["torchscript_check"] = export.torchscript(predictor, x, out / "model.torchscript.pt")
+        result["torchscript_check"] = judged(export.torchscript(predictor, x, out / "model.torchscript.pt"))
     if "onnx" in formats:
         result["onnx"] = str(out / "model.onnx")
-        result["onnx_check"] = export.onnx(predictor, x, out / "model.onnx", network=config["network"])
+        result["onnx_check"] = judged(export.onnx(predictor, x, out / "model.onnx", network=config["network"]))
     return result

@@ -33,6 +33,8 @@ function checkWords(check, format) {
   if (!check) return "";
   const model = format === "onnx" ? "The ONNX model (run by onnxruntime)" : "The TorchScript model";
   const images = `${formatWhole(check.images)}${check.split ? ` ${check.split}` : ""} images of the dataset`;
+  // A check that compared nothing (trainer.export.judged) is no check: said so, with its reason.
+  if (check.checked === false) return `${model} could not be checked against PyTorch on ${images}: ${check.not_checked}.`;
   if (check.boxes !== undefined) {
     return `${model} found the same ${formatWhole(check.boxes)} boxes as PyTorch on ${images}; `
       + `the largest difference is ${small(check.max_box_diff)} px in a corner and ${small(check.max_score_diff)} in a score.`;

@@ -17,10 +17,11 @@ from PIL import Image
 from trainer.checkpoint import CheckpointStore
 from trainer.datum import DatumLMDB
 from trainer.events import ListReporter
-from trainer.export import export_run
+from trainer.export import export_run, judged
 from trainer.inference import image_to_uint8, load_bundle, load_checkpoint_classifier, resize_image
 from trainer.protocol import EXIT_DONE
 from trainer.run import train
+from trainer.tasks import detection_export
 
 from .conftest import make_config
 
@@ -81,6 +82,9 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
     }
     assert "load_bundle" in (out / "README.txt").read_text()
     assert result["onnx_check"]["same_top1"]
+    # Each check says what it compared, and that it did (trainer.export.judged).
+    for check in (result["onnx_check"], result["torchscript_check"]):
+        assert check["checked"] is True and check["compared"] == check["images"] > 0
 
     reference = load_checkpoint_classifier(checkpoint)
     bundle = load_bundle(out)
@@ -196,3 +200,32 @@ def test_it_writes_a_readme_that_names_its_own_folder_not_a_temporary_one(tmp_pa
     readme = (out / "README.txt").read_text()
     assert 'load_bundle("run7-bundle")' in readme
     assert str(tmp_path) not in readme and "/tmp" not in readme
+
+
+def _detections(boxes: list[list[float]], scores: list[float]) -> dict[str, np.ndarray]:
+    return {
+        "boxes": np.array(boxes, np.float32).reshape(-1, 4),
+        "labels": np.ones(len(scores), np.int64),
+        "scores": np.array(scores, np.float32),
+    }
+
+
+def test_it_says_a_detector_check_that_compared_no_box_could_not_check():
+    # Issue 33: a detector that finds no box on any of the 8 images compared nothing, and that
+    # was reported as checked ("0 boxes").
+    nothing = [_detections([], []) for _ in range(8)]
+    want = [{key: torch.from_numpy(value) for key, value in d.items()} for d in nothing]
+    report = judged(detection_export._compare(nothing, want, "ONNX"))
+    assert (report["checked"], report["compared"], report["images"]) == (False, 0, 8)
+    assert report["not_checked"].startswith("PyTorch found no box scored 0.1 or more on the 8 images")
+    # Boxes below the compared score do not count either; one above does.
+    faint = [_detections([[1, 2, 5, 6]], [0.07])]
+    assert (
+        judged(detection_export._compare(faint, [{k: torch.from_numpy(v) for k, v in faint[0].items()}], "ONNX"))[
+            "checked"
+        ]
+        is False
+    )
+    found = [_detections([[1, 2, 5, 6]], [0.9])]
+    report = judged(detection_export._compare(found, [{k: torch.from_numpy(v) for k, v in found[0].items()}], "ONNX"))
+    assert (report["checked"], report["compared"]) == (True, 1) and "not_checked" not in report

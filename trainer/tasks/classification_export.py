@@ -165,7 +165,7 @@ def torchscript(classifier: Classifier, x: torch.Tensor, path: Path) -> dict[str
         if not torch.allclose(got, want, atol=1e-4, rtol=1e-4):
             raise RuntimeError("TorchScript export does not reproduce the model's outputs")
     traced.save(str(path))
-    return {"images": len(x), "max_abs_diff": float((got - want).abs().max())}
+    return {"images": len(x), "compared": len(x), "max_abs_diff": float((got - want).abs().max())}
 
 
 def onnx(classifier: Classifier, x: torch.Tensor, path: Path, *, network: str = "") -> dict[str, Any]:
@@ -194,6 +194,8 @@ def onnx(classifier: Classifier, x: torch.Tensor, path: Path, *, network: str = 
         want = model(x).float().cpu().numpy()
     scale = float(np.abs(want).max())
     report = {
+        "images": len(x),
+        "compared": len(x),
         "max_abs_diff": float(np.abs(got - want).max()),
         "logit_scale": scale,
         "same_top1": bool((got.argmax(1) == want.argmax(1)).all()),

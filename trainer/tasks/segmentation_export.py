@@ -76,6 +76,7 @@ def _compare(got: np.ndarray, want: np.ndarray, what: str) -> dict:
     scale = float(np.abs(want).max())
     report = {
         "images": len(want),
+        "compared": int(want.shape[0] * want.shape[2] * want.shape[3]),  # pixels
         "max_abs_diff": float(np.abs(got - want).max()),
         "same_classes": float((got.argmax(1) == want.argmax(1)).mean()),
     }

@@ -166,6 +166,7 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
     from trainer.data import LMDBImageDataset  # torch: loaded only where this runs
     from trainer.dataset_folder import DatasetFolderError, load_dataset_folder  # torch: loaded only where this runs
     from trainer.datum import DatumLMDB  # torch: loaded only where this runs
+    from trainer.export import judged  # torch: loaded only where this runs
     from trainer.inference import load_checkpoint_classifier  # torch: loaded only where this runs
 
     if fmt == "bundle":
@@ -204,7 +205,7 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
         raise InferenceError(
             "format", f"the {fmt} model disagrees with PyTorch on {count - same} of {count} {split} images"
         )
-    return {"split": split, "images": count, "same_top1": same}
+    return judged({"split": split, "images": count, "compared": count, "same_top1": same})
 
 
 TASK_CHECK_IMAGES = 8  # a detector takes one image at a time in ONNX: a few are enough

@@ -78,14 +78,14 @@ def test_it_exports_models_that_agree_with_pytorch_on_the_validation_split(
     } <= names
     report = json.loads(onnx_zip.read(f"{folder}/export.json"))
     assert report["onnx_check"]["same_top1"] is True and report["format"] == "onnx"
-    assert report["dataset_check"] == {"split": "val", "images": 64, "same_top1": 64}
+    assert report["dataset_check"] == {"split": "val", "images": 64, "same_top1": 64, "compared": 64, "checked": True}
     session = ort.InferenceSession(onnx_zip.read(f"{folder}/model.onnx"), providers=["CPUExecutionProvider"])
     onnx_top1 = session.run(None, {"input": inputs.numpy()})[0].argmax(1)
     assert (onnx_top1 == want).all()
 
     ts_zip = download(owner_client, digits_run, format="torchscript", checkpoint="last")
     report = json.loads(ts_zip.read(f"run{digits_run.pk}-torchscript/export.json"))
-    assert report["dataset_check"] == {"split": "val", "images": 64, "same_top1": 64}
+    assert report["dataset_check"] == {"split": "val", "images": 64, "same_top1": 64, "compared": 64, "checked": True}
     scripted = torch.jit.load(io.BytesIO(ts_zip.read(f"run{digits_run.pk}-torchscript/model.torchscript.pt")))
     with torch.no_grad():
         assert (scripted(inputs).argmax(1).numpy() == want).all()

@@ -126,3 +126,4 @@ def test_it_exports_a_segmentation_network_to_onnx_that_agrees_with_pytorch(owne
     assert {"model.onnx", "model.safetensors", "labels.txt", "README.txt"} <= names
     check = meta["dataset_check"]  # on the dataset's own images (its only split here: test)
     assert check["images"] == 3 and check["same_classes"] == 1.0 and check["max_abs_diff"] < 1e-3
+    assert check["checked"] is True and check["compared"] > 0  # pixels (trainer.export.judged)
