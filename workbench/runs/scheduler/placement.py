@@ -5,6 +5,16 @@ waiting job, then each user's second...), oldest first within a turn, so one use
 (or a search's trials, or a benchmark) cannot starve another user's one. A job that cannot start
 blocks only lower priorities: jobs of the same priority may start around it when what they need
 is free (backfill).
+
+Backfill below a waiting job of higher priority (issue 33), decided conservatively: a lower job
+starts only on free devices that no waiting job of higher priority could ever be placed on
+(`could_use`: a CPU for a GPU job and GPUs for a CPU job, another host or other GPUs than a
+request for named GPUs names, a host with fewer GPUs in all than the job needs), so it cannot
+delay them whatever anyone's estimate says: CPU runs no longer wait behind a run that needs two
+GPUs. Unlike Slurm's backfill, a lower job never borrows a device a higher job could use "until
+that job's estimated start": Slurm ends a job at its time limit, while our lengths are estimates
+(a run's ETA, the last like run's time) that nothing enforces, so a run that overran would push the
+higher one back.
 """
 
 from __future__ import annotations
@@ -60,6 +70,17 @@ class Inventory:
         """See the world again (another pass took something this one meant to use)."""
         fresh = Inventory.load()
         self.hosts, self.free, self.held, self.holder = fresh.hosts, fresh.free, fresh.held, fresh.holder
+
+    def without(self, reserved: Callable[[WorkerHost, Device], bool]) -> Inventory:
+        """This inventory with the free devices `reserved` names counted as held (by nobody):
+        what a job may take below waiting jobs of a higher priority. Hosts keep their size."""
+        free: dict[int, list[Device]] = defaultdict(list)
+        held: dict[int, list[Device]] = defaultdict(list)
+        for host in self.hosts:
+            for device in self.free[host.pk]:
+                (held if reserved(host, device) else free)[host.pk].append(device)
+            held[host.pk] += self.held[host.pk]
+        return Inventory(hosts=self.hosts, free=free, held=held, holder=self.holder)
 
     def take(self, placement: Placement, job: Job) -> None:
         for device in placement.devices:
@@ -137,6 +158,39 @@ def find_placement(job: Job, inventory: Inventory) -> tuple[Placement | None, st
     return None, f"needs {count} GPU{plural} on one host, {most_free} free{also}", None
 
 
+def could_use(job: Job, host: WorkerHost, device: Device, inventory: Inventory) -> bool:
+    """Whether find_placement could ever place `job` on `device` of `host`, now or later: its
+    rules without what is free (a run on a CPU takes a CPU; GPUs come from one host, the named
+    ones where the request names them)."""
+    request = job.wants
+    if request.is_cpu:
+        return device.kind == Device.Kind.CPU
+    if device.kind != Device.Kind.GPU:
+        return False
+    if request.is_specific:
+        return host.hostname == request.host and device.index in request.indices
+    return inventory.gpu_count(host) >= request.device_count
+
+
+def _competing(job: Job, higher: list[Job], inventory: Inventory) -> list[Job]:
+    """The waiting jobs of `higher` (priority) that could use a device `job` could use: those it
+    is behind. A CPU run is behind no run that needs GPUs; it waits for its CPU, and says so."""
+    mine = [
+        (host, device)
+        for host in inventory.hosts
+        for device in inventory.free[host.pk] + inventory.held[host.pk]
+        if could_use(job, host, device, inventory)
+    ]
+    return [other for other in higher if any(could_use(other, host, device, inventory) for host, device in mine)]
+
+
+def _backfill(job: Job, competing: list[Job], inventory: Inventory) -> Placement | None:
+    """Where `job` may start below the waiting jobs `competing` (of higher priority): only on
+    devices none of them could use (the module's docstring says why no more)."""
+    spare = inventory.without(lambda host, device: any(could_use(h, host, device, inventory) for h in competing))
+    return find_placement(job, spare)[0]
+
+
 @dataclass
 class Step:
     """What a pass decides for one job of the queue."""
@@ -158,19 +212,26 @@ def plan(
     """The placement loop of a pass over `queue` (in queue order), one Step per job, `inventory`
     updated as jobs start. `claim` makes a start real (the pass: the job's kind claims it), False
     when another pass was first; without it the pass is a dry run in memory (the new-run form's
-    preview, the estimates). A job that cannot start blocks only lower priorities (backfill)."""
-    waiting: list[int] = []
+    preview, the estimates). A job that cannot start blocks lower priorities only on the devices
+    it could use (backfill, the module's docstring)."""
+    waiting: list[Job] = []
     for position, job in enumerate(queue, start=1):
         if not job.ready:
             yield Step(job, position, "not_ready")
             continue
-        ahead = sum(1 for priority in waiting if priority > job.priority)
-        if ahead:
-            yield Step(job, position, "behind", ahead=ahead)
-            continue
-        placement, reason, holder = find_placement(job, inventory)
+        higher = [other for other in waiting if other.priority > job.priority]
+        competing = _competing(job, higher, inventory) if higher else []
+        if competing:
+            placement = _backfill(job, competing, inventory)
+            if placement is None:
+                waiting.append(job)  # it waits too: what it could use is not for lower jobs either
+                yield Step(job, position, "behind", ahead=len(competing))
+                continue
+            reason, holder = "", None
+        else:
+            placement, reason, holder = find_placement(job, inventory)
         if placement is None:
-            waiting.append(job.priority)
+            waiting.append(job)
             yield Step(job, position, "wait", reason=reason, holder=holder)
         elif claim is None or claim(job, placement):
             inventory.take(placement, job)
