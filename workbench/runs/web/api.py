@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
-from trainer.config import shown
+from trainer.config import SHORT_FIELDS, shown
 from workbench.core import openapi
 from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
@@ -21,6 +21,7 @@ from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
 from workbench.runs.web.serializers import (
+    SHORT_NAMES,
     PrioritySerializer,
     RunCreateSerializer,
     RunDetailSerializer,
@@ -28,6 +29,13 @@ from workbench.runs.web.serializers import (
     SweepCreateSerializer,
 )
 from workbench.workers.inventory import hosts_for_display
+
+
+def _as_sent(error: RequestError, sent) -> RequestError:
+    """The refusal of a short field sent beside `config` (`batch_size: 0`) keyed by that field, the
+    client's own key: trainer_config put it at its path in the config, which named `config`."""
+    at = {f"config.{SHORT_FIELDS[name]}": name for name in SHORT_NAMES if name in sent}
+    return type(error).of([(at.get(field or "", field), message) for field, message in error.errors])
 
 
 def _runs_for(user):
@@ -101,7 +109,7 @@ def _run_create(request):
             nodes=data["nodes"],
         )
     except RequestError as error:
-        raise drf_error(error) from None
+        raise drf_error(_as_sent(error, request.data)) from None
     return Response(RunDetailSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
@@ -128,7 +136,7 @@ def sweep_create(request):
             grid=data["sweep"],
         )
     except RequestError as error:
-        raise drf_error(error) from None
+        raise drf_error(_as_sent(error, request.data)) from None
     body = {"sweep": runs[0].sweep, "results": RunDetailSerializer(runs, many=True, context={"request": request}).data}
     return Response(body, status=status.HTTP_201_CREATED)
 
