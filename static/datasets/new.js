@@ -91,9 +91,11 @@ next.addEventListener("click", async () => {
     // The size proposed from the images is still on its way: the preview waits for it, rather
     // than showing (and the build keeping) the default 256x256 it replaces a moment later.
     next.disabled = true;
-    setText("options-proposal", "Reading your images' size…");
-    document.getElementById("options-proposal").hidden = false;
+    const note = document.getElementById("options-proposal");
+    const [before, reading] = [[note.textContent, note.hidden], "Reading your images' size…"];
+    [note.textContent, note.hidden] = [reading, false];
     await proposing;
+    if (note.textContent === reading) [note.textContent, note.hidden] = before; // no proposal came
     next.disabled = false;
   }
   if (steps[current].dataset.step === "source") {
