@@ -38,7 +38,8 @@ def execute(argv: list[str]) -> None:
     try:
         execute_from_command_line(argv)
     except DatabaseError:
-        line = unmigrated_line()
+        # migrate's own failure is its own: telling it to run migrate would send it in a circle.
+        line = None if argv[1:2] == ["migrate"] else unmigrated_line()
         if line is None:
             raise
         sys.exit(line)  # the line on stderr, exit status 1, as settings' NoWorkbenchData
