@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from workbench.runs.devices import DeviceRequest
 from workbench.runs.scheduler.jobs import RUN, Job, Placement, kind_of, kinds
 from workbench.workers.inventory import online_hosts
 from workbench.workers.models import Device, WorkerHost
@@ -158,11 +159,10 @@ def find_placement(job: Job, inventory: Inventory) -> tuple[Placement | None, st
     return None, f"needs {count} GPU{plural} on one host, {most_free} free{also}", None
 
 
-def could_use(job: Job, host: WorkerHost, device: Device, inventory: Inventory) -> bool:
-    """Whether find_placement could ever place `job` on `device` of `host`, now or later: its
-    rules without what is free (a run on a CPU takes a CPU; GPUs come from one host, the named
-    ones where the request names them)."""
-    request = job.wants
+def could_use(request: DeviceRequest, host: WorkerHost, device: Device, inventory: Inventory) -> bool:
+    """Whether find_placement could ever place a job asking `request` on `device` of `host`, now
+    or later: its rules without what is free (a run on a CPU takes a CPU; GPUs come from one
+    host big enough, the named ones where the request names them)."""
     if request.is_cpu:
         return device.kind == Device.Kind.CPU
     if device.kind != Device.Kind.GPU:
@@ -172,23 +172,39 @@ def could_use(job: Job, host: WorkerHost, device: Device, inventory: Inventory) 
     return inventory.gpu_count(host) >= request.device_count
 
 
-def _competing(job: Job, higher: list[Job], inventory: Inventory) -> list[Job]:
+class _Reach:
+    """The devices (pks) each request could ever be placed on (`could_use`), worked out once per
+    request in a pass: a queue of hundreds of jobs asks a handful of different requests, and the
+    estimates play the pass many times over."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self._known: dict[DeviceRequest, frozenset[int]] = {}
+
+    def of(self, request: DeviceRequest) -> frozenset[int]:
+        if request not in self._known:
+            inventory = self.inventory
+            self._known[request] = frozenset(
+                device.pk
+                for host in inventory.hosts
+                for device in inventory.free[host.pk] + inventory.held[host.pk]
+                if could_use(request, host, device, inventory)
+            )
+        return self._known[request]
+
+
+def _competing(job: Job, higher: list[Job], reach: _Reach) -> list[Job]:
     """The waiting jobs of `higher` (priority) that could use a device `job` could use: those it
     is behind. A CPU run is behind no run that needs GPUs; it waits for its CPU, and says so."""
-    mine = [
-        (host, device)
-        for host in inventory.hosts
-        for device in inventory.free[host.pk] + inventory.held[host.pk]
-        if could_use(job, host, device, inventory)
-    ]
-    return [other for other in higher if any(could_use(other, host, device, inventory) for host, device in mine)]
+    mine = reach.of(job.wants)
+    return [other for other in higher if reach.of(other.wants) & mine]
 
 
-def _backfill(job: Job, competing: list[Job], inventory: Inventory) -> Placement | None:
+def _backfill(job: Job, competing: list[Job], reach: _Reach) -> Placement | None:
     """Where `job` may start below the waiting jobs `competing` (of higher priority): only on
     devices none of them could use (the module's docstring says why no more)."""
-    spare = inventory.without(lambda host, device: any(could_use(h, host, device, inventory) for h in competing))
-    return find_placement(job, spare)[0]
+    reserved = frozenset().union(*(reach.of(other.wants) for other in competing))
+    return find_placement(job, reach.inventory.without(lambda host, device: device.pk in reserved))[0]
 
 
 @dataclass
@@ -215,14 +231,15 @@ def plan(
     preview, the estimates). A job that cannot start blocks lower priorities only on the devices
     it could use (backfill, the module's docstring)."""
     waiting: list[Job] = []
+    reach = _Reach(inventory)
     for position, job in enumerate(queue, start=1):
         if not job.ready:
             yield Step(job, position, "not_ready")
             continue
         higher = [other for other in waiting if other.priority > job.priority]
-        competing = _competing(job, higher, inventory) if higher else []
+        competing = _competing(job, higher, reach) if higher else []
         if competing:
-            placement = _backfill(job, competing, inventory)
+            placement = _backfill(job, competing, reach)
             if placement is None:
                 waiting.append(job)  # it waits too: what it could use is not for lower jobs either
                 yield Step(job, position, "behind", ahead=len(competing))
@@ -238,4 +255,5 @@ def plan(
             yield Step(job, position, "start", placement=placement)
         else:
             inventory.reload()
+            reach = _Reach(inventory)  # the hosts online may have changed
             yield Step(job, position, "lost", placement=placement)
