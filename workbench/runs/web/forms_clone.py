@@ -3,11 +3,15 @@ the reference they came from (never a server path)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
+from workbench.core.errors import RequestError
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.models import Run
 from workbench.runs.web.forms import CONFIG_PATH, SWEPT_PATH
+from workbench.weights.models import StoredWeights
+from workbench.weights.references import reference_parse
 
 
 def initial_from_run(run: Run) -> dict:
@@ -31,8 +35,7 @@ def initial_from_run(run: Run) -> dict:
         initial["custom_layers"] = json.dumps(initial["custom_layers"])
     reference = config.get("pretrained")  # stored as the reference: weights:, upload:, run:
     if reference:
-        initial["start_from"] = "path"
-        initial["pretrained_path"] = reference
+        initial.update(start_of(reference))
     request = run.devices_wanted
     initial["device_mode"] = request.kind  # the form's modes are the request's kinds
     if request.kind == DeviceRequest.COUNT:
@@ -40,3 +43,15 @@ def initial_from_run(run: Run) -> dict:
     if request.is_specific:
         initial["gpus"] = [f"{request.host}:{i}" for i in request.indices]
     return initial
+
+
+def start_of(reference: str) -> dict:
+    """The "Start from" of a clone's weights: the store's chosen in its own menu, as the run was made
+    (by "the weights the cloned run started from" the store's row stood unchosen in its menu);
+    a run's or an upload's, or a row no longer in the store, by the reference itself."""
+    with contextlib.suppress(RequestError):
+        parsed = reference_parse(reference)
+        row = StoredWeights.objects.filter(pk=parsed.pk).first() if parsed.scheme == "weights" else None
+        if row is not None and row.present:
+            return {"start_from": "weights", "stored_weights": str(row.pk)}
+    return {"start_from": "path", "pretrained_path": reference}

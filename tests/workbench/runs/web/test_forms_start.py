@@ -3,6 +3,8 @@ by the one rule of the API and the CLI, with the fine-tuning fields."""
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torchvision
 from django.urls import reverse
@@ -47,3 +49,21 @@ def test_it_starts_a_run_from_the_stores_weights_with_the_fine_tuning_fields(own
         True,
     )
     assert (run.config["data"]["norm_mean"], run.config["data"]["norm_std"]) == ([0.5] * 3, [0.25] * 3)
+
+
+def test_it_clones_a_run_from_the_stores_weights_with_them_chosen(owner_client, owner, dataset, settings, tmp_path):
+    from workbench.runs.services import run_create
+
+    settings.WEIGHTS_DIR = tmp_path / "weights"
+    torch.save(torchvision.models.mobilenet_v3_small(weights=None).state_dict(), tmp_path / "lab.pth")
+    stored, _ = weights_import(source=tmp_path / "lab.pth", network="mobilenet_v3_small", tag="lab")
+    run = run_create(owner=owner, dataset=dataset, name="tuned", network="mobilenet_v3_small",
+                     config={"pretrained": stored.reference}, device_request={"kind": "cpu"})  # fmt: skip
+    response = owner_client.get(reverse("run-new"), {"clone": run.pk})
+    form = response.context["form"]
+    # "From pretrained weights" with the store's row chosen, as the run was made (issue 33).
+    assert (form["start_from"].value(), form["stored_weights"].value()) == ("weights", str(stored.pk))
+    html = response.content.decode()
+    [checked] = re.findall(r'<input type="radio" name="start_from" value="(\w+)"[^>]*\bchecked>', html)
+    assert checked == "weights"
+    assert f'<option value="{stored.pk}" selected>mobilenet_v3_small: local weights lab' in html
