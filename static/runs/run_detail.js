@@ -268,9 +268,29 @@ async function refreshDetail() {
   }
 }
 
-async function act(action) {
+// One action at a time: while its request is in flight every action button is disabled and the
+// clicked one says what it does (a second click queued a second request, answered "not running").
+const ACTION_BUTTONS = ["run-pause", "run-resume", "run-abort"].map($);
+let acting = false;
+
+function showActing(button) {
+  for (const other of ACTION_BUTTONS) {
+    other.disabled = acting;
+    if (other.dataset.label) other.textContent = other.dataset.label;
+  }
+  $("run-header").setAttribute("aria-busy", String(acting));
+  if (acting) {
+    button.dataset.label = button.textContent;
+    button.textContent = button.dataset.doing;
+  }
+}
+
+async function act(action, button) {
+  if (acting) return;
   const error = $("run-action-error");
   error.hidden = true;
+  acting = true;
+  showActing(button);
   let detail;
   try {
     detail = await sendJSON(page[`${action}_url`]);
@@ -278,6 +298,9 @@ async function act(action) {
     error.textContent = exc.body ? exc.message : `${action} failed (${exc.message})`;
     error.hidden = false;
     return;
+  } finally {
+    acting = false;
+    showActing(button);
   }
   header.pausing = action === "pause";
   renderDetail(detail);
@@ -505,7 +528,7 @@ document.querySelectorAll("[data-action]").forEach((button) => {
   button.addEventListener("click", () => {
     // Abort cannot be undone: it asks first (pause and resume can be undone by each other).
     if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
-    act(button.dataset.action);
+    act(button.dataset.action, button);
   });
 });
 
