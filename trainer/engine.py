@@ -38,6 +38,7 @@ from trainer.solver import total_steps as solver_total_steps
 from trainer.stopping import StopFlag
 from trainer.tasks import Task, task_for
 from trainer.tasks.base import best_metric_for
+from trainer.threads import set_thread_share
 
 log = logging.getLogger("trainer")
 
@@ -453,6 +454,7 @@ def torch_device(name: str | int) -> torch.device:
 
 def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: Events, stop: StopFlag) -> Outcome:
     """Train in this process (rank `rank` of `world`); never raises, returns the outcome."""
+    set_thread_share(cfg, rank=rank)  # trainer/threads.py: its share of the node's cores
     devices = [torch_device(name) for name in cfg.rank_devices(rank)]
     device = devices[0]
     if device.type == "cuda":
