@@ -88,7 +88,8 @@ class LabelReport:
             raise ValueError(f"unknown problem kind {kind!r}")
         self.counts[kind] += 1
         if len(self.problems) < REPORT_LIMIT:
-            self.problems.append(Problem(file, line, kind, message))
+            # The problem's file names it; a refusal's own "file: ..." would name it twice.
+            self.problems.append(Problem(file, line, kind, message.removeprefix(f"{file}: ")))
 
     def as_dict(self) -> dict:
         return {

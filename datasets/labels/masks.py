@@ -232,7 +232,7 @@ def check_mask(
     try:
         values, unknown_colours = load_mask(path, mask_format, name)
     except LabelError as exc:
-        report.add(name, None, "bad_mask", str(exc).removeprefix(f"{name}: "))
+        report.add(name, None, "bad_mask", str(exc))
         return None
     height, width = values.shape[:2]
     if (width, height) != tuple(size):
