@@ -41,6 +41,20 @@ export function dropImage(zone, input, onFile) {
   });
 }
 
+// One image on Detect and Segment: drawn at a whole multiple of its pixels (crisp, as pixelated
+// rendering is only at whole zooms) up to ZOOM_MOST, as wide as its card allows. A 160x120 image
+// stood at 240x180 (the stage's min-width: 1.5 times, uneven pixels) in a third of a 1,920 px
+// screen. Returns the zoom shown, for what is drawn on top in the image's own pixels.
+const ZOOM_MOST = 4;
+export function fitPixels(image, width) {
+  const stage = image.closest(".stage");
+  const room = stage.parentElement.clientWidth;
+  const zoom = Math.max(1, Math.min(ZOOM_MOST, Math.floor(room / width)));
+  image.style.minWidth = "0";
+  image.style.width = `${width * zoom}px`; // a larger image than its card: max-width shrinks it
+  return image.getBoundingClientRect().width / width;
+}
+
 // The colour of a detector's class `index` (0-based), bright on photos and dark scenes alike; the
 // same list as workbench/inference/evaluation.BOX_COLOURS, so a test's pictures and this page agree.
 const BOX_COLOURS = ["#ffe119", "#3cb44b", "#e6194b", "#4363d8", "#f58231", "#46f0f0", "#f032e6", "#bcf60c", "#fabebe", "#ffffff"];

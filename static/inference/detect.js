@@ -1,7 +1,7 @@
 // Detect one image: drop or pick it, see its boxes with class and score drawn on it; the score
 // slider and the class boxes filter the boxes the server returned, without asking it again.
 import { postForm } from "../workbench/http.js";
-import { boxColour, dropImage, percent } from "./common.js";
+import { boxColour, dropImage, fitPixels, percent } from "./common.js";
 
 const card = document.getElementById("detect-one");
 if (card) {
@@ -35,7 +35,8 @@ if (card) {
     zone.appendChild(fileInput);
   }
 
-  function showImage(file) {
+  let zoom = 1;
+  async function showImage(file) {
     const image = document.getElementById("detect-image");
     const loaded = new Promise((resolve) => { image.onload = resolve; image.onerror = resolve; });
     if (image.src) URL.revokeObjectURL(image.src);
@@ -43,7 +44,8 @@ if (card) {
     // Boxes are in the image's own pixels: the SVG's view box is the image, whatever size it is shown at.
     svg.setAttribute("viewBox", `0 0 ${answer.width} ${answer.height}`);
     document.getElementById("detect-result").hidden = false;
-    return loaded;
+    await loaded;
+    zoom = fitPixels(image, answer.width);
   }
 
   function showClasses(labels) {
@@ -85,6 +87,9 @@ if (card) {
       text.setAttribute("y", y1);
       text.setAttribute("dominant-baseline", "hanging");
       text.setAttribute("fill", colour);
+      // The labels' size on screen, whatever the zoom: in image pixels they grew with it and piled up.
+      text.style.fontSize = `${12 / zoom}px`;
+      text.style.strokeWidth = `${3 / zoom}px`;
       text.textContent = `${b.label} ${percent(b.score)}`;
       const title = document.createElementNS(ns, "title");
       title.textContent = text.textContent;

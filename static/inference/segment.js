@@ -1,7 +1,7 @@
 // Segment one image: drop or pick it, see its classes as a colour overlay (opacity slider), a
 // legend with each class's share, and the class under the pointer named.
 import { postForm } from "../workbench/http.js";
-import { dropImage, percent } from "./common.js";
+import { dropImage, fitPixels, percent } from "./common.js";
 
 const card = document.getElementById("segment-one");
 if (card) {
@@ -23,7 +23,7 @@ if (card) {
     zone.textContent = `Segmenting ${file.name}…`;
     try {
       answer = await postForm(card.dataset.api, data);
-      show(file);
+      await show(file);
       classAt = await readMask(answer.mask);
       zone.textContent = `${file.name}: drop another image, or click to choose one`;
     } catch (exc) {
@@ -33,8 +33,9 @@ if (card) {
     zone.appendChild(fileInput);
   }
 
-  function show(file) {
+  async function show(file) {
     const image = document.getElementById("segment-image");
+    const loaded = new Promise((resolve) => { image.onload = resolve; image.onerror = resolve; });
     if (image.src) URL.revokeObjectURL(image.src);
     image.src = URL.createObjectURL(file);
     overlay.src = answer.colors;
@@ -49,6 +50,8 @@ if (card) {
       return item;
     }));
     document.getElementById("segment-result").hidden = false;
+    await loaded;
+    fitPixels(image, image.naturalWidth);
   }
 
   // The grey mask (one byte per pixel: the class index) read once into an array, for the pointer.
