@@ -49,6 +49,15 @@ class WeightsReferenceError(RequestError):
     def __init__(self, message: str = REFUSED) -> None:
         super().__init__(FIELD, message)
 
+    # Made again from its pairs (a re-keyed copy, a pickled one: a Celery result, a test worker),
+    # it is a plain RequestError: its own constructor takes a message only, the field being fixed.
+    @classmethod
+    def of(cls, pairs: list[tuple[str | None, str]]) -> RequestError:
+        return RequestError.of(pairs)
+
+    def __reduce__(self):
+        return (RequestError, (*self.errors[0], *self.errors[1:]))
+
 
 @dataclass(frozen=True)
 class Reference:

@@ -3,6 +3,8 @@ good reference means, and the one-line message of each bad one, naming the field
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from workbench.core.errors import RequestError
@@ -61,3 +63,10 @@ def test_it_refuses_each_bad_reference_in_one_line_naming_the_field(value):
     assert isinstance(refused.value, RequestError)  # the one error the form, API and CLI adapt
     assert refused.value.errors == [("config.pretrained", REFUSED)]
     assert str(refused.value) == f"config: pretrained: {REFUSED}" and "\n" not in str(refused.value)
+
+
+def test_it_makes_a_refusal_again_from_its_pairs_and_through_pickle():
+    refused = WeightsReferenceError()
+    # The API re-keys a refusal's pairs (type(error).of); a Celery result pickles it.
+    for again in (type(refused).of(refused.errors), pickle.loads(pickle.dumps(refused))):
+        assert isinstance(again, RequestError) and again.errors == refused.errors == [("config.pretrained", REFUSED)]
