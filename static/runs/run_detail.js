@@ -6,7 +6,7 @@ import {
   CHARTS, ChartView, SERIES_TYPES, SeriesStore, WALL_TIME, formatDuration, mountCharts,
 } from "./charts.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
-import { formatClock, formatDate, formatMetric, formatPercent, metricName } from "../workbench/format.js";
+import { formatClock, formatDate, formatMetric, formatPercent, formatRate, metricName } from "../workbench/format.js";
 import { networkGraph } from "../inference/netgraph.js";
 import { openSocket } from "../workbench/socket.js";
 
@@ -118,7 +118,7 @@ function showThroughput() {
   const speed = recentMean("images_per_sec");
   if (speed === null) return;
   const wait = recentMean("data_wait_share");
-  $("throughput-figure").textContent = `${Math.round(speed).toLocaleString("en-US")} images/s`
+  $("throughput-figure").textContent = `${formatRate(speed)} images/s`
     + (wait === null ? "" : ` · ${formatPercent(wait)} waiting for data`);
 }
 

@@ -5,7 +5,8 @@
 //   sizes:       binary units, as the GPUs report memory: B, KiB, MiB, GiB, TiB (one decimal)
 //   durations:   12 s, 3 min 5 s, 1 h 2 min
 //   dates:       2026-12-02 14:03:09 in the reader's time zone
-//   whole:       12,345 (images/s); counts: 11.2 M, 61.5 k (parameters)
+//   whole:       12,345; counts: 11.2 M, 61.5 k (parameters)
+//   rates:       images/s, whole from 100 (12,345), three significant digits below (12.3, 0.3)
 //   settings:    a search's values, four significant digits (0.0001235, 1.235e-7); whole ones whole
 const DASH = "–";
 const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
@@ -64,6 +65,13 @@ export function formatWhole(value) {
   if (!isNumber(value)) return DASH;
   const rounded = Math.round(value);
   return String(rounded).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+// Rates (images/s): whole from 100; below, three significant digits (a CPU run's 0.3 read "0").
+export function formatRate(value) {
+  if (!isNumber(value)) return DASH;
+  if (Math.abs(value) >= 100 || value === 0) return formatWhole(value);
+  return String(Number(value.toPrecision(3)));
 }
 
 // Large counts (parameters) short: 11.2 M, 1.23 M, 61.5 k.

@@ -146,7 +146,7 @@ def test_the_whole_flow_from_archive_to_onnx(live_server_url, celery_worker, pag
     assert_fits(page, "run")
     assert "live" not in page.inner_text("#stream-state") + page.inner_text("#log-live")
     assert page.is_hidden("#gpu-card")
-    assert re.fullmatch(r"[\d,]+ images/s · [\d.]+% waiting for data", page.inner_text("#throughput-figure"))
+    assert re.fullmatch(r"[\d,.]+ images/s · [\d.]+% waiting for data", page.inner_text("#throughput-figure"))
     home.wait_for_selector(f"#home-runs tr[data-run-id='{run_id}'] .status-done")
     assert home.get_attribute(f"#home-runs tr[data-run-id='{run_id}'] a.long-name", "href") == f"/runs/{run_id}/"
     assert_fits(home, "home")

@@ -27,6 +27,7 @@ LOSSES = [0.123456, 2.5, 0.0, 0.000123, 1234.5, None]
 SIZES = [0, 512, 1536, 5 * 2**20, 3.25 * 2**30, 2**41, None]
 DURATIONS = [0, 2.5, 59.4, 61, 3599, 3600, 7384, None]
 WHOLES = [0, 999.5, 1234.4, 1234567, None]
+RATES = [0, 0.3, 0.04567, 2.125, 12.34, 99.96, 1234.5, None]
 COUNTS = [0, 999, 61_706, 1_234_567, 11_689_512, None]
 SETTINGS = [0.00012345678901234567, 1.2345678e-7, 0.1, 64, 2.0, 12345, 0.33333333333333331, "sgd", True]
 MOMENT = datetime(2026, 12, 2, 14, 3, 9, tzinfo=UTC)
@@ -46,11 +47,12 @@ def browser_formats() -> dict:
         "bytes: values.sizes.map(f.formatBytes), duration: values.durations.map(f.formatDuration),"
         "date: f.formatDate(values.moment),"
         "whole: values.wholes.map(f.formatWhole), count: values.counts.map(f.formatCount),"
+        "rate: values.rates.map(f.formatRate),"
         "setting: values.settings.map(f.formatSetting),"
         "metrics: values.metrics.map((name) => [f.metricName(name), f.isFraction(name), f.higherIsBetter(name)])}));"
     )
     values = {"fractions": FRACTIONS, "losses": LOSSES, "sizes": SIZES, "durations": DURATIONS, "wholes": WHOLES,
-              "counts": COUNTS, "settings": SETTINGS}  # fmt: skip
+              "counts": COUNTS, "settings": SETTINGS, "rates": RATES}  # fmt: skip
     values["moment"] = MOMENT.isoformat()
     values["metrics"] = sorted(protocol.METRIC_DIRECTION)
     out = subprocess.run(
@@ -75,6 +77,7 @@ def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
         "date": numbers.datetime_text(MOMENT),
         "whole": [numbers.whole(v) for v in WHOLES],
         "count": [numbers.count(v) for v in COUNTS],
+        "rate": [numbers.rate(v) for v in RATES],
         "setting": [numbers.setting(v) for v in SETTINGS],
         # Every metric a task validates: named, shown and ranked alike (the trainer's direction).
         "metrics": [
@@ -93,6 +96,8 @@ def test_it_writes_every_number_alike_on_the_server_and_in_the_browser():
         "date": "2026-12-02 14:03:09",
         "whole": ["0", "1,000", "1,234", "1,234,567", "–"],
         "count": ["0", "999", "61.7 k", "1.23 M", "11.7 M", "–"],
+        # images/s: a CPU run's 0.3 is not "0" (issue 33)
+        "rate": ["0", "0.3", "0.0457", "2.13", "12.3", "100", "1,235", "–"],
         "setting": ["0.0001235", "1.235e-7", "0.1", "64", "2", "12345", "0.3333", "sgd", "true"],
     }
 
@@ -134,6 +139,7 @@ FORMATTED_PAGES = [
     "templates/benchmarks/list.html", "templates/benchmarks/detail.html", "templates/benchmarks/compare.html",
     "templates/runs/new_run.html", "static/runs/run_list.js", "static/workbench/home.js",
     "static/benchmarks/detail.js", "static/runs/new_run.js", "static/runs/largest_batch.js",
+    "static/runs/run_detail.js",
     "templates/searches/search_list.html", "templates/searches/search_detail.html", "static/searches/search_detail.js",
 ]  # fmt: skip
 

@@ -10,7 +10,8 @@ and its table). The rules:
 - sizes: binary units, as the GPUs report memory (B, KiB, MiB, GiB, TiB; one decimal);
 - durations: "12 s", "3 min 5 s", "1 h 2 min";
 - dates: "2026-12-02 14:03:09" in the current time zone;
-- whole numbers (images/s): "12,345"; large counts (parameters): "11.2 M", "61.5 k";
+- whole numbers: "12,345"; large counts (parameters): "11.2 M", "61.5 k";
+- rates (images/s): whole from 100 ("12,345"), three significant digits below ("12.3", "0.3");
 - a search's settings: four significant digits ("0.0001235", "1.235e-7"), whole ones whole.
 """
 
@@ -110,6 +111,20 @@ def whole(value) -> str:
     """A count or a rate as a whole number with thousands separators: 12,345 (images/s)."""
     number = _number(value)
     return DASH if number is None else f"{int(Decimal(number).quantize(Decimal(1), rounding=ROUND_HALF_UP)):,}"
+
+
+@register.filter
+def rate(value) -> str:
+    """A rate (images/s): whole from 100, "12,345"; three significant digits below, "12.3", "0.3"
+    (a slow CPU run's 0.3 images/s read "0 images/s" beside its chart)."""
+    number = _number(value)
+    if number is None:
+        return DASH
+    if abs(number) >= 100 or number == 0:
+        return whole(number)
+    exact = Decimal(number)  # half up on the exact value, as JavaScript's toPrecision rounds
+    rounded = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 2), rounding=ROUND_HALF_UP)
+    return format(rounded.normalize(), "f")
 
 
 @register.filter

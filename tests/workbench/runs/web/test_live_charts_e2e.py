@@ -78,3 +78,12 @@ def test_it_shows_a_run_that_has_only_system_samples_so_far(live_server_url, pag
     off_the_loop(run_events_append, run_id=run.pk, events=[system()])
     page.wait_for_function(f"{HOST_X}.length === 2")
     assert page.evaluate(HOST_X) == [0, 0]
+
+
+def test_it_says_a_slow_runs_throughput_as_its_chart_draws_it(live_server_url, page, owner):
+    # A CPU run at 0.3 images/s read "0 images/s" beside a chart at 0.3 (issue 33).
+    run = stored_run(owner, [{**metrics(step), "images_per_sec": 0.3} for step in range(1, 4)])
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#throughput-figure').textContent.includes('images/s')")
+    assert page.inner_text("#throughput-figure").startswith("0.3 images/s")
