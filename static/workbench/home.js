@@ -17,6 +17,7 @@ function showPercent(row, percent) {
   const bar = row.querySelector(".js-progress .progress");
   if (!bar) return;
   bar.setAttribute("aria-valuenow", Math.round(percent));
+  bar.setAttribute("aria-valuetext", `${Math.round(percent)} %`);
   bar.querySelector(".bar").style.width = `${percent}%`;
 }
 
