@@ -4,6 +4,7 @@
 import { getJSON } from "../workbench/http.js";
 import { openSocket } from "../workbench/socket.js";
 import { formatBytes, formatPercent, formatWhole } from "../workbench/format.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 const page = JSON.parse(document.getElementById("benchmark-page").textContent);
 const FINAL = ["done", "failed", "cancelled"];
@@ -102,7 +103,7 @@ function drawCharts(cells) {
   // Plotly 4 takes axis titles as {text}; ticks only at the counts and batch sizes measured (a
   // GPU count of 1.5 is not a thing).
   const axis = (title, values) => ({ title: { text: title }, ...(values ? { tickmode: "array", tickvals: values } : {}) });
-  const layout = (x, y, xValues) => ({ margin: { t: 10, r: 10 }, xaxis: axis(x, xValues), yaxis: axis(y), height: 300 });
+  const layout = (x, y, xValues) => themed({ margin: { t: 10, r: 10 }, xaxis: axis(x, xValues), yaxis: axis(y), height: 300 });
   const options = { displaylogo: false, responsive: true };
   const counts = [...new Set(cells.map((c) => c.gpus))].sort((a, b) => a - b);
   const batches = [...new Set(cells.map((c) => c.batch_size))].sort((a, b) => a - b);

@@ -3,6 +3,8 @@
 import { postForm } from "../workbench/http.js";
 import { percent } from "./common.js";
 import { plotlyText } from "../workbench/plotly_text.js";
+import { PALETTE } from "../workbench/palette.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 const card = document.getElementById("classify-one");
 if (card) {
@@ -56,13 +58,13 @@ if (card) {
     const rows = [...body.predictions].reverse();
     Plotly.react("classify-chart", [{
       type: "bar", orientation: "h", x: rows.map((r) => r.probability), y: rows.map((r) => plotlyText(r.label)),
-      text: rows.map((r) => percent(r.probability)), textposition: "auto", marker: { color: "#2f6fdf" },
-    }], {
+      text: rows.map((r) => percent(r.probability)), textposition: "auto", marker: { color: PALETTE[0] },
+    }], themed({
       margin: { l: 10, r: 10, t: 10, b: 30 }, xaxis: { range: [0, 1], tickformat: ".0%" },
       // Class names such as "1" or "7" are names, not numbers.
       yaxis: { type: "category", automargin: true },
       height: Math.max(180, 36 * rows.length + 60),
-    }, { displayModeBar: false, responsive: true });
+    }), { displayModeBar: false, responsive: true });
     document.querySelector("#classify-table tbody").replaceChildren(...body.predictions.map((p) => {
       const tr = document.createElement("tr");
       tr.innerHTML = "<td></td><td></td>";

@@ -2,6 +2,7 @@
 import { getJSON } from "../workbench/http.js";
 import { followJob, percent, skippedNote, sortable } from "./common.js";
 import { plotlyTexts } from "../workbench/plotly_text.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 const card = document.getElementById("job");
 const kind = card.dataset.kind;
@@ -97,10 +98,10 @@ function drawConfusion(r, normalised) {
     texttemplate: labels.length <= 20 ? "%{text}" : "", zmin: 0, zmax: normalised ? 1 : undefined,
     hovertemplate: "true %{y}<br>predicted %{x}<br>%{customdata}<extra></extra>",
     colorbar: { title: { text: normalised ? "share" : "images" } },
-  }], {
+  }], themed({
     margin: { l: 90, r: 20, t: 20, b: 90 }, height: Math.min(900, Math.max(360, 34 * labels.length + 150)),
     xaxis: { title: { text: "predicted" }, type: "category" }, yaxis: { title: { text: "true" }, type: "category", autorange: "reversed" },
-  }, { responsive: true, displaylogo: false });
+  }), { responsive: true, displaylogo: false });
 }
 
 // ------------------------------------------------------------------ classify many

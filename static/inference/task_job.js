@@ -4,6 +4,7 @@ import { getJSON } from "../workbench/http.js";
 import { formatWhole } from "../workbench/format.js";
 import { followJob, percent, skippedNote, sortable } from "./common.js";
 import { plotlyText } from "../workbench/plotly_text.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 const card = document.getElementById("job");
 
@@ -91,10 +92,10 @@ function drawCurves(curves) {
   document.getElementById("pr-card").hidden = false;
   Plotly.react("pr-curves", curves.map((c) => ({
     type: "scatter", mode: "lines", name: plotlyText(c.label), x: c.recall, y: c.precision, line: { shape: "hv" },
-  })), {
+  })), themed({
     margin: { l: 60, r: 20, t: 20, b: 50 }, height: 380,
     xaxis: { title: { text: "recall" }, range: [0, 1] }, yaxis: { title: { text: "precision" }, range: [0, 1.02] },
-  }, { responsive: true, displaylogo: false });
+  }), { responsive: true, displaylogo: false });
 }
 
 // ------------------------------------------------------------------ many images

@@ -4,6 +4,8 @@
 // A series point carries all four x coordinates (step, epoch, time, images), so switching the
 // x axis needs no request. Events arrive flat (system samples flattened by the server).
 import { PERCENT_AXIS } from "../workbench/format.js";
+import { paletteColour } from "../workbench/palette.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 export const X_AXES = ["step", "epoch", "time", "images"];
 export const SERIES_TYPES = new Set(["metrics", "validation", "system"]);
@@ -16,8 +18,6 @@ const GL_THRESHOLD = 5000;
 // Markers on a series (validation points) only while they are few enough to tell apart: a
 // marker is an SVG element each, and 1,000 of them took longer to draw than all the lines.
 const MARKERS_UP_TO = 200;
-const COLORS = ["#2f6fdf", "#e4572e", "#1f8a4c", "#9c4dcc", "#b7791f", "#17a2b8", "#c23b32", "#5c6675",
-  "#e83e8c", "#6f42c1", "#20c997", "#fd7e14"];
 
 const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
 
@@ -290,7 +290,7 @@ export class ChartView {
     this.gl = this.bindings.some((b) => (store.get(b.name)?.value.length || 0) > GL_THRESHOLD);
     this.bindings.forEach((binding, i) => {
       const columns = (this.zoom && this.zoom.data.get(binding.name)) || store.get(binding.name);
-      const color = COLORS[i % COLORS.length];
+      const color = paletteColour(i);
       const base = {
         type: this.gl ? "scattergl" : "scatter",
         // A line of one point is invisible: a single sample (a short run's) shows as a marker.
@@ -332,7 +332,7 @@ export class ChartView {
     if (this.spec.logToggle && this.view.log) Object.assign(layout.yaxis, LOG_TICKS);
     if (!this.bindings.length) {
       layout.annotations = [{ text: this.spec.empty || "No points yet.", showarrow: false, xref: "paper", yref: "paper",
-        x: 0.5, y: 0.5, font: { color: "#5c6675" } }];
+        x: 0.5, y: 0.5 }]; // in the theme's muted colour (plotly_theme.js)
       // No axes without points: Plotly's default ranges (-1 to 6) would read as made-up values.
       for (const axis of ["xaxis", "yaxis", "yaxis2"]) if (layout[axis]) layout[axis] = { ...layout[axis], visible: false };
     }
@@ -342,7 +342,7 @@ export class ChartView {
   redraw(store) {
     if (!this.mounted) return;
     this.bindings = this.bind(store);
-    window.Plotly.react(this.el, this.traces(store), this.layout(), { displaylogo: false, responsive: true });
+    window.Plotly.react(this.el, this.traces(store), themed(this.layout()), { displaylogo: false, responsive: true });
     if (this.bindings.length && !this.drawnWithPoints) {
       this.drawnWithPoints = true;
       performance.mark(`drawn:${this.el.dataset.chart}`); // read by bench/bench_run_page.py

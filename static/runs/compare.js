@@ -6,11 +6,11 @@ import { getJSON } from "../workbench/http.js";
 import { AXIS_TITLES, ema, xRange } from "./charts.js";
 import { plotlyText } from "../workbench/plotly_text.js";
 import { PERCENT_AXIS, isFraction } from "../workbench/format.js";
+import { paletteColour } from "../workbench/palette.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 const page = JSON.parse(document.getElementById("compare-page").textContent);
 const grid = document.getElementById("compare-grid");
-const COLORS = ["#2f6fdf", "#e4572e", "#1f8a4c", "#9c4dcc", "#b7791f", "#17a2b8", "#c23b32", "#5c6675",
-  "#e83e8c", "#6f42c1", "#20c997", "#fd7e14"];
 const ACTIVE = ["queued", "waiting", "running", "interrupted", "paused"];
 // Smoothing is for the series sampled every few steps, whose noise hides the trend. Validation
 // series have a point per validation (a handful): an average over them would shift the curve by
@@ -73,7 +73,7 @@ function traces(chart, shown) {
   const smoothing = SMOOTHED.has(chart.name) ? view.smoothing : 0;
   shown.forEach(({ run, series }, i) => {
     if (!series) return;
-    const color = COLORS[i % COLORS.length];
+    const color = paletteColour(i);
     const x = toAxis(run, series.points[page.x]);
     const y = series.points.value;
     const type = y.length > 5000 ? "scattergl" : "scatter";
@@ -108,7 +108,7 @@ async function draw(chart) {
       ...(isFraction(chart.name) ? PERCENT_AXIS : {}),
     },
   };
-  await window.Plotly.react(chart.element, traces(chart, shown), layout, { displaylogo: false, responsive: true });
+  await window.Plotly.react(chart.element, traces(chart, shown), themed(layout), { displaylogo: false, responsive: true });
   if (!chart.bound) {
     chart.bound = true;
     chart.element.on("plotly_relayout", (change) => {

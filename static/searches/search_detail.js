@@ -6,6 +6,7 @@
 import { formatMetric, formatSetting, metricName } from "../workbench/format.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { openSocket } from "../workbench/socket.js";
+import { themed } from "../workbench/plotly_theme.js";
 
 const page = JSON.parse(document.getElementById("search-page").textContent);
 const sockets = new Map(); // run id -> WebSocket
@@ -111,7 +112,8 @@ function renderPlots(figures) {
     }
     const [chart, hint] = [card.querySelector(".chart"), card.querySelector(".hint")];
     hint.textContent = note;
-    if (figure) window.Plotly.react(chart, figure.data, { ...figure.layout, autosize: true }, { responsive: true });
+    // Optuna's figure names Plotly's white template: the workbench's theme replaces it.
+    if (figure) window.Plotly.react(chart, figure.data, themed({ ...figure.layout, autosize: true }), { responsive: true });
   }
 }
 
