@@ -9,6 +9,7 @@ import { getJSON, sendJSON } from "../workbench/http.js";
 import { formatClock, formatDate, formatMetric, formatPercent, formatRate, metricName } from "../workbench/format.js";
 import { networkGraph } from "../inference/netgraph.js";
 import { openSocket } from "../workbench/socket.js";
+import { validationNotes } from "./validation_notes.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
 const FINISHED = ["done", "failed", "aborted", "pruned"]; // pruned: ended early by its search
@@ -492,11 +493,13 @@ class RunStream {
         break;
       }
       apply(event, logs);
+      noteValidation(event);
       this.lastSeq = event.seq;
     }
     afterApply(logs);
   }
 }
+const noteValidation = validationNotes(document.getElementById("run-header"));
 
 // What the socket is doing; "live" only while the run can still send something.
 let streamText = "connecting…";

@@ -1,7 +1,8 @@
 """What the trainer said of a run's last validation, for its page's header: the task's evaluator
 (trainer/tasks/) logs why its numbers are what they are, "no box scored above 0.05 on the
 validation images: the detector has not found anything yet", "every validation pixel is predicted
-as class 0", and those words were only in the log while the header read "Best mAP 0.02%"."""
+as class 0", and those words were only in the log while the header read "Best mAP 0.02%". The page
+opens with them; static/runs/validation_notes.js keeps them current, by the same rule, as it trains."""
 
 from __future__ import annotations
 

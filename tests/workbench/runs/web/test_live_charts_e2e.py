@@ -87,3 +87,20 @@ def test_it_says_a_slow_runs_throughput_as_its_chart_draws_it(live_server_url, p
     page.goto(f"{live_server_url}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#throughput-figure').textContent.includes('images/s')")
     assert page.inner_text("#throughput-figure").startswith("0.3 images/s")
+
+
+def test_it_says_what_the_last_validation_found_while_the_run_trains(live_server_url, page, owner):
+    # "the detector has not found anything yet" was only in the log while the header read a best mAP.
+    note = "no box scored above 0.05 on the validation images: the detector has not found anything yet"
+    run = stored_run(owner, [metrics(1)])
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#stream-state').textContent.startsWith('live')")
+    assert page.locator("#run-validation-notes").count() == 0
+    warned = {"type": "log", "time": time.time(), "line": note, "level": "warning"}
+    validation = {"type": "validation", "time": time.time(), "step": 2, "epoch": 0.05, "val_loss": 0.9, "top1": 0.5}
+    off_the_loop(run_events_append, run_id=run.pk, events=[metrics(2), warned, validation])
+    page.wait_for_selector("#run-validation-notes:not([hidden])")
+    assert page.inner_text("#run-validation-notes") == f"At its last validation: {note}."
+    off_the_loop(run_events_append, run_id=run.pk, events=[metrics(3), {**validation, "step": 3}])
+    page.wait_for_selector("#run-validation-notes", state="hidden")
