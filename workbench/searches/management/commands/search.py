@@ -17,7 +17,14 @@ from workbench.core.ids import parse_id
 from workbench.runs.management.commands.train import Command as TrainCommand
 from workbench.runs.validators import check_priority
 from workbench.searches.models import Search, Trial
-from workbench.searches.selectors import best_trial, budget_words, trials_of, value_is_averaged
+from workbench.searches.selectors import (
+    best_trial,
+    budget_words,
+    trial_status,
+    trial_wait_reason,
+    trials_of,
+    value_is_averaged,
+)
 from workbench.searches.serializers import SearchDetailSerializer
 from workbench.searches.services import search_create
 from workbench.searches.validators import DEFAULT_PARALLEL, DEFAULT_TRIALS, parse_param
@@ -122,9 +129,12 @@ def search_table(search: Search) -> str:
             f"{name}={chosen!r}" if isinstance(chosen, str) else f"{name}={chosen:g}"
             for name, chosen in trial.params.items()
         )
+        # A running trial says what its run does (queued, and why, until it runs), as the page does.
+        waits = trial_wait_reason(trial, search.owner)
+        why = f"waiting: {waits}" if waits else trial.reason
         lines.append(
-            f"{trial.number:>5}  {trial.state:<9} {trial.run_id or '':>5} {trial.rung or '':>4}  {value:>9}  {params}"
-            + (f"  ({trial.reason})" if trial.reason else "")
+            f"{trial.number:>5}  {trial_status(trial):<9} {trial.run_id or '':>5} {trial.rung or '':>4}  {value:>9}  "
+            f"{params}" + (f"  ({why})" if why else "")
         )
     best = best_trial(search)
     if best is not None:
