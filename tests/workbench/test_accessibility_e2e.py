@@ -205,6 +205,8 @@ def test_it_visits_or_excuses_every_named_url():
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_finds_nothing_serious_on_any_page(live_server_url, page, owner, staff_user):
+    errors: list[str] = []  # a page's script that fails (a shared module's import) fails here too
+    page.on("pageerror", lambda error: errors.append(f"{page.url}: {error}"))
     findings = [line for name in SIGNED_OUT_PAGES for line in _axe(page, f"{live_server_url}{reverse(name)}")]
     log_in(page, live_server_url, owner.username)
     for name in EMPTY_PAGES:
@@ -221,6 +223,7 @@ def test_it_finds_nothing_serious_on_any_page(live_server_url, page, owner, staf
     for url in [reverse(name) for name in STAFF_PAGES] + _admin_urls():
         findings += _axe(page, f"{live_server_url}{url}")
     assert not findings, "axe found serious or critical problems:\n" + "\n".join(findings)
+    assert not errors, errors
 
 
 @pytest.mark.e2e
@@ -253,6 +256,21 @@ def test_it_follows_the_systems_dark_scheme_and_remembers_the_switch(live_server
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
+def test_it_themes_the_charts_and_restyles_them_when_the_theme_changes(live_server_url, page, owner):
+    run = off_the_loop(_with_data, owner)["run-detail"]
+    paper = "() => document.querySelector('.js-plotly-plot')._fullLayout.paper_bgcolor"
+    page.emulate_media(color_scheme="dark")
+    log_in(page, live_server_url, owner.username)
+    page.goto(f"{live_server_url}{run}")
+    page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+    assert _is_dark(page.evaluate(paper)), page.evaluate(paper)
+    page.click("#theme-switch")
+    page.wait_for_function(PAPER_IS_LIGHT)  # restyled by plotly_theme.js, not by a reload
+    assert not _is_dark(page.evaluate(paper)), page.evaluate(paper)
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
 def test_it_lists_the_keyboard_shortcuts_on_question_mark_and_follows_them(live_server_url, page, owner):
     log_in(page, live_server_url, owner.username)
     page.keyboard.press("?")
@@ -269,6 +287,11 @@ def test_it_lists_the_keyboard_shortcuts_on_question_mark_and_follows_them(live_
     assert page.locator(".skip-link").bounding_box()["y"] >= 0
 
 
+PAPER_IS_LIGHT = """() => {
+  const paper = document.querySelector('.js-plotly-plot')._fullLayout.paper_bgcolor;
+  const [red, green, blue] = paper.match(/\\d+/g).map(Number);
+  return (red + green + blue) / 3 >= 80;
+}"""
 # Records the theme on <html> when the first stylesheet appears in the document, before it paints.
 THEME_AT_STYLESHEET = """new MutationObserver((_, observer) => {
   if (!document.querySelector('link[rel=stylesheet]')) return;
