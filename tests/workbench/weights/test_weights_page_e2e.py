@@ -18,7 +18,8 @@ def test_it_fits_1280_px_with_filed_weights_first_and_the_catalogue_folded(live_
                                                                           lab_weights):  # fmt: skip
     page.set_viewport_size(SCREEN)
     log_in(page, live_server_url, staff_user.username)
-    page.goto(f"{live_server_url}/weights/")
+    # The server's first look at the catalogue imports torchvision and timm: seconds on a loaded machine.
+    page.goto(f"{live_server_url}/weights/", timeout=90_000)
 
     assert page.locator("#filed tr[data-present='1'] code").first.inner_text() == lab_weights.reference
     assert page.locator("#not-filed").is_hidden()  # folded: the page is its filed weights
