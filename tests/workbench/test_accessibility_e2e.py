@@ -184,6 +184,8 @@ def _axe(page, url: str) -> list[str]:
         page.wait_for_load_state("networkidle", timeout=5_000)
     except PlaywrightTimeout:
         pass
+    # A template comment over several lines ({# #} is one line's) is printed to every reader.
+    assert "{#" not in page.inner_text("body"), f"{url}: a template comment shows on the page"
     page.add_script_tag(path=str(AXE_JS))
     results = page.evaluate("() => axe.run(document, { resultTypes: ['violations'] })")
     return [
