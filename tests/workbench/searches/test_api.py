@@ -1,6 +1,7 @@
 """The searches REST API: create, read (trials, best, budget in words), the actions, the schema."""
 
 import io
+import threading
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -8,9 +9,10 @@ from django.urls import reverse
 
 from tests.workbench.runs.conftest import TINY_CONFIG
 from workbench.runs.models import Run
+from workbench.searches import services
 from workbench.searches.management.commands.search import search_table
-from workbench.searches.models import Search, Trial
-from workbench.searches.services import search_advance
+from workbench.searches.models import BestRun, Search, Trial
+from workbench.searches.services import search_advance, search_create
 
 SPACE = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}, "batch_size": {"type": "choice", "values": [4, 8]}}
 
@@ -100,6 +102,35 @@ def test_it_answers_a_repeated_train_the_best_with_the_run_it_queued(transaction
     assert retry.status_code == 201 and retry.json()["id"] not in {first.json()["id"], longer.json()["id"]}
     refused = post(owner_client, "api-search-train-best", {"epochs": "many"}, search_id)
     assert refused.status_code == 400 and "epochs" in refused.json()
+
+
+def test_it_queues_one_best_run_for_two_requests_at_once(transactional_db, owner, dataset, monkeypatch):
+    # The second request comes while the first holds its lock and has no run yet. On the suite's
+    # database the first's reads alone already make the second wait; on PostgreSQL and a WAL
+    # SQLite file it is the first write on the search's row (services.search_train_best).
+    dataset.status = "building"
+    dataset.save()
+    search = search_create(
+        owner=owner, dataset=dataset, name="s", network="lenet", config=TINY_CONFIG, space=SPACE, gpus="cpu",
+        trials=2, parallel=1, sampler="random", seed=3,
+    )  # fmt: skip
+    search = search_advance(search_id=search.pk)
+    Trial.objects.filter(search=search).update(state=Trial.State.COMPLETE, value=0.25)
+    submit, answers, threads = services._submit_with, [], []
+
+    def second_request_meanwhile(*args, **kwargs):
+        # The first request holds its lock and has no run yet: the second comes in now, and waits.
+        monkeypatch.setattr(services, "_submit_with", submit)
+        threads.append(threading.Thread(target=lambda: answers.append(services.search_train_best(search=search))))
+        threads[0].start()
+        threads[0].join(1.0)
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_submit_with", second_request_meanwhile)
+    first, queued = services.search_train_best(search=search)
+    threads[0].join(30)
+    assert queued and answers == [(first, False)]
+    assert BestRun.objects.filter(search=search).count() == 1
 
 
 @pytest.mark.django_db
