@@ -2,7 +2,8 @@
 // (/ws/searches/<id>/) pings whenever the search or a trial changes (a trial starts, reports at a
 // rung, is pruned or ends); the page then reads the search and its plots again from the API. It
 // also listens on the socket of each active trial's run (the run page's own) for the run's state
-// (queued, running, paused), which is the run's, not the search's. Nothing is polled.
+// (queued, running, paused), which is the run's, not the search's. Only a waiting trial's reason,
+// which changes without an event (as on the run page), is read again every few seconds.
 import { formatMetric, formatSetting, metricName } from "../workbench/format.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { openSocket } from "../workbench/socket.js";
@@ -134,6 +135,24 @@ function listen(search) {
   }
 }
 
+let waitTimer = null;
+function watchWaiting(search) {
+  window.clearTimeout(waitTimer);
+  if (search.trials.some((trial) => trial.wait_reason)) waitTimer = window.setTimeout(readWaiting, 5000);
+}
+
+// The search alone: its plots have not changed while its trials wait.
+async function readWaiting() {
+  try {
+    const search = await getJSON(page.api);
+    renderTrials(search);
+    listen(search);
+    watchWaiting(search);
+  } catch (error) {
+    document.getElementById("search-message").textContent = error.message;
+  }
+}
+
 // One read at a time; a report that arrives meanwhile asks for one more read after it.
 async function refresh() {
   if (refreshing) {
@@ -145,6 +164,7 @@ async function refresh() {
       const search = await getJSON(page.api);
       renderTrials(search);
       listen(search);
+      watchWaiting(search);
       renderPlots((await getJSON(page.plots)).figures);
     } catch (error) {
       document.getElementById("search-message").textContent = error.message;

@@ -55,6 +55,11 @@ def test_it_shows_a_trials_report_live_with_optunas_plots(live_server_url, page,
     short = float(f"{first.params['lr']:.4g}")
     assert cells[2:6] == ["queued", f"lr={short}", "0.7500", "1"], cells
     page.wait_for_selector("#plot-intermediate .js-plotly-plot")
+    # Why a trial's run waits changes without an event: the page reads it again while it waits.
+    second = search.trials.get(number=1)
+    Run.objects.filter(pk=second.run_id).update(wait_reason="behind 3 runs of higher priority")
+    waiting = '#trials tbody tr[data-number="1"]'
+    page.wait_for_function(f"document.querySelector('{waiting}').innerText.includes('behind 3 runs')", timeout=20000)
 
     # The trial's run ends without a word on its own socket (the row is set directly): the search's
     # pass settles the trial and starts the third, and the search's socket tells the page.
