@@ -155,6 +155,9 @@ DATA_PAGES = (
     "inference-detect", "inference-segment", "inference-test", "inference-inside", "inference-export",
     "inference-job", "benchmark-detail", "benchmark-compare", "search-detail",
 )  # fmt: skip
+# Visited again in the dark theme, with EMPTY_PAGES: a page of each kind of layout.
+DARK_PAGES = ("run-detail", "dataset-detail", "inference-classify", "inference-job classification", "search-detail",
+              "benchmark-detail")  # fmt: skip
 VISITED = {*SIGNED_OUT_PAGES, *EMPTY_PAGES, *STAFF_PAGES, *DATA_PAGES}
 
 
@@ -174,10 +177,10 @@ def off_the_loop(function, *args):
         return pool.submit(function, *args).result(timeout=60)
 
 
-def _axe(page, url: str) -> list[str]:
+def _axe(page, url: str, status: int = 200) -> list[str]:
     """The serious and critical findings of axe on `url`, one line each: page, rule, targets."""
     response = page.goto(url, timeout=60_000)  # the weights page reads its catalogue: slow on a busy machine
-    assert response is not None and response.status == 200, f"{url}: {response and response.status}"
+    assert response is not None and response.status == status, f"{url}: {response and response.status}"
     try:
         # What a page's script draws after load (tables, charts) is checked too; a page that polls
         # (the GPUs page) is never idle, and is checked as it stands after the wait.
@@ -219,6 +222,12 @@ def test_it_finds_nothing_serious_on_any_page(live_server_url, page, owner, staf
     assert {key.split()[0] for key in urls} - set(EMPTY_PAGES) == set(DATA_PAGES)
     for name in dict.fromkeys((*EMPTY_PAGES, *urls)):
         findings += _axe(page, f"{live_server_url}{urls.get(name) or reverse(name)}")
+    findings += _axe(page, f"{live_server_url}/no-such-page/", status=404)  # the error pages' layout
+    # Dark has contrasts of its own: the pages of most kinds again in it.
+    page.emulate_media(color_scheme="dark")
+    for name in (*EMPTY_PAGES, *DARK_PAGES):
+        findings += [f"(dark) {line}" for line in _axe(page, f"{live_server_url}{urls.get(name) or reverse(name)}")]
+    page.emulate_media(color_scheme="light")
     log_in(page, live_server_url, staff_user.username)
     staff_user.is_superuser = True
     staff_user.save()
