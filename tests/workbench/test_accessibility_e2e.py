@@ -5,13 +5,15 @@ injected from disk: no CDN, the suite runs offline.
 
 The list of pages is not written by hand alone: `test_it_visits_or_excuses_every_named_url`
 walks the urlconf, so a page added later fails here until it is visited or excused with a reason.
-The same file checks the theme: dark by the system's preference, and the header's switch, which
-overrides it and is remembered."""
+The same file checks the theme (dark by the system's preference; the header's switch overrides
+it, is remembered and restyles the charts) and the keyboard: the "?" overlay and the skip link."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import axe_playwright_python
 import pytest
@@ -28,6 +30,7 @@ from workbench.inference.models import InferenceJob
 from workbench.runs.services import run_create
 from workbench.searches.services import search_create
 
+T = TypeVar("T")
 AXE_JS = Path(axe_playwright_python.__file__).with_name("axe.min.js")
 BLOCKING = ("serious", "critical")
 # Findings in Django's own admin templates, which the workbench does not override: each rule is
@@ -170,7 +173,7 @@ def _search_url(owner) -> str:
     return reverse("search-detail", args=[search.pk])
 
 
-def off_the_loop(function, *args):
+def off_the_loop(function: Callable[..., T], *args: object) -> T:
     """`function(*args)` from a thread of its own: the services publish to the channel layer with
     async_to_sync, which Playwright's event loop in this thread refuses."""
     with ThreadPoolExecutor(1) as pool:
