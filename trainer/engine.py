@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from trainer.data import Data, DevicePrefetcher, build_data, input_shape
 from trainer.dataset_folder import DatasetFolderError, DatasetInfo, load_dataset_folder
 from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping_for, improves
 from trainer.ema import checkpoint_models, first_weights, resumed_models, weights_average
-from trainer.events import Events, error_summary
+from trainer.events import Events, error_summary, hide_folders
 from trainer.finetune import recipe as finetune
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
@@ -455,6 +456,8 @@ def torch_device(name: str | int) -> torch.device:
 def run_rank(cfg: TrainConfig, *, rank: int, world: int, resume: bool, events: Events, stop: StopFlag) -> Outcome:
     """Train in this process (rank `rank` of `world`); never raises, returns the outcome."""
     set_thread_share(cfg, rank=rank)  # trainer/threads.py: its share of the node's cores
+    pretrained = cfg.pretrained and os.path.dirname(cfg.pretrained)
+    hide_folders(cfg.run_dir, cfg.data.dataset, pretrained)  # never named in what its owner reads
     devices = [torch_device(name) for name in cfg.rank_devices(rank)]
     device = devices[0]
     if device.type == "cuda":

@@ -109,12 +109,22 @@ class Events:
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~/])/+(?:[^\s/'\"()\[\]:,]+/)+([^\s/'\"()\[\]:,]*)")
 
 
+# The folders this process works in (its run's, its dataset's, its weights'): hide_folders.
+_WORKED_IN: set[str] = set()
+
+
+def hide_folders(*folders: str | os.PathLike[str] | None) -> None:
+    """Adds the server folders this process works in to those error_summary takes out whole (each
+    rank calls it: a spawned process starts with none)."""
+    _WORKED_IN.update(os.path.abspath(folder) for folder in folders if folder)
+
+
 def _server_folders() -> list[str]:
     """The folders whose names a message must not show, longest first. A path is cut at the first
     space by _ABSOLUTE_PATH, so a data dir or checkout named with a space ("/srv/lab data/") would
     show its first part; these are taken out whole before it runs."""
     folders = {
-        os.environ.get("WORKBENCH_DATA_DIR", ""),
+        *_WORKED_IN,
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the checkout
         sys.prefix,
         sys.base_prefix,
@@ -128,7 +138,7 @@ def error_summary(error: BaseException) -> str:
     last name. The one home of that rule for the log and the failed status alike."""
     text = str(error)
     for folder in _server_folders():
-        text = text.replace(folder + "/", "/").replace(folder, "(a folder)")  # the rest is cut below
+        text = text.replace(folder + "/", "").replace(folder, "(a folder)")  # a name under it stays
     text = _ABSOLUTE_PATH.sub(lambda match: match.group(1) or "(a folder)", text)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import lmdb
 
 from tests.support.trainer_data import make_dataset_folder
+from trainer import events
 from trainer.events import error_summary
 from trainer.protocol import EXIT_FAILED
 
@@ -63,7 +64,8 @@ def test_it_cuts_absolute_paths_in_a_message_to_their_names():
 
 
 def test_it_cuts_a_server_folder_whose_name_has_a_space(monkeypatch):
-    monkeypatch.setenv("WORKBENCH_DATA_DIR", "/srv/lab data")
+    monkeypatch.setattr(events, "_WORKED_IN", set())
+    events.hide_folders("/srv/lab data/runs/7", "/srv/lab data")
     error = FileNotFoundError(2, "No such file", "/srv/lab data/runs/7/best.pt")
     assert error_summary(error) == "FileNotFoundError: [Errno 2] No such file: 'best.pt'"
     assert error_summary(ValueError("data dir /srv/lab data is full")) == "ValueError: data dir (a folder) is full"
