@@ -23,12 +23,13 @@ RECIPE_PATH = {
     "cutmix_alpha": "data.cutmix_alpha",
     "label_smoothing": "solver.label_smoothing",
     "ema_decay": "solver.ema_decay",
+    "best_weights": "best_weights",
 }
 # The form's fields a preview of the augmentations reads (wizard_views.augment_preview).
 PREVIEW_FIELDS = ("dataset", "crop_size", "random_flip", "vertical_flip") + tuple(
     name
     for name in RECIPE_PATH
-    if name not in ("preset", "mixup_alpha", "cutmix_alpha", "label_smoothing", "ema_decay")
+    if name not in ("preset", "mixup_alpha", "cutmix_alpha", "label_smoothing", "ema_decay", "best_weights")
 )
 
 # The form's fields only a classification dataset takes: the presets (classifiers' recipes), the
@@ -108,6 +109,12 @@ class RecipeForm(forms.Form):
         "solver.ema_decay", required=False, label="Weights' average (EMA) decay",
         help_text="0: off; validated beside the raw weights, and what is exported",
     )  # fmt: skip
+    # Which weights the checkpoints hold with an average on (trainer.protocol.checkpoint_weights).
+    best_weights = forms.ChoiceField(
+        choices=[("", "the better of the two at each validation"), ("raw", "raw weights"), ("ema", "EMA")],
+        required=False, label="Best checkpoint's weights",
+        help_text="with an EMA decay: what best, inference and exports take",
+    )  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -122,6 +129,9 @@ class RecipeForm(forms.Form):
 
     def clean_preset(self):
         return self.cleaned_data["preset"] or None
+
+    def clean_best_weights(self):  # empty: the trainer's rule picks at each validation
+        return self.cleaned_data["best_weights"] or None
 
     def clean_auto_augment(self):  # not sent (an older page, a script): the trainer's default
         return self.cleaned_data["auto_augment"] or None

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
 from tests.support.factories import make_dataset_row
+from tests.workbench.runs.web.test_wizard import valid
 from workbench.runs.models import Run
 from workbench.runs.web import wizard_views
 
@@ -101,3 +103,16 @@ def test_it_queues_a_zoo_network_with_a_preset_from_the_command_line(owner, data
     run = Run.objects.get(pk=int(out.getvalue()))
     assert run.network == "timm/resnet18d" and run.config["preset"] == "finetune_small"
     assert run.config["epochs"] == 1 and run.config["solver"]["lr_policy"] == "step"  # given, then the preset's
+
+
+@pytest.mark.parametrize(("sent", "stored"), [("raw", "raw"), ("ema", "ema"), ("", None)])
+def test_it_takes_the_weights_the_best_checkpoint_holds_from_the_form(owner_client, dataset, sent, stored):
+    # Issue 33: no way to choose the raw weights over an average that trailed.
+    response = owner_client.post(reverse("run-new"), valid(dataset, ema_decay="0.99", best_weights=sent))
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert Run.objects.latest("pk").config["best_weights"] == stored
+
+
+def test_it_refuses_the_average_as_best_without_one(owner_client, dataset):
+    response = owner_client.post(reverse("run-new"), valid(dataset, best_weights="ema"))
+    assert response.status_code == 200 and "set solver.ema_decay above 0" in response.content.decode()
