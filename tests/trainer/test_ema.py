@@ -15,7 +15,7 @@ from trainer.config import ConfigError, config_from_dict
 from trainer.early_stop import improves
 from trainer.ema import checkpoint_models, resumed_models
 from trainer.events import ListReporter
-from trainer.protocol import EXIT_DONE, best_checkpoint, checkpoint_series, checkpoint_weights
+from trainer.protocol import EXIT_DONE, best_checkpoint, checkpoint_series, checkpoint_weights, latest_checkpoint
 from trainer.recipes import averages_weights
 from trainer.run import train
 
@@ -137,3 +137,15 @@ def test_it_delivers_the_raw_weights_of_a_run_whose_average_trails(tmp_path, gra
     last = reporter.of_type("validation")[-1]
     expected = checkpoint_weights("top1", last, averaged=True)
     assert last["weights"] == state["weights"] == expected and (state["model_raw"] is None) == (expected == "raw")
+
+
+def test_it_resumes_the_average_from_a_checkpoint_that_holds_the_raw_weights(tmp_path, gray8):
+    cfg = make_config(tmp_path / "run", gray8, epochs=1, best_weights="raw", solver={"ema_decay": 0.9})
+    assert train(cfg, reporter=ListReporter()) == EXIT_DONE
+    first = torch.load(latest_checkpoint(cfg.run_dir), weights_only=True)
+    assert first["weights"] == "raw" and first["model_raw"] is None and first["model_ema"] is not None
+    longer = make_config(tmp_path / "run", gray8, epochs=2, best_weights="raw", solver={"ema_decay": 0.9})
+    reporter = ListReporter()
+    assert train(longer, reporter=reporter, resume=True) == EXIT_DONE
+    assert reporter.of_type("status")[1]["resumed_from_step"] == first["step"] > 0
+    assert reporter.of_type("validation")[-1]["weights"] == "raw"
