@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +35,12 @@ def write_dataset_folder(
 
     `splits` maps "train"/"val"/"test" to (uint8 N x H x W x C RGB images, int labels). With
     `digits_layout=True` the folder looks like a DIGITS job (no dataset.json, no mean.npy).
+    Whatever was at `path` goes first: dataset rows are rolled back after each test and their ids
+    (their folders) used again, and an LMDB written over another keeps the other's extra records
+    (a run trained on 8x8 grey and 32x32 colour images at once).
     """
     folder = Path(path)
+    shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     train_images = splits["train"][0]
     if train_images.ndim == 3:
