@@ -175,12 +175,14 @@ def test_it_refuses_class_limits_no_column_can_hold(api):
 
 
 def _measured(call) -> tuple[object, float, float]:
-    """The answer, the seconds it took and the peak of Python memory allocated meanwhile (MB)."""
+    """The answer, the CPU seconds this process spent on it (a busy machine's wall time says
+    little: a linear check took 8 s of it at load 15) and the peak of Python memory allocated
+    meanwhile (MB)."""
     tracemalloc.start()
-    started = time.monotonic()
+    started = time.process_time()
     try:
         answer = call()
-        return answer, time.monotonic() - started, tracemalloc.get_traced_memory()[1] / 1e6
+        return answer, time.process_time() - started, tracemalloc.get_traced_memory()[1] / 1e6
     finally:
         tracemalloc.stop()
 
@@ -192,7 +194,7 @@ def test_it_refuses_a_huge_sweep_grid_from_its_lengths_before_building_it(api, d
     answer, seconds, peak_mb = _measured(lambda: _post(api, "api-sweeps", body))
     assert answer.status_code == 400
     assert answer.json() == {"sweep": ["lr: 2000 values; at most 32 at once"]}
-    assert peak_mb < 20 and seconds < 2, (peak_mb, seconds)
+    assert peak_mb < 20 and seconds < 10, (peak_mb, seconds)  # building it: 770 MB
 
 
 def test_it_refuses_a_grid_of_short_lists_that_makes_too_many_runs(api, dataset):
@@ -208,16 +210,16 @@ def test_it_refuses_a_long_sweep_list_in_linear_time(api, dataset):
     body = {"dataset": dataset.pk, "network": "lenet", "gpus": "cpu", "epochs": 1, "batch_size": 8, "sweep": grid}
     answer, seconds, _ = _measured(lambda: _post(api, "api-sweeps", body))
     assert answer.json() == {"sweep": ["lr: 100000 values; at most 32 at once"]}
-    assert seconds < 5, seconds
+    assert seconds < 15, seconds  # the quadratic check took 54.6 s
 
 
 def test_it_refuses_a_long_number_list_in_the_form_in_linear_time(owner_client, dataset):
     from tests.workbench.runs.web.test_wizard import errors_of, valid
 
     values = ", ".join(str(1e-6 * (i + 1)) for i in range(100_000))
-    started = time.monotonic()
+    started = time.process_time()  # CPU, not wall time: see _measured
     answer = owner_client.post(reverse("run-new"), valid(dataset, base_lr=values))
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 15
     assert errors_of(answer)["base_lr"] == "100000 values; at most 32."
 
 
