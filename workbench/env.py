@@ -101,7 +101,13 @@ _HELP_COMMANDS = {"help", "--help", "-h", "version", "--version"}
 def asks_for_help(argv: list[str]) -> bool:
     """Whether this command line only prints help (`manage.py runworkbench --help`, `manage.py
     help train`): it needs no data dir and writes none. `runworkbench --help` once made ./var with
-    a secret key, and the next command run in that folder met an empty database."""
+    a secret key, and the next command run in that folder met an empty database.
+
+    Only manage.py's command line is read: another program's (pytest's xdist workers run as
+    `python -c`, with no arguments) is no request for help, and took a throwaway secret key,
+    signing sessions no other process of the suite could read."""
+    if not argv or Path(argv[0]).name != "manage.py":
+        return False
     words = argv[1:]
     options = words[1 : words.index("--")] if "--" in words else words[1:]  # after "--": arguments
     return not words or words[0] in _HELP_COMMANDS or bool({"-h", "--help"} & set(options))

@@ -4,7 +4,7 @@ import stat
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from workbench.env import env_bool, env_int, env_list, env_path_list, read_or_create_secret
+from workbench.env import asks_for_help, env_bool, env_int, env_list, env_path_list, read_or_create_secret
 
 
 def test_it_reads_booleans(monkeypatch):
@@ -49,3 +49,11 @@ def test_it_generates_the_secret_key_once_and_keeps_it_private(tmp_path):
     assert read_or_create_secret(path) == first
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]
+
+
+def test_it_hears_a_request_for_help_only_on_manage_pys_command_line():
+    assert asks_for_help(["/srv/workbench/manage.py"]) and asks_for_help(["manage.py", "train", "-h"])
+    assert not asks_for_help(["manage.py", "train", "--", "-h"])
+    # pytest's xdist workers run as `python -c` with no arguments; daphne and celery have their own.
+    assert not asks_for_help(["-c"]) and not asks_for_help([])
+    assert not asks_for_help(["/usr/bin/daphne", "--help"])
