@@ -138,7 +138,9 @@ function listen(search) {
 let waitTimer = null;
 function watchWaiting(search) {
   window.clearTimeout(waitTimer);
-  if (search.trials.some((trial) => trial.wait_reason)) waitTimer = window.setTimeout(readWaiting, 5000);
+  // A queued trial's run may have no reason yet: the next scheduling pass gives it one.
+  const waits = (trial) => trial.wait_reason || trial.status === "queued";
+  if (search.trials.some(waits)) waitTimer = window.setTimeout(readWaiting, 5000);
 }
 
 // The search alone: its plots have not changed while its trials wait.
