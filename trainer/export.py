@@ -4,8 +4,8 @@ model checked against PyTorch (ONNX with onnxruntime).
 
 What differs between the tasks (the example inputs, the README's words, how a model is traced or
 scripted, what ONNX can hold and how outputs are compared) is the task's export
-(`trainer.tasks.task_for(name).export()`: trainer/tasks/<task>_export.py); this module never asks
-which task it holds.
+(trainer/tasks/<task>_export.py, chosen by `task_export`); past that choice this module never
+asks which task it holds.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import torch
 from safetensors.torch import save_file
 
 from trainer.checkpoint import CheckpointStore
-from trainer.inference import Predictor, load_checkpoint_predictor
-from trainer.tasks import task_for
+from trainer.config import ConfigError
+from trainer.inference import load_checkpoint_predictor
+from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION, TASKS
+from trainer.tasks.base import Predictor
 
 FORMATS = ("bundle", "torchscript", "onnx")
 
@@ -49,7 +51,20 @@ class TaskExport(Protocol):
 
 
 def task_export(task: str) -> TaskExport:
-    return task_for(task).export()
+    """The task's export module (trainer/tasks/<task>_export.py)."""
+    if task == CLASSIFICATION:
+        from trainer.tasks import classification_export  # lazily: only an export needs onnx's tools
+
+        return classification_export
+    if task == DETECTION:
+        from trainer.tasks import detection_export  # lazily: only an export needs onnx's tools
+
+        return detection_export
+    if task == SEGMENTATION:
+        from trainer.tasks import segmentation_export  # lazily: only an export needs onnx's tools
+
+        return segmentation_export
+    raise ConfigError(f"task {task!r} is not one of {', '.join(TASKS)}", field="task")
 
 
 def write_bundle(

@@ -18,7 +18,8 @@ from trainer.checkpoint import CheckpointStore
 from trainer.datum import DatumLMDB
 from trainer.events import ListReporter
 from trainer.export import export_run, judged
-from trainer.inference import image_to_uint8, load_bundle, load_checkpoint_classifier, resize_image
+from trainer.inference import load_bundle, load_checkpoint_classifier
+from trainer.preprocess import image_to_uint8, resize_image
 from trainer.protocol import EXIT_DONE
 from trainer.run import train
 from trainer.tasks import detection_export
@@ -64,7 +65,7 @@ def test_it_exports_a_bundle_torchscript_and_onnx_that_agree(tmp_path, trained_r
         "model.onnx",
     }
     readme = (out / "README.txt").read_text()
-    assert 'ort.InferenceSession("model.onnx")' in readme and "see trainer.inference.resize_image" not in readme
+    assert 'ort.InferenceSession("model.onnx")' in readme and "see trainer.preprocess.resize_image" not in readme
     # What it trained on by name, never where the server keeps it.
     config = json.loads((out / "config.json").read_text())
     assert config["run_dir"] == trained_run.name and "/" not in config["data"]["dataset"]

@@ -19,8 +19,8 @@ from torch import nn
 
 from trainer.custom_net import CustomNetError
 from trainer.export import export_onnx, export_torchscript
-from trainer.inference import Classifier
 from trainer.networks import BUILDERS, InputSpec, NetworkError, build_model, check_input_size
+from trainer.tasks.classification import Classifier
 from trainer.zoo import is_timm
 
 CUSTOM = [

@@ -32,6 +32,17 @@ class Evaluator(Protocol):
     def compute(self, *, world: int) -> dict[str, float]: ...
 
 
+class Predictor(Protocol):
+    """What inference and the exports hold of a trained model, whatever its task; each task gives
+    its own (`trainer.tasks.task_for(name).predictor(state)`)."""
+
+    task: str  # the name of the task that gives it: trainer.tasks.task_for(task)
+    model: nn.Module
+    labels: list[str]
+    preprocessing: dict[str, Any]
+    device: torch.device
+
+
 class Task(Protocol):
     name: str
     networks: tuple[str, ...]
@@ -63,13 +74,9 @@ class Task(Protocol):
     def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> Any:
         """Random targets of this task for `batch` images of `spec` (benchmark mode's data)."""
 
-    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
-        """What inference runs for a checkpoint's state (trainer.inference.Predictor: a Classifier,
-        Detector or Segmenter): one image or a batch, with the training preprocessing."""
-
-    def export(self) -> Any:
-        """What the bundle, TorchScript and ONNX exports write and check for this task
-        (trainer.export.TaskExport; the module trainer/tasks/<task>_export.py)."""
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Predictor:
+        """What inference runs for a checkpoint's state (a Classifier, Detector or Segmenter, each
+        beside its task): one image or a batch, with the training preprocessing."""
 
 
 def best_metric_for(task: Task, requested: str) -> str:
@@ -106,3 +113,12 @@ def with_seed(seed: int | None, apply: Callable[[], Any]) -> Any:
 
 def image_tensor(chw: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(chw))
+
+
+def model_from_state(task: Task, state: dict[str, Any]) -> nn.Module:
+    """A task's network with a checkpoint's weights loaded (its shape from the state's preprocessing)."""
+    c, h, w = state["preprocessing"]["input_shape"]
+    spec = InputSpec(c, h, w, len(state["labels"]), state["config"].get("custom_layers") or [])
+    model = task.build_model(state["config"]["network"], spec)
+    model.load_state_dict(state["model"])
+    return model

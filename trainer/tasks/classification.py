@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from PIL import Image
 from torch import nn
 
 from trainer.config import NETWORKS, TrainConfig
@@ -13,7 +14,9 @@ from trainer.data import LMDBImageDataset, Normalize, mean_tensor, weights_norma
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec, build_model
+from trainer.preprocess import uint8_batch
 from trainer.protocol import CLASSIFICATION, TASK_METRICS, TASK_TRAITS
+from trainer.tasks.base import model_from_state
 
 
 class TopK:
@@ -85,17 +88,44 @@ class ClassificationTask:
     def synthetic_targets(self, spec: InputSpec, batch: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randint(0, spec.num_classes, (batch,), generator=generator)
 
-    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Classifier:
         """What inference runs for a checkpoint's state: a Classifier (top-k with probabilities)."""
-        from trainer.inference import Classifier, model_from_parts  # a cycle: trainer.inference asks the tasks
-
-        model = model_from_parts(state["config"], state["preprocessing"], len(state["labels"]))
-        model.load_state_dict(state["model"])
+        model = model_from_state(self, state)
         return Classifier(model, state["labels"], state["preprocessing"], state["mean"], device)
 
-    @staticmethod
-    def export() -> Any:
-        """What the bundle, TorchScript and ONNX exports write for a classifier (trainer/export.py)."""
-        from trainer.tasks import classification_export  # a cycle (it uses trainer.inference); and only to export
 
-        return classification_export
+class Classifier:
+    """Top-k classes with probabilities for images of any size, preprocessed as in training."""
+
+    task = CLASSIFICATION
+
+    def __init__(
+        self,
+        model: nn.Module,
+        labels: list[str],
+        preprocessing: dict[str, Any],
+        mean: torch.Tensor | None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.labels = labels
+        self.preprocessing = preprocessing
+        std = preprocessing.get("std")  # pretrained weights' own normalisation, when trained with it
+        self.normalize = Normalize(mean, std=None if std is None else torch.tensor(std).view(-1, 1, 1))
+        self.normalize = self.normalize.to(self.device)
+
+    def preprocess(self, images: list[Image.Image]) -> torch.Tensor:
+        return self.normalize(torch.from_numpy(uint8_batch(images, self.preprocessing)).to(self.device))
+
+    @torch.no_grad()
+    def probabilities(self, images: list[Image.Image]) -> torch.Tensor:
+        return torch.softmax(self.model(self.preprocess(images)).float(), dim=1).cpu()
+
+    def classify(self, images: list[Image.Image], top_k: int = 5) -> list[list[tuple[str, float]]]:
+        probs = self.probabilities(images)
+        values, indices = probs.topk(min(top_k, len(self.labels)), dim=1)
+        return [
+            [(self.labels[i], float(p)) for p, i in zip(vs.tolist(), ix.tolist(), strict=True)]
+            for vs, ix in zip(values, indices, strict=True)
+        ]

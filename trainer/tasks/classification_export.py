@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.inference import Classifier
+from trainer.tasks.classification import Classifier
 from trainer.zoo import is_timm, timm_name, zoo_entry
 
 README = """This folder is a model trained by the workbench ({network}, {num_classes} classes).
@@ -145,7 +145,7 @@ def readme(classifier: Classifier, config: dict[str, Any], formats: tuple[str, .
         resize_note=""
         if pre["resize_mode"] == "squash"
         else f'\nThe resize above squashes; this model was trained with "{pre["resize_mode"]}" '
-        "(trainer.inference.resize_image does it as the workbench did).\n",
+        "(trainer.preprocess.resize_image does it as the workbench did).\n",
     )
     # The README says how to use the files this export holds, and no file it does not hold.
     if "torchscript" not in formats:

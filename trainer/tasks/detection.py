@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from PIL import Image
 from torch import nn
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
@@ -26,9 +27,10 @@ from trainer.data import Normalize, move
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
+from trainer.preprocess import uint8_batch
 from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS, TASK_TRAITS
 from trainer.targets import decode_boxes
-from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
+from trainer.tasks.base import as_rgb, image_tensor, model_from_state, seeded, with_seed
 
 # Below this score a detection does not count as one in the run's words ("no box scored above").
 SCORE_FLOOR = 0.05
@@ -249,15 +251,39 @@ class DetectionTask:
             targets.append({"boxes": boxes, "labels": labels, "ignore": torch.zeros(count, dtype=torch.bool)})
         return targets
 
-    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Detector:
         """What inference runs for a checkpoint's state: a Detector (boxes, classes, scores)."""
-        from trainer.inference import Detector, task_model  # a cycle: trainer.inference asks the tasks
+        return Detector(model_from_state(self, state), state["labels"], state["preprocessing"], device)
 
-        return Detector(task_model(state), state["labels"], state["preprocessing"], device)
 
-    @staticmethod
-    def export() -> Any:
-        """What the bundle, TorchScript and ONNX exports write for a detector (trainer/export.py)."""
-        from trainer.tasks import detection_export  # a cycle (it uses trainer.inference); and only to export
+class Detector:
+    """Boxes with class and score for images of any size: resized as in training, detected,
+    and the boxes scaled back to each image's own pixels (squash, the tasks' stored resize)."""
 
-        return detection_export
+    task = DETECTION
+
+    def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any], device="cpu") -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.labels, self.preprocessing = labels, preprocessing
+        self.normalize = Normalize(None).to(self.device)
+
+    @torch.no_grad()
+    def detect(self, images: list[Image.Image], *, min_score: float = 0.05) -> list[list[dict[str, Any]]]:
+        x = self.normalize(torch.from_numpy(uint8_batch(images, self.preprocessing)).to(self.device))
+        found = []
+        for image, out in zip(images, self.model(list(as_rgb(x))), strict=True):
+            sx, sy = image.size[0] / self.preprocessing["width"], image.size[1] / self.preprocessing["height"]
+            keep = out["scores"] >= min_score
+            found.append(
+                [
+                    {"label": self.labels[int(k) - 1], "score": float(s), "box": [x1 * sx, y1 * sy, x2 * sx, y2 * sy]}
+                    for (x1, y1, x2, y2), s, k in zip(
+                        out["boxes"][keep].tolist(),
+                        out["scores"][keep].tolist(),
+                        out["labels"][keep].tolist(),
+                        strict=True,
+                    )
+                ]
+            )
+        return found

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.inference import Detector
 from trainer.protocol import DETECTION, TASK_NETWORKS
+from trainer.tasks.detection import Detector
 from trainer.tasks.pixel_export import README, bundle_arrays, examples, files_and_use, readme_fields
 
 __all__ = ["bundle_arrays", "examples", "format_notes", "onnx", "readme", "torchscript"]

@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.inference import Predictor
-from trainer.tasks.base import as_rgb
+from trainer.tasks.base import Predictor, as_rgb
 
 README = """This folder is a {task} model trained by the workbench ({network}, {num_classes} classes).
 

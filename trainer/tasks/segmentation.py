@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
+from PIL import Image
 from torch import nn
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
@@ -22,9 +24,10 @@ from trainer.data import Normalize
 from trainer.dataset_folder import DatasetInfo
 from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec
+from trainer.preprocess import uint8_batch
 from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS, TASK_TRAITS
 from trainer.targets import decode_mask
-from trainer.tasks.base import as_rgb, image_tensor, seeded, with_seed
+from trainer.tasks.base import as_rgb, image_tensor, model_from_state, seeded, with_seed
 
 # ImageNet statistics: torchvision's segmentation networks do not normalise inside (the
 # detectors do), and these are the statistics their published recipes train with.
@@ -188,15 +191,27 @@ class SegmentationTask:
         shape = (batch, spec.height, spec.width)
         return torch.randint(0, spec.num_classes, shape, generator=generator).to(dtype)
 
-    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Any:
+    def predictor(self, state: dict[str, Any], device: str | torch.device = "cpu") -> Segmenter:
         """What inference runs for a checkpoint's state: a Segmenter (a class per pixel)."""
-        from trainer.inference import Segmenter, task_model  # a cycle: trainer.inference asks the tasks
+        return Segmenter(model_from_state(self, state), state["labels"], state["preprocessing"], device)
 
-        return Segmenter(task_model(state), state["labels"], state["preprocessing"], device)
 
-    @staticmethod
-    def export() -> Any:
-        """What the bundle, TorchScript and ONNX exports write for a segmentation network (trainer/export.py)."""
-        from trainer.tasks import segmentation_export  # a cycle (it uses trainer.inference); and only to export
+class Segmenter:
+    """A class per pixel for images of any size, at each image's own size (nearest)."""
 
-        return segmentation_export
+    task = SEGMENTATION
+
+    def __init__(self, model: nn.Module, labels: list[str], preprocessing: dict[str, Any], device="cpu") -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.labels, self.preprocessing = labels, preprocessing
+        self.normalize = Standardize().to(self.device)
+
+    @torch.no_grad()
+    def segment(self, images: list[Image.Image]) -> list[np.ndarray]:
+        batch = torch.from_numpy(uint8_batch(images, self.preprocessing)).to(self.device)
+        classes = self.model(self.normalize(batch))["out"].argmax(1)
+        return [
+            np.asarray(Image.fromarray(mask.to(torch.uint8).cpu().numpy(), mode="L").resize(image.size, Image.NEAREST))
+            for image, mask in zip(images, classes, strict=True)
+        ]

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.inference import Segmenter
 from trainer.tasks.pixel_export import README, bundle_arrays, examples, files_and_use, readme_fields
+from trainer.tasks.segmentation import Segmenter
 
 __all__ = ["bundle_arrays", "examples", "format_notes", "onnx", "readme", "torchscript"]
 

@@ -15,7 +15,7 @@ many-images jobs, so too large for an event), beside `results.csv` (classify, de
 with `masks/`) or the `mistakes/` gallery (a classifier's test; a detector's or segmentation
 network's: `worst/`).
 
-Every image goes through the trainer's own preprocessing (`trainer.inference.Classifier`), and
+Every image goes through the trainer's own preprocessing (`trainer.preprocess`, then the task's predictor), and
 split images through the validation data path of training (`LMDBImageDataset`, centre crop), so
 what is measured here is what training measured.
 """
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from trainer.preprocess import image_to_uint8
 from workbench.core.task_table import task_row
 
 BATCH = 64
@@ -111,9 +112,6 @@ def png_data_url(array_hwc_or_hw: np.ndarray) -> str:
 
 def as_seen(classifier, image: Image.Image) -> np.ndarray:
     """The image as the network saw it (resized, cropped; before mean subtraction), H x W (x C)."""
-    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from trainer.inference import image_to_uint8  # torch: loaded only where this runs
-
     chw = image_to_uint8(image, classifier.preprocessing)
     return chw[0] if chw.shape[0] == 1 else chw.transpose(1, 2, 0)
 
@@ -305,9 +303,6 @@ def predict_split(
 def predict_files(
     classifier, items: list[tuple[Path, int]], root: Path, *, progress: Progress | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
-    # the engine runs as a child process; the web process that imports this module for its helpers never loads torch
-    from trainer.inference import image_to_uint8  # torch: loaded only where this runs
-
     ys, probs, seen, skipped = [], [], [], []
     label_of = {path: label for path, label in items}
     paths = [path for path, _ in items]

@@ -19,10 +19,9 @@ import torch
 from PIL import Image, ImageDraw
 
 from trainer.datum import DatumLMDB
-from trainer.inference import Detector, Segmenter
 from trainer.tasks.base import as_rgb
-from trainer.tasks.detection import DetectionDataset
-from trainer.tasks.segmentation import ConfusionMatrix, SegmentationDataset, pixel_pairs
+from trainer.tasks.detection import DetectionDataset, Detector
+from trainer.tasks.segmentation import ConfusionMatrix, SegmentationDataset, Segmenter, pixel_pairs
 from workbench.inference.engine import BATCH, MAX_MISTAKES, InferenceInputError, Progress
 from workbench.inference.renderers import class_palette
 

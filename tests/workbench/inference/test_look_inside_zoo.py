@@ -17,9 +17,9 @@ from PIL import Image
 from tests.support.trainer_data import make_dataset_folder
 from tests.workbench.inference.conftest import done_run
 from trainer.config import config_from_dict
-from trainer.inference import Classifier
 from trainer.networks import InputSpec, build_model
 from trainer.run import train
+from trainer.tasks.classification import Classifier
 from workbench.inference.activations import look_inside
 from workbench.runs.models import Run
 
