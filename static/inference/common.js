@@ -1,5 +1,6 @@
 // Small helpers shared by the inference pages (talking to the server: ../workbench/http.js).
 import { getJSON } from "../workbench/http.js";
+import { paletteColour } from "../workbench/palette.js";
 
 // Percentages as every page writes them (two decimals): the bar and the table of one result agree.
 export { formatPercent as percent } from "../workbench/format.js";
@@ -55,11 +56,12 @@ export function fitPixels(image, width) {
   return image.getBoundingClientRect().width / width;
 }
 
-// The colour of a detector's class `index` (0-based), bright on photos and dark scenes alike; the
-// same list as workbench/inference/evaluation.BOX_COLOURS, so a test's pictures and this page agree.
-const BOX_COLOURS = ["#ffe119", "#3cb44b", "#e6194b", "#4363d8", "#f58231", "#46f0f0", "#f032e6", "#bcf60c", "#fabebe", "#ffffff"];
+// The colour of a detector's class `index` (0-based): the one palette (Okabe-Ito, told apart with
+// every common colour-vision deficiency), as workbench/inference/evaluation.BOX_COLOURS draws a
+// test's pictures. On a light or a dark image alike a box is edged in black and its label haloed
+// (inference.css): the palette's yellow vanished on white, its blue on black.
 export function boxColour(index) {
-  return BOX_COLOURS[index % BOX_COLOURS.length];
+  return paletteColour(index);
 }
 
 // A job's page (job.js, task_job.js): follows its state and progress until it ends, then hands

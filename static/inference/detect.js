@@ -79,9 +79,13 @@ if (card) {
       const colour = boxColour(answer.labels.indexOf(b.label));
       const group = document.createElementNS(ns, "g");
       group.setAttribute("class", "box");
-      const rect = document.createElementNS(ns, "rect");
-      Object.entries({ x: x1, y: y1, width: x2 - x1, height: y2 - y1, fill: "none", stroke: colour,
-        "stroke-width": 2, "vector-effect": "non-scaling-stroke" }).forEach(([k, v]) => rect.setAttribute(k, v));
+      // The coloured line on a black one a pixel wider each side: seen on white and on black alike.
+      const [edge, rect] = [["#000", 4], [colour, 2]].map(([stroke, width]) => {
+        const line = document.createElementNS(ns, "rect");
+        Object.entries({ x: x1, y: y1, width: x2 - x1, height: y2 - y1, fill: "none", stroke,
+          "stroke-width": width, "vector-effect": "non-scaling-stroke" }).forEach(([k, v]) => line.setAttribute(k, v));
+        return line;
+      });
       const text = document.createElementNS(ns, "text");
       text.setAttribute("x", x1 + 2);
       text.setAttribute("y", y1);
@@ -93,7 +97,7 @@ if (card) {
       text.textContent = `${b.label} ${percent(b.score)}`;
       const title = document.createElementNS(ns, "title");
       title.textContent = text.textContent;
-      group.append(rect, text, title);
+      group.append(edge, rect, text, title);
       return group;
     }));
     document.getElementById("detect-summary").textContent =

@@ -27,15 +27,26 @@ from workbench.inference.renderers import class_palette
 
 # A predicted box drawn in the worst images' pictures scores at least this (the metric counts all).
 DRAWN_SCORE = 0.3
-# A detector's classes in its pictures (0-based), bright on any scene: static/inference/common.js's list.
-BOX_COLOURS = ("#ffe119", "#3cb44b", "#e6194b", "#4363d8", "#f58231", "#46f0f0", "#f032e6", "#bcf60c", "#fabebe",
-               "#ffffff")  # fmt: skip
+# A detector's classes in its pictures (0-based): the one palette, Okabe-Ito's, as the pages draw
+# them (static/workbench/palette.js). A copy, as these PNGs are drawn here, in the engine's child
+# without Django or a browser; tests/workbench/inference/test_box_colours.py holds it equal to the
+# JS module's list. Each box is edged in black and its label haloed: the yellow vanished on white.
+BOX_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#999999")
 # Small stored images are drawn larger, so a box and its label can be seen.
 PICTURE_SIDE = 192
 
 
-def test_split(predictor, images_db: str, targets_db: str, out: Path, *, progress: Progress | None = None) -> dict:
-    """The test result of the predictor's task over a split (images and their boxes or masks)."""
+def test_split(
+    predictor,
+    images_db: str,
+    targets_db: str,
+    out: Path,
+    names: list[str] | None = None,
+    *,
+    progress: Progress | None = None,
+) -> dict:
+    """The test result of the predictor's task over a split (images and their boxes or masks);
+    `names`, the images' source names in key order, name the worst images (else their numbers)."""
     if isinstance(predictor, Detector):
         dataset = DetectionDataset(DatumLMDB(images_db), DatumLMDB(targets_db), transform=None)
         test = _test_detector
@@ -47,7 +58,11 @@ def test_split(predictor, images_db: str, targets_db: str, out: Path, *, progres
     try:
         if not len(dataset):
             raise InferenceInputError(f"{Path(images_db).name}: the split is empty")
-        return test(predictor, dataset, out, progress)
+        result = test(predictor, dataset, out, progress)
+        if names is not None and len(names) == len(dataset):
+            for item in result["worst"]:
+                item["name"] = names[item["index"]]
+        return result
     finally:
         dataset.close()  # one LMDB environment per path and process: never leave it open
 
@@ -183,9 +198,11 @@ def _draw_boxes(chw, boxes, class_ids, scores, labels: list[str]) -> Image.Image
     for i, (box, class_id) in enumerate(zip(boxes.tolist(), class_ids.tolist(), strict=True)):
         colour = BOX_COLOURS[(class_id - 1) % len(BOX_COLOURS)]
         x1, y1, x2, y2 = (v * scale for v in box)
+        # The coloured line inside a black one a pixel wider each side: seen on white and on black.
+        pen.rectangle((x1 - 1, y1 - 1, x2 + 1, y2 + 1), outline="#000", width=4)
         pen.rectangle((x1, y1, x2, y2), outline=colour, width=2)
         text = labels[class_id - 1] + ("" if scores is None else f" {float(scores[i]):.2f}")
-        pen.text((x1 + 2, y1 + 1), text, fill=colour)
+        pen.text((x1 + 3, y1 + 2), text, fill=colour, stroke_width=1, stroke_fill="#000")
     return image
 
 
