@@ -70,6 +70,9 @@ class BuildResult:
     images_per_second: float = 0.0
     stats: dict | None = None  # detection and segmentation: datasets.labels.stats
     extra_files: dict[str, dict] = field(default_factory=dict)  # more JSON files for the folder, by name
+    # split -> the source path of each stored image, in key order: the caller writes them, public,
+    # as `<split>_names.json`, so a test's galleries name the files and not only their numbers.
+    names: dict[str, list[str]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,6 +291,7 @@ class _Collector:
         )
         self.stats = LabelStats(task, labels, options.width, options.height) if reads_label_files(task) else None
         self.class_counts = {s: [0] * len(labels) for s in self.writers}
+        self.names: dict[str, list[str]] = {s: [] for s in self.writers}  # source paths in key order
         self.skipped: list[dict] = []
         self.mean_sum = np.zeros((options.height, options.width, options.channels), dtype=np.float64)
         self.mean_n = 0
@@ -323,6 +327,7 @@ class _Collector:
                 key = b"%08d_%d" % (writer.count, label)
                 self.class_counts[split][label] += 1
             writer.put(key, value)
+            self.names[split].append(str(path))
         self.done += len(rows)
 
     def close(self) -> None:
@@ -438,6 +443,7 @@ def build_lmdbs(
         seconds=seconds,
         images_per_second=total / max(seconds, 1e-6),
         stats=collector.stats.as_dict() if collector.stats else None,
+        names={split: collector.names[split] for split in splits},
     )
 
 

@@ -155,6 +155,9 @@ def _build_into(dataset: Dataset, temp: Path, scratch: Path, internal: dict[str,
     skipped = [{**s, "path": _public(_relative(s["path"], source_root), internal)} for s in result.skipped]
     skipped = [{**s, "reason": _public(s["reason"], internal)} for s in skipped]
     (temp / "skipped.json").write_text(json.dumps(skipped, indent=1, ensure_ascii=False), encoding="utf-8")
+    for split, paths in result.names.items():  # what a test names its images by (trainer.dataset_folder)
+        names = [_public(_relative(path, source_root), internal) for path in paths]
+        (temp / f"{split}_names.json").write_text(json.dumps(names, ensure_ascii=False), encoding="utf-8")
     for name, extra in result.extra_files.items():  # detection, segmentation: label report, statistics
         text = _public(json.dumps(extra, indent=1, ensure_ascii=False), internal)
         (temp / name).write_text(text, encoding="utf-8")

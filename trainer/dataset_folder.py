@@ -35,6 +35,9 @@ class SplitInfo:
     class_counts: list[int] | None = None  # None when unknown (bare DIGITS folders)
     # Detection and segmentation: the targets' Datum LMDB, with the images' keys (trainer/targets.py).
     targets_db: Path | None = None
+    # `<split>_names.json`: each image's source path in key order, where the build knew it (not
+    # for imported LMDBs); a test's galleries name the images by it.
+    names: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,14 @@ def _split(root: Path, split: str, spec: dict, *, labels: list, task: str, where
         targets = root / _require(spec, "targets_db", str, f"{where} splits.{split}")
         if not targets.exists():
             raise DatasetFolderError(f"{where}: splits.{split}.targets_db {targets.name!r} does not exist")
-    return SplitInfo(db=db, count=int(spec.get("count", 0)), class_counts=counts, targets_db=targets)
+    names = root / f"{split}_names.json"
+    return SplitInfo(
+        db=db,
+        count=int(spec.get("count", 0)),
+        class_counts=counts,
+        targets_db=targets,
+        names=names if names.is_file() else None,
+    )
 
 
 def _from_json(root: Path) -> DatasetInfo:

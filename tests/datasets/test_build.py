@@ -77,6 +77,25 @@ def test_it_builds_the_dataset_folder_the_trainer_reads(owner, import_root):
     assert dataset.size_bytes > 0 and not _leftovers()
 
 
+@pytest.mark.django_db
+def test_it_names_each_stored_image_by_its_source_path(owner, import_root):
+    # A test's galleries named images "#3" (issue 33): each split now keeps its images' source
+    # names in key order, relative to the source, so no folder of the machine leaves the build.
+    root = make_class_folders(import_root / "src", {"red": 3, "green": 3})
+    dataset = _build(owner, root, image_width=8, image_height=6, val_percent=34)
+    assert dataset.status == "ready", dataset.error
+    labels = dataset.labels
+    for split in ("train", "val"):
+        where = load_dataset_folder(dataset.path).splits[split].names
+        names = json.loads(where.read_text())
+        assert where.name == f"{split}_names.json" and len(names) == dataset.splits[split]["count"]
+        db = DatumLMDB(dataset.path / f"{split}_db")
+        # key i holds the image named i: its class is the name's folder
+        assert [labels[db[i][1]] for i in range(len(db))] == [name.split("/")[0] for name in names]
+        db.close()
+        assert all(name.split("/")[1].startswith("img_") and str(import_root) not in name for name in names)
+
+
 def test_it_gives_the_same_lmdb_with_worker_processes(tmp_path):
     root = make_class_folders(tmp_path / "src", {"a": 20, "b": 20}, fmt="JPEG")
     plan = plan_folder(root, SplitOptions(val_percent=10, seed=3))

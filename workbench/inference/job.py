@@ -31,6 +31,18 @@ from workbench.inference.engine import (
 )
 
 
+def split_names(spec: dict[str, Any]) -> list[str] | None:
+    """The split's images' source names in key order (`<split>_names.json`), or None where the
+    build did not know them (imported LMDBs) or the file is not a list of names."""
+    if not spec.get("split_names"):
+        return None
+    try:
+        names = json.loads(Path(spec["split_names"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
+
+
 def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """One background job. spec: {kind: classify|detect|segment|test, checkpoint, out, input
     (folder) | split_db (+ targets_db for a detector's or segmentation network's split)}."""
@@ -44,14 +56,16 @@ def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
             segmenter = predictor_of(spec["checkpoint"], "segment")
             return renderers.segment_folder(segmenter, Path(spec["input"]), out, progress=progress)
         predictor = load_predictor(spec["checkpoint"])
-        return evaluation.test_split(predictor, spec["split_db"], spec["targets_db"], out, progress=progress)
+        names = split_names(spec)
+        return evaluation.test_split(predictor, spec["split_db"], spec["targets_db"], out, names, progress=progress)
     classifier = load_classifier(spec["checkpoint"])
     if spec["kind"] == "classify":
         return classify_folder(classifier, Path(spec["input"]), out, progress=progress)
     labels = classifier.labels
     if spec.get("split_db"):
         y, probs, seen = predict_split(classifier, spec["split_db"], progress=progress)
-        names, skipped = None, []
+        names, skipped = split_names(spec), []
+        names = names if names is not None and len(names) == len(y) else None
     else:
         root = Path(spec["input"])
         items = labelled_files(root, labels)

@@ -241,6 +241,8 @@ def _prepare_input(job: InferenceJob) -> dict:
             raise InferenceError("source", f"dataset {job.run.dataset.name!r} has no {job.source} split")
         split = info.splits[job.source]
         spec["split_db"] = str(split.db)
+        if split.names is not None:  # each image's source name, for the test's galleries
+            spec["split_names"] = str(split.names)
         if split.targets_db is not None:  # a detection or segmentation split: its boxes or masks
             spec["targets_db"] = str(split.targets_db)
         return spec

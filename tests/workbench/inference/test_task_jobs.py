@@ -32,6 +32,8 @@ def run_job(run, kind: str, **kwargs) -> dict:
 
 def test_it_tests_a_segmentation_run_per_class_with_the_worst_images_first(owner, owner_client):
     run = task_run(owner, "segmentation", SHAPES, test_images=3)
+    # The build's names of the split's images (datasets/build.py): the worst images are named by them.
+    (run.dataset.path / "test_names.json").write_text(json.dumps(["a/0.png", "a/1.png", "b/2.png"]))
     job = run_job(run, InferenceJob.Kind.TEST, source=InferenceJob.Source.TEST)
     result = owner_client.get(reverse("api-inference-job", args=[job.pk])).json()["result"]
     assert (result["task"], result["count"]) == ("segmentation", 3)
@@ -45,6 +47,9 @@ def test_it_tests_a_segmentation_run_per_class_with_the_worst_images_first(owner
     assert result["notes"] == ["every pixel is predicted as background: the network has not separated any class yet"]
     scores = [w["miou"] for w in result["worst"]]
     assert len(scores) == 3 and scores == sorted(scores)
+    assert [w["name"] for w in result["worst"]] == [
+        ["a/0.png", "a/1.png", "b/2.png"][w["index"]] for w in result["worst"]
+    ]
     picture = owner_client.get(reverse("inference-worst", args=[run.pk, job.pk, 0]))
     width, height = Image.open(io.BytesIO(b"".join(picture.streaming_content))).size
     assert (width, height) == (2 * 192 + 8, 192)  # ground truth beside the prediction, drawn larger
