@@ -2,6 +2,7 @@
 // histogram (Plotly), and the paged gallery read from the LMDBs.
 import { getJSON } from "../workbench/http.js";
 import { plotlyTexts } from "../workbench/plotly_text.js";
+import { themed } from "../workbench/plotly_theme.js";
 import { openSocket } from "../workbench/socket.js";
 import { formatDuration, formatWhole } from "../workbench/format.js";
 
@@ -55,12 +56,12 @@ function drawHistogram() {
   const traces = Object.entries(chart.splits).map(([split, counts]) => ({
     type: "bar", name: split, x: plotlyTexts(chart.labels), y: counts,
   }));
-  window.Plotly.newPlot(holder, traces, {
+  window.Plotly.newPlot(holder, traces, themed({
     barmode: "stack", margin: { t: 10, r: 10, b: 60, l: 50 },
     // A detection dataset counts boxes per class, not images.
     xaxis: { type: "category", title: { text: "class" } }, yaxis: { title: { text: holder.dataset.unit || "images" } },
     legend: { orientation: "h" },
-  }, { displaylogo: false, responsive: true });
+  }), { displaylogo: false, responsive: true });
 }
 
 const gallery = document.getElementById("gallery");
@@ -175,7 +176,7 @@ function drawLabelStats() {
   }
   if (!window.Plotly) return;
   // Room on the right and automargin: a long last bin label ("57.6–64"), tilted, ran past the edge.
-  const layout = (x, y) => ({
+  const layout = (x, y) => themed({
     margin: { t: 30, r: 40, b: 50, l: 50 }, height: 240,
     xaxis: { type: "category", title: { text: x }, automargin: true }, yaxis: { title: { text: y } },
   });
@@ -193,10 +194,10 @@ function drawLabelStats() {
   const heat = document.getElementById("stats-centres");
   if (heat && stats.box_centres) {
     window.Plotly.newPlot(heat, [{ type: "heatmap", z: stats.box_centres, colorscale: "Blues" }],
-      { margin: { t: 30, r: 10, b: 50, l: 50 }, height: 240, title: { text: "Box centres" },
+      themed({ margin: { t: 30, r: 10, b: 50, l: 50 }, height: 240, title: { text: "Box centres" },
         // The cells are tenths of the image: say so, or 0..9 reads as pixels.
         xaxis: { title: { text: "tenths of the width" } },
-        yaxis: { autorange: "reversed", title: { text: "tenths of the height" } } }, { displaylogo: false, responsive: true });
+        yaxis: { autorange: "reversed", title: { text: "tenths of the height" } } }), { displaylogo: false, responsive: true });
   }
   const areas = document.getElementById("stats-areas");
   if (areas && stats.class_areas) {

@@ -4,6 +4,7 @@
 import { getJSON, postForm, sendJSON } from "../workbench/http.js";
 import { networkGraph } from "../inference/netgraph.js";
 import { largestBatchFinder } from "./largest_batch.js";
+import { schedulePreview } from "./schedule_preview.js";
 import { taskFields } from "./task_fields.js";
 import { searchCard } from "../searches/search_card.js";
 import { formatBytes, formatCount, formatPercent } from "../workbench/format.js";
@@ -332,46 +333,7 @@ const refreshShapes = debounce(async () => {
 }, 250);
 
 // ------------------------------------------------------------------ solver and learning-rate preview
-const POLICY_FIELDS = {
-  fixed: [], step: ["gamma", "step_size"], multistep: ["gamma", "step_values"], exp: ["gamma"],
-  inv: ["gamma", "power"], poly: ["power"], sigmoid: ["gamma", "step_size"], cosine: ["min_lr"],
-  onecycle: ["onecycle_pct_start", "onecycle_div_factor", "onecycle_final_div_factor"],
-};
-const ALL_POLICY_FIELDS = [...new Set(Object.values(POLICY_FIELDS).flat())];
-const PREVIEW_FIELDS = ["dataset", "epochs", "batch_size", "optimizer", "base_lr", "lr_policy", "momentum", "weight_decay",
-  "warmup_percent", ...ALL_POLICY_FIELDS];
-
-function showSolverFields() {
-  const wanted = POLICY_FIELDS[form.elements.lr_policy.value] || [];
-  for (const name of ALL_POLICY_FIELDS) fieldBox(name).hidden = !wanted.includes(name);
-  const optimizer = form.elements.optimizer.value;
-  fieldBox("momentum").hidden = !["sgd", "nesterov", "rmsprop"].includes(optimizer);
-}
-
-const refreshLr = debounce(async () => {
-  const data = new FormData();
-  for (const name of PREVIEW_FIELDS) data.append(name, form.elements[name].value);
-  let body = null;
-  let failed = null;
-  try { body = await postForm(urls["lr-preview"], data); } catch (error) { failed = error; }
-  const errors = failed?.body?.errors || {};
-  for (const name of PREVIEW_FIELDS) if (name !== "dataset") setFieldError(name, errors[name]);
-  $("lr-error").textContent = failed ? failed.message : "";
-  if (failed) return;
-  const useEpochs = true;
-  Plotly.react("lr-chart", body.traces.map((t) => ({
-    type: "scatter", mode: "lines", name: t.name, x: useEpochs ? t.epochs : t.steps, y: t.lr,
-    customdata: t.steps, hovertemplate: "epoch %{x}<br>step %{customdata}<br>lr %{y:.4g}<extra>%{fullData.name}</extra>",
-  })), {
-    margin: { l: 70, r: 10, t: 10, b: 45 }, xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: "learning rate" }, exponentformat: "e" },
-    showlegend: body.traces.length > 1, legend: { orientation: "h" },
-  }, { displayModeBar: false, responsive: true });
-  const first = body.traces[0];
-  $("lr-summary").textContent = `${first.total_steps} optimizer steps, ${first.steps_per_epoch} per epoch`;
-  const runs = body.traces.length;
-  $("sweep-note").textContent = runs > 1 ? `This creates a sweep of ${runs} runs, one per combination, grouped in the runs list.` : "";
-  $("create-run").textContent = runs > 1 ? `Create ${runs} runs` : "Create run";
-}, 250);
+const refreshLr = schedulePreview({ form, fieldBox, $, setFieldError, debounce, url: urls["lr-preview"] }).refresh;
 
 // ------------------------------------------------------------------ devices
 function deviceMode() { const c = form.querySelector("input[name=device_mode]:checked"); return c ? c.value : "auto"; }
@@ -492,16 +454,8 @@ form.elements.previous_run.addEventListener("change", () => {
   const radio = match && form.querySelector(`input[name=network][value="${match[1]}"]`);
   if (radio && !radio.checked) { radio.checked = true; showNetwork(); }
 });
-form.elements.lr_policy.addEventListener("change", showSolverFields);
-form.elements.optimizer.addEventListener("change", showSolverFields);
-for (const name of PREVIEW_FIELDS) {
-  const element = form.elements[name];
-  element.addEventListener("input", refreshLr);
-  element.addEventListener("change", refreshLr);
-}
 form.elements.crop_size.addEventListener("input", debounce(() => { loadNetworks(); refreshShapes(); }, 400));
 
-showSolverFields();
 showStartFields();
 renderLayers();
 showNetwork();

@@ -268,19 +268,32 @@ def test_it_follows_the_systems_dark_scheme_and_remembers_the_switch(live_server
     assert page.get_attribute("#theme-switch", "aria-pressed") == "true"
 
 
+def _charted_dataset(owner) -> int:
+    """A ready dataset with classes counted per split: its page charts them, and a new run's form
+    charts the learning rate over a run on it (a batch of 32 needs training images)."""
+    splits = {"train": {"count": 96, "class_counts": [64, 32]}, "val": {"count": 24, "class_counts": [12, 12]}}
+    dataset = make_dataset_row(
+        owner, name="charted", labels=["cat", "dog"], splits=splits, image_width=28, image_height=28, channels=1
+    )
+    return dataset.pk
+
+
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_it_themes_the_charts_and_restyles_them_when_the_theme_changes(live_server_url, page, owner):
     run = off_the_loop(_with_data, owner)["run-detail"]
-    paper = "() => document.querySelector('.js-plotly-plot')._fullLayout.paper_bgcolor"
+    dataset = off_the_loop(_charted_dataset, owner)
     page.emulate_media(color_scheme="dark")
     log_in(page, live_server_url, owner.username)
-    page.goto(f"{live_server_url}{run}")
-    page.wait_for_selector(".js-plotly-plot", timeout=30_000)
-    assert _is_dark(page.evaluate(paper)), page.evaluate(paper)
-    page.click("#theme-switch")
-    page.wait_for_function(PAPER_IS_LIGHT)  # restyled by plotly_theme.js, not by a reload
-    assert not _is_dark(page.evaluate(paper)), page.evaluate(paper)
+    # The run's charts, the dataset's class counts, the new run's learning-rate preview.
+    for url in (run, reverse("dataset-detail", args=[dataset]), f"{reverse('run-new')}?dataset={dataset}"):
+        page.goto(f"{live_server_url}{url}")
+        page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+        assert page.evaluate(PAPERS_ARE, False), (url, page.evaluate(PAPERS))  # Plotly's own is "#fff"
+        page.click("#theme-switch")
+        page.wait_for_function(PAPERS_ARE, arg=True)  # restyled by plotly_theme.js, not by a reload
+        page.click("#theme-switch")  # dark again, for the next page
+        page.wait_for_function(PAPERS_ARE, arg=False)
 
 
 @pytest.mark.e2e
@@ -301,11 +314,14 @@ def test_it_lists_the_keyboard_shortcuts_on_question_mark_and_follows_them(live_
     assert page.locator(".skip-link").bounding_box()["y"] >= 0
 
 
-PAPER_IS_LIGHT = """() => {
-  const paper = document.querySelector('.js-plotly-plot')._fullLayout.paper_bgcolor;
+# Every chart's background on the page, and whether they all are light (true) or dark (false),
+# as _is_dark reads one.
+PAPERS = "() => [...document.querySelectorAll('.js-plotly-plot')].map((chart) => chart._fullLayout.paper_bgcolor)"
+PAPERS_ARE = f"""(light) => ({PAPERS})().every((paper) => {{
+  if (!paper.startsWith('rgb')) return false;  // not the theme's (a probe's colour is rgb())
   const [red, green, blue] = paper.match(/\\d+/g).map(Number);
-  return (red + green + blue) / 3 >= 80;
-}"""
+  return ((red + green + blue) / 3 >= 80) === light;
+}})"""
 # Records the theme on <html> when the first stylesheet appears in the document, before it paints.
 THEME_AT_STYLESHEET = """new MutationObserver((_, observer) => {
   if (!document.querySelector('link[rel=stylesheet]')) return;

@@ -85,7 +85,7 @@ def test_it_provides_the_csrf_token_to_every_page_from_the_base_template():
 PLOTLY_OWN_WORDS = {
     "runs/charts.js",
     "runs/run_detail.js",
-    "runs/new_run.js",
+    "runs/schedule_preview.js",  # the learning rate per sweep combination ("lr=0.1 bs=32")
     "benchmarks/detail.js",
     "searches/search_detail.js",
 }
