@@ -23,7 +23,10 @@ function showSourceChoice() {
   form.querySelectorAll("[data-source]").forEach((el) => { el.hidden = el.dataset.source !== choice; });
 }
 
-function show(index) {
+// `focus`: Next and Back move the keyboard's focus to the heading of the step they open, whose
+// fields follow it in the tab order. On the last step Next is hidden, and a hidden button loses
+// the focus: the next Tab started again at the top of the page.
+function show(index, { focus = false } = {}) {
   current = Math.max(0, Math.min(index, steps.length - 1));
   steps.forEach((step, i) => step.classList.toggle("current", i === current));
   labels.forEach((li, i) => {
@@ -38,6 +41,20 @@ function show(index) {
   if (name === "options") proposeOptions();
   if (name === "preview") loadPreview();
   if (name === "confirm") fillSummary();
+  if (focus) steps[current].querySelector("h2").focus();
+}
+
+// Next is disabled while it waits for the server, and Chromium takes the focus from a disabled
+// button: the keyboard's next key went to the page. It gets the focus back if it had it.
+async function whileNextWaits(promise) {
+  const hadFocus = document.activeElement === next;
+  next.disabled = true;
+  try {
+    return await promise;
+  } finally {
+    next.disabled = false;
+    if (hadFocus && document.activeElement === document.body) next.focus();
+  }
 }
 
 function sourceReady() {
@@ -90,13 +107,11 @@ next.addEventListener("click", async () => {
   if (steps[current].dataset.step === "options" && proposing) {
     // The size proposed from the images is still on its way: the preview waits for it, rather
     // than showing (and the build keeping) the default 256x256 it replaces a moment later.
-    next.disabled = true;
     const note = document.getElementById("options-proposal");
     const [before, reading] = [[note.textContent, note.hidden], "Reading your images' size…"];
     [note.textContent, note.hidden] = [reading, false];
-    await proposing;
+    await whileNextWaits(proposing);
     if (note.textContent === reading) [note.textContent, note.hidden] = before; // no proposal came
-    next.disabled = false;
   }
   if (steps[current].dataset.step === "source") {
     if (!sourceReady()) {
@@ -107,17 +122,15 @@ next.addEventListener("click", async () => {
       return;
     }
     // Refused here, at the first step that knows, rather than after the options.
-    next.disabled = true;
-    const refusal = await sourceRefusal();
-    next.disabled = false;
+    const refusal = await whileNextWaits(sourceRefusal());
     if (refusal) {
       setText("upload-status", `This source cannot make a dataset: ${refusal}`);
       return;
     }
   }
-  show(current + 1);
+  show(current + 1, { focus: true });
 });
-back.addEventListener("click", () => show(current - 1));
+back.addEventListener("click", () => show(current - 1, { focus: true }));
 
 form.querySelectorAll("input[name=source_choice]").forEach((radio) => {
   radio.addEventListener("change", () => {
@@ -256,8 +269,10 @@ function showModes(data) {
   const mark = () => document.querySelectorAll("#preview-modes figure").forEach((figure) => {
     const chosen = figure.dataset.mode === form.elements.resize_mode.value;
     figure.classList.toggle("chosen", chosen);
+    // aria-disabled, not disabled: a button disabled while it has the focus loses it (Chromium),
+    // and the keyboard's next key went to the page.
     figure.querySelector("button").textContent = chosen ? "Chosen" : "Use this mode";
-    figure.querySelector("button").disabled = chosen;
+    figure.querySelector("button").setAttribute("aria-disabled", String(chosen));
   });
   document.getElementById("preview-modes").replaceChildren(...Object.entries(data.modes).map(([mode, url]) => {
     const figure = document.createElement("figure");
@@ -271,6 +286,7 @@ function showModes(data) {
     use.type = "button";
     use.className = "secondary";
     use.addEventListener("click", () => {
+      if (use.getAttribute("aria-disabled") === "true") return; // the chosen one
       form.elements.resize_mode.value = mode;
       form.elements.resize_mode.dispatchEvent(new Event("change", { bubbles: true }));
       document.getElementById("preview-resized").src = url;
