@@ -365,7 +365,13 @@ function showLabelCheck(check) {
   setText("label-check-summary", `${check.images} images with ${check.format} labels for ${check.task}, `
     + `${check.images_without_labels} without labels. Counts are ${check.count_means}.${ownSplitWords(check.own_split)}`);
   setText("class-count-head", check.count_unit[0].toUpperCase() + check.count_unit.slice(1));
-  document.querySelector("#class-table-editor tbody").replaceChildren(...check.classes.map((row) => {
+  // The table is drawn again after each change, while the focus is on the control Tab moved to
+  // (this row's Ignore, the next row's name): the same control of the new rows takes it, or the
+  // keyboard's next key went to the page.
+  const tbody = document.querySelector("#class-table-editor tbody");
+  const held = tbody.contains(document.activeElement) ? document.activeElement : null;
+  const heldAt = held && { source: held.closest("tr").dataset.sourceClass, type: held.type };
+  tbody.replaceChildren(...check.classes.map((row) => {
     const tr = document.createElement("tr");
     tr.dataset.sourceClass = row.name;
     const name = document.createElement("input");
@@ -387,6 +393,10 @@ function showLabelCheck(check) {
     tr.append(...cells);
     return tr;
   }));
+  if (heldAt) {
+    const row = [...tbody.rows].find((tr) => tr.dataset.sourceClass === heldAt.source);
+    row?.querySelector(`input[type=${heldAt.type}]`).focus();
+  }
   // The classes the dataset gets once the table is applied: a rename or a merge changes no row
   // above, so without this line "counts follow" showed nothing following.
   const unit = check.count_unit;
