@@ -64,6 +64,8 @@ const charts = [...document.querySelectorAll("[data-chart]")].map(
 // ---------------------------------------------------------------- header
 
 function setState(state) {
+  // An action button hidden while it has the focus (the run ended under Pause) hands it on.
+  const focusedAction = document.activeElement?.matches?.("[data-action]") ? document.activeElement : null;
   trackElapsed(state);
   header.state = state;
   const badge = $("run-state").querySelector(".status");
@@ -89,6 +91,7 @@ function setState(state) {
   placeGpuCard();
   showEpoch();
   showPauseNote();
+  if (focusedAction?.hidden) refocus(focusedAction);
 }
 
 // The GPU card is for runs that have GPUs: shown once GPU samples arrive or while the run holds a
@@ -286,8 +289,18 @@ function showActing(button) {
   }
 }
 
+// The keyboard's focus after an action: its button while it is still shown (an error, a run
+// still pausing), else the action that took its place (Resume after Pause, Pause after Resume),
+// else the run's heading, which names its new state. Chromium blurs a button that is disabled (as
+// while its request is in flight) or hidden while it has the focus: the next key went nowhere.
+function refocus(button) {
+  const shown = [button, ...ACTION_BUTTONS].find((other) => !other.hidden);
+  (shown || $("run-header").querySelector("h1")).focus();
+}
+
 async function act(action, button) {
   if (acting) return;
+  const hadFocus = document.activeElement === button;
   const error = $("run-action-error");
   error.hidden = true;
   acting = true;
@@ -302,10 +315,12 @@ async function act(action, button) {
   } finally {
     acting = false;
     showActing(button);
+    if (hadFocus && detail === undefined) button.focus(); // refused: the error says why, beside it
   }
   header.pausing = action === "pause";
   renderDetail(detail);
   showPauseNote();
+  if (hadFocus) refocus(button);
   if (action === "resume") refreshDetail(); // and look at the queue every few seconds while it waits
 }
 
