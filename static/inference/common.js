@@ -29,9 +29,15 @@ export function sortable(table, getRows, render) {
 }
 
 // A drop zone that also opens the file chooser (click, Enter, Space) and hands over one image.
+// The zone is a button to assistive technology (role="button" in its template); Space opens the
+// chooser without also scrolling the page, as a native button's would.
 export function dropImage(zone, input, onFile) {
   zone.addEventListener("click", () => input.click());
-  zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") input.click(); });
+  zone.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter" && e.key !== " ") return;
+    e.preventDefault();
+    input.click();
+  });
   input.addEventListener("change", () => { if (input.files[0]) onFile(input.files[0]); });
   zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
   zone.addEventListener("dragleave", () => zone.classList.remove("over"));
