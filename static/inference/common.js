@@ -6,9 +6,18 @@ import { paletteColour } from "../workbench/palette.js";
 export { formatPercent as percent } from "../workbench/format.js";
 
 // Click a header to sort by its data-key; `rows` are objects, `render(rows)` redraws the body.
+// Each such header's words are a button, the keyboard's way to sort (a th takes no focus);
+// the th's aria-sort says the order.
 export function sortable(table, getRows, render) {
   let key = null, ascending = true;
   table.querySelectorAll("th[data-key]").forEach((th) => {
+    if (!th.querySelector("button.sort")) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort";
+      button.append(...th.childNodes);
+      th.append(button);
+    }
     th.addEventListener("click", () => {
       ascending = key === th.dataset.key ? !ascending : th.dataset.type !== "number";
       key = th.dataset.key;
