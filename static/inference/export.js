@@ -51,6 +51,9 @@ if (form) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const url = `${form.action}?${new URLSearchParams(new FormData(form))}`;
+    // Disabled while the worker builds it, and Chromium takes the focus from a disabled button:
+    // it gets the focus back, or the keyboard's next key went to the page.
+    const hadFocus = document.activeElement === button;
     button.disabled = true;
     document.getElementById("export-check").hidden = true; // the last export's, until this one is ready
     try {
@@ -64,6 +67,7 @@ if (form) {
       say(error.message, "error");
     } finally {
       button.disabled = false;
+      if (hadFocus && document.activeElement === document.body) button.focus();
     }
   });
 }
