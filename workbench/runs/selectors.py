@@ -70,6 +70,14 @@ def held_at(data: dict, *, averaged: bool) -> str:
     return protocol.AVERAGE if averaged else protocol.RAW
 
 
+def delivered_series(run: Run, data: dict, metric: str) -> str:
+    """The key of `metric` in the validation event `data` for the weights that validation's
+    checkpoint holds (`held_at`): `ema_top1` where it held the average, `top1` where the raw
+    weights, as the trainer picked them. What a run delivers at that validation."""
+    averaged, _ = weights_rule(run)
+    return protocol.checkpoint_series(metric, averaged=held_at(data, averaged=averaged) == protocol.AVERAGE)
+
+
 def run_best(run: Run) -> dict | None:
     """The best checkpoint's validation: {metric, series, averaged, weights, weights_words, value,
     epoch, step}; None before the first. Each validation offers the weights its checkpoint holds

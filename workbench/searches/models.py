@@ -119,6 +119,9 @@ class Trial(OwnedModel):
     state = models.CharField(max_length=8, choices=State.choices, default=State.RUNNING)
     # The objective: the latest reported while it runs, its final value once it ended.
     value = models.FloatField(null=True, blank=True)
+    # Whether `value` is the weights' average's (ema_<objective>): each validation's checkpoint
+    # holds the better of the raw weights and their average, and the value is that one's.
+    value_averaged = models.BooleanField(default=False)
     rung = models.PositiveIntegerField(null=True, blank=True)  # the last epoch it reported at
     # Why it was pruned or failed, in words.
     reason = models.CharField(max_length=300, blank=True)

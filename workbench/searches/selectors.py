@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from trainer import protocol
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import reported_as
+from workbench.runs.selectors import delivered_series
 from workbench.searches.models import BestRun, Search, Trial
 
 
@@ -27,16 +27,16 @@ def trials_of(search: Search) -> QuerySet[Trial]:
 
 
 def trial_series(trial: Trial) -> str:
-    """The validation key the trial's value is read from: `ema_<objective>` when its run keeps a
-    weights' average (runs.selectors.reported_as). A search ranks each trial by the weights it
-    delivers, so one that varies the average (a recipe preset) ranks averaged and raw values side
-    by side, and the page and API mark which is which."""
-    return reported_as(trial.run, trial.search.objective) if trial.run_id else trial.search.objective
+    """The validation key the trial's value is read from: `ema_<objective>` when the validation
+    it came from held the weights' average in its checkpoint (runs.selectors.delivered_series). A
+    search ranks each trial by the weights it delivers, so averaged and raw values stand side by
+    side, and the page and API mark which is which."""
+    return protocol.checkpoint_series(trial.search.objective, averaged=trial.value_averaged)
 
 
 def value_is_averaged(trial: Trial) -> bool:
     """Whether the trial's value is its weights' average's, marked "(EMA)" where it is shown."""
-    return trial_series(trial) != trial.search.objective
+    return trial.value_averaged
 
 
 def best_trial(search: Search) -> Trial | None:
@@ -45,16 +45,17 @@ def best_trial(search: Search) -> Trial | None:
     return search.trials.filter(state=Trial.State.COMPLETE, value__isnull=False).order_by(order, "number").first()
 
 
-def final_objective(run: Run, objective: str) -> float | None:
-    """The objective of the run's last validation that reported it: the weights' average's
-    (`ema_top1`) when the run keeps one, since its checkpoints, exports and "best" are the average."""
-    series = reported_as(run, objective)
+def final_objective(run: Run, objective: str) -> tuple[float, bool] | None:
+    """The objective of the run's last validation that reported it, for the weights that
+    validation's checkpoint held (the average's `ema_top1` or the raw `top1`, whichever the
+    trainer kept), and whether it is the average's."""
     for data in (
         RunEvent.objects.filter(run=run, kind=protocol.VALIDATION).order_by("-seq").values_list("data", flat=True)
     ):
+        series = delivered_series(run, data, objective)
         value = data.get(series)
         if isinstance(value, (int, float)):
-            return float(value)
+            return float(value), series != objective
     return None
 
 

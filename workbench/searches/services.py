@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import optuna
 import redis
@@ -30,7 +31,7 @@ from workbench.core.groups import group_publish, search_group_name
 from workbench.core.numbers import NumberError, bounded_number
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import reported_as
+from workbench.runs.selectors import delivered_series
 from workbench.searches import studies
 from workbench.searches.models import BestRun, Search, Trial
 from workbench.searches.run_checks import check_runs
@@ -199,19 +200,21 @@ def _one_pass_at_a_time(search_id: int) -> Iterator[None]:
             client.close()
 
 
-def _trial_end(search: Search, trial: Trial) -> tuple[str, float | None, str]:
+def _trial_end(search: Search, trial: Trial) -> tuple[str, dict[str, Any]]:
+    """The ended trial's state and the fields it ends with (value, value_averaged, reason)."""
     run = trial.run
+    kept = {"value": trial.value, "value_averaged": trial.value_averaged}
     if run is None:
-        return Trial.State.FAILED, trial.value, "its run was deleted"
+        return Trial.State.FAILED, {**kept, "reason": "its run was deleted"}
     if run.state == Run.State.DONE:
-        value = final_objective(run, search.objective)
-        if value is None:
-            return Trial.State.FAILED, None, f"its run reported no {search.objective}"
-        return Trial.State.COMPLETE, value, ""
+        final = final_objective(run, search.objective)
+        if final is None:
+            return Trial.State.FAILED, {"value": None, "reason": f"its run reported no {search.objective}"}
+        return Trial.State.COMPLETE, {"value": final[0], "value_averaged": final[1], "reason": ""}
     last = run.transitions.order_by("-at", "-pk").values_list("reason", flat=True).first() or run.state
     if run.state == Run.State.PRUNED:
-        return Trial.State.PRUNED, trial.value, trial.reason or last
-    return Trial.State.FAILED, trial.value, f"its run {run.state}: {last}"[:300]
+        return Trial.State.PRUNED, {**kept, "reason": trial.reason or last}
+    return Trial.State.FAILED, {**kept, "reason": f"its run {run.state}: {last}"[:300]}
 
 
 _OPTUNA_STATES = {
@@ -228,13 +231,11 @@ def _settle_ended_trials(search: Search) -> None:
         return
     study = studies.study_for(search)
     for trial in ended:
-        state, value, reason = _trial_end(search, trial)
+        state, fields = _trial_end(search, trial)
         # The claim: only the pass whose update moved the row tells Optuna.
-        if not Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING).update(
-            state=state, value=value, reason=reason
-        ):
+        if not Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING).update(state=state, **fields):
             continue
-        values = value if state == Trial.State.COMPLETE else None
+        values = fields["value"] if state == Trial.State.COMPLETE else None
         study.tell(trial.number, values, state=_OPTUNA_STATES[state], skip_if_finished=True)
 
 
@@ -352,26 +353,30 @@ def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
     trial = Trial.objects.select_related("search", "run").filter(run_id=run_id, state=Trial.State.RUNNING).first()
     if trial is None or trial.reason:
         return None
-    search = trial.search
-    shown = reported_as(trial.run, search.objective)  # the EMA's, when the trial keeps one
-    reports = [
-        (max(1, round(event.epoch)), float(event.data[search.objective]), event.data.get(shown))
-        for event in events
-        if event.epoch is not None and isinstance(event.data.get(search.objective), (int, float))
-    ]
+    search, objective = trial.search, trial.search.objective
+    # (rung, the raw value for the pruner, the value of the weights that validation's checkpoint
+    # held, and whether those were the average)
+    reports = []
+    for event in events:
+        raw = event.data.get(objective)
+        if event.epoch is None or not isinstance(raw, (int, float)):
+            continue
+        series = delivered_series(trial.run, event.data, objective)
+        averaged = series != objective and isinstance(event.data.get(series), (int, float))
+        shown = float(event.data[series]) if averaged else float(raw)
+        reports.append((max(1, round(event.epoch)), float(raw), shown, averaged))
     if not reports:
         return None
     study = studies.study_for(search)
     reported = optuna.trial.Trial(study, trial.study_trial_id)
     publish_changed(search.pk)  # its value and rung move on, pruned or not
-    for step, value, delivered in reports:
+    for step, value, shown_value, averaged in reports:
         reported.report(value, step)
-        shown_value = float(delivered) if isinstance(delivered, (int, float)) else value
-        Trial.objects.filter(pk=trial.pk).update(value=shown_value, rung=step)
+        Trial.objects.filter(pk=trial.pk).update(value=shown_value, value_averaged=averaged, rung=step)
         if search.pruner == Search.Pruner.NONE or not reported.should_prune():
             continue
         words = studies.prune_words(
-            search, study, number=trial.number, value=value, step=step, raw_of_averaged=shown != search.objective
+            search, study, number=trial.number, value=value, step=step, raw_of_averaged=averaged
         )
         if Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING, reason="").update(reason=words):
             run_services.run_prune(run=trial.run, reason=words)

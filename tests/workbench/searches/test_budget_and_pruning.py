@@ -89,6 +89,30 @@ def test_it_reads_a_trials_objective_from_its_weights_average_when_it_keeps_one(
     assert "best: trial 0, val_loss 0.3 (EMA)" in search_table(search)  # manage.py search's table
 
 
+def test_it_ranks_a_trial_by_the_weights_each_validations_checkpoint_held(transactional_db, owner, dataset):
+    # Each validation's checkpoint holds the better of the raw weights and their average (issue
+    # 33: raw top-1 39.7 %, EMA 9.6 %, and best was the average). A trial's value is the one its
+    # checkpoint held, not the average's by rule.
+    config = {**TINY_CONFIG, "solver": {**TINY_CONFIG["solver"], "ema_decay": 0.9}}
+    search = _search(owner, dataset, trials=1, parallel=1, config=config)
+    (trial,) = search.trials.all()
+    held = [(1.0, 0.9, 0.3, "ema"), (2.0, 0.2, 0.8, "raw")]  # (epoch, val_loss, ema_val_loss, weights)
+    events = [{"type": "validation", "step": int(3 * epoch), "epoch": epoch, "val_loss": raw, "ema_val_loss": ema,
+               "top1": 0.5, "weights": weights} for epoch, raw, ema, weights in held]  # fmt: skip
+    run_events_append(run_id=trial.run_id, events=events[:1])
+    assert Trial.objects.values_list("value", "value_averaged").get(pk=trial.pk) == (0.3, True)
+    run_events_append(run_id=trial.run_id, events=events[1:])
+    assert Trial.objects.values_list("value", "value_averaged").get(pk=trial.pk) == (0.2, False)
+    Run.objects.filter(pk=trial.run_id).update(state=Run.State.DONE)
+    search = search_advance(search_id=search.pk)
+    assert search.trials.get().value == 0.2 and search.reason.endswith("(val_loss 0.2)")
+    client = Client()
+    client.force_login(owner)
+    answer = client.get(f"/api/searches/{search.pk}/").json()
+    assert answer["trials"][0]["series"] == answer["best"]["series"] == "val_loss"
+    assert "best: trial 0, val_loss 0.2\n" in search_table(search) + "\n"
+
+
 def test_it_prunes_by_the_raw_weights_value_while_showing_the_averages(transactional_db, owner, dataset):
     # The average lags the weights early on: judged by it, a trial that keeps one lost at the first
     # rungs for the lag alone, against trials whose values were their raw weights'.
