@@ -52,14 +52,6 @@ def weights_rule(run: Run) -> tuple[bool, str | None]:
     return averaged, config.get("best_weights") if averaged else None
 
 
-def reported_as(run: Run, metric: str) -> str:
-    """The validation events' key of `metric` for the weights the run's config says its
-    checkpoints hold: the average's (`ema_top1`) when it keeps one and does not force the raw
-    weights. Each validation's own pick is `held_at`'s."""
-    averaged, forced = weights_rule(run)
-    return protocol.checkpoint_series(metric, averaged=averaged and forced != protocol.RAW)
-
-
 def held_at(data: dict, *, averaged: bool) -> str:
     """RAW or AVERAGE: the weights the checkpoint of the validation event `data` holds, as its
     trainer recorded them (protocol.checkpoint_weights); an event of a run with an average
