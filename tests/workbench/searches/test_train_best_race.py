@@ -70,7 +70,7 @@ def main() -> None:
     Trial.objects.filter(search=search).update(state=Trial.State.COMPLETE, value=0.25)
     keys = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "WORKBENCH_DATA_DIR")
     env = {key: os.environ[key] for key in keys if key in os.environ}
-    start_at = time.time() + 3.0  # every process asks at the same moment
+    start_at = time.time() + 10.0  # every process asks at the same moment (spawned and set up by then)
     with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
         answers = pool.starmap(ask_for_best, [(env, search.pk, start_at)] * PROCESSES, chunksize=1)
     runs, new = {run for run, _ in answers}, sum(created for _, created in answers)
@@ -84,10 +84,21 @@ def ask_for_best(env: dict[str, str], search_id: int, start_at: float) -> tuple[
     import django
 
     django.setup()
+    from workbench.searches import services
     from workbench.searches.models import Search
-    from workbench.searches.services import search_train_best
 
+    submit = services._submit_with
+
+    def slow_submit(*args, **kwargs):
+        # Queuing a run takes this long: every request is inside its check-then-queue at once,
+        # so only the lock keeps the others from queuing their own (without it: six runs).
+        time.sleep(1.0)
+        return submit(*args, **kwargs)
+
+    services._submit_with = slow_submit
     search = Search.objects.get(pk=search_id)
-    time.sleep(max(0.0, start_at - time.time()))
-    run, created = search_train_best(search=search)
+    late = time.time() - start_at
+    assert late < 0, f"this process was ready {late:.1f} s after the moment: no race"
+    time.sleep(start_at - time.time())
+    run, created = services.search_train_best(search=search)
     return run.pk, created
