@@ -73,8 +73,9 @@ export function fitPixels(image, width) {
 
 // The colour of a detector's class `index` (0-based): the one palette (Okabe-Ito, told apart with
 // every common colour-vision deficiency), as workbench/inference/evaluation.BOX_COLOURS draws a
-// test's pictures. On a light or a dark image alike a box is edged in black and its label haloed
-// (inference.css): the palette's yellow vanished on white, its blue on black.
+// test's pictures. On a light or a dark image alike a box is edged in black and its label written
+// in black or white on a chip of its colour (detect.js): the palette's yellow vanished on white,
+// its blue on black.
 export function boxColour(index) {
   return paletteColour(index);
 }

@@ -2,6 +2,7 @@
 // slider and the class boxes filter the boxes the server returned, without asking it again.
 import { postForm } from "../workbench/http.js";
 import { boxColour, dropImage, fitPixels, percent } from "./common.js";
+import { inkOn } from "../workbench/palette.js";
 
 const card = document.getElementById("detect-one");
 if (card) {
@@ -74,32 +75,37 @@ if (card) {
     const on = new Set([...classes.querySelectorAll("input:checked")].map((box) => box.value));
     const shown = answer.boxes.filter((b) => b.score >= min && on.has(b.label));
     const ns = "http://www.w3.org/2000/svg";
-    svg.replaceChildren(...shown.map((b) => {
+    const element = (name, attributes) => {
+      const made = document.createElementNS(ns, name);
+      Object.entries(attributes).forEach(([k, v]) => made.setAttribute(k, v));
+      return made;
+    };
+    const colour = (b) => boxColour(answer.labels.indexOf(b.label));
+    const boxes = shown.map((b) => {
       const [x1, y1, x2, y2] = b.box;
-      const colour = boxColour(answer.labels.indexOf(b.label));
-      const group = document.createElementNS(ns, "g");
-      group.setAttribute("class", "box");
+      const group = element("g", { class: "box" });
       // The coloured line on a black one a pixel wider each side: seen on white and on black alike.
-      const [edge, rect] = [["#000", 4], [colour, 2]].map(([stroke, width]) => {
-        const line = document.createElementNS(ns, "rect");
-        Object.entries({ x: x1, y: y1, width: x2 - x1, height: y2 - y1, fill: "none", stroke,
-          "stroke-width": width, "vector-effect": "non-scaling-stroke" }).forEach(([k, v]) => line.setAttribute(k, v));
-        return line;
-      });
-      const text = document.createElementNS(ns, "text");
-      text.setAttribute("x", x1 + 2);
-      text.setAttribute("y", y1);
-      text.setAttribute("dominant-baseline", "hanging");
-      text.setAttribute("fill", colour);
+      group.append(...[["#000", 4], [colour(b), 2]].map(([stroke, width]) => element("rect", {
+        x: x1, y: y1, width: x2 - x1, height: y2 - y1, fill: "none", stroke, "stroke-width": width,
+        "vector-effect": "non-scaling-stroke" })));
+      return group;
+    });
+    // The labels over every box (a box's line crossed another's label), each in black or white on
+    // its class's colour: the colour's own text vanished on a scene of its colour (the blue on a
+    // dark photo). Placed by placeLabel once they can be measured.
+    const labels = shown.map((b) => {
+      const group = element("g", { class: "label" });
+      const text = element("text", { "dominant-baseline": "hanging", fill: inkOn(colour(b)) });
       // The labels' size on screen, whatever the zoom: in image pixels they grew with it and piled up.
       text.style.fontSize = `${12 / zoom}px`;
-      text.style.strokeWidth = `${3 / zoom}px`;
       text.textContent = `${b.label} ${percent(b.score)}`;
-      const title = document.createElementNS(ns, "title");
+      const title = element("title", {});
       title.textContent = text.textContent;
-      group.append(edge, rect, text, title);
+      group.append(element("rect", { class: "chip", fill: colour(b) }), text, title);
       return group;
-    }));
+    });
+    svg.replaceChildren(...boxes, ...labels);
+    labels.forEach((group, i) => placeLabel(group, shown[i].box));
     document.getElementById("detect-summary").textContent =
       `${shown.length} of ${answer.boxes.length} boxes shown (score ≥ ${min.toFixed(2)})${hiddenNote(shown, on)} · ${answer.checkpoint}`;
     // An empty table under "0 of 23 boxes" read as if the page had failed: no rows, no table.
@@ -113,6 +119,21 @@ if (card) {
       }
       return tr;
     }));
+  }
+
+  // A label above its box where there is room, else just inside it; never past the image's edges
+  // (a box at the right edge had its label cut off there).
+  function placeLabel(group, [x1, y1]) {
+    const chip = group.querySelector(".chip");
+    const text = group.querySelector("text");
+    const pad = 2 / zoom;
+    const size = text.getBBox();
+    const width = size.width + 2 * pad, height = size.height + 2 * pad;
+    const x = Math.max(0, Math.min(x1, answer.width - width));
+    const y = Math.max(0, Math.min(y1 >= height ? y1 - height : y1, answer.height - height));
+    Object.entries({ x, y, width, height }).forEach(([k, v]) => chip.setAttribute(k, v));
+    text.setAttribute("x", x + pad);
+    text.setAttribute("y", y + pad);
   }
 
   // Why nothing is drawn: an undertrained detector's boxes all score under the default 0.50, and

@@ -8,3 +8,19 @@ export const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "
 export function paletteColour(index) {
   return PALETTE[((index % PALETTE.length) + PALETTE.length) % PALETTE.length];
 }
+
+// WCAG's relative luminance of a "#rrggbb" colour.
+function luminance(colour) {
+  const [red, green, blue] = [1, 3, 5].map((i) => {
+    const channel = parseInt(colour.slice(i, i + 2), 16) / 255;
+    return channel <= 0.04045 ? channel / 12.92 : ((channel + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * red + 0.7152 * green + 0.0722 * blue;
+}
+
+/** Black or white, whichever has the more contrast on `colour` ("#rrggbb"): the text of a label
+ * drawn on its class's colour (every colour of the palette keeps 4.5:1 with its ink). */
+export function inkOn(colour) {
+  const light = luminance(colour);
+  return (1.05 / (light + 0.05)) > ((light + 0.05) / 0.05) ? "#ffffff" : "#000000";
+}

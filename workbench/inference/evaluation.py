@@ -30,10 +30,12 @@ DRAWN_SCORE = 0.3
 # A detector's classes in its pictures (0-based): the one palette, Okabe-Ito's, as the pages draw
 # them (static/workbench/palette.js). A copy, as these PNGs are drawn here, in the engine's child
 # without Django or a browser; tests/workbench/inference/test_box_colours.py holds it equal to the
-# JS module's list. Each box is edged in black and its label haloed: the yellow vanished on white.
+# JS module's list. Each box is edged in black and its label written on its colour (_draw_boxes).
 BOX_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#999999")
 # Small stored images are drawn larger, so a box and its label can be seen.
 PICTURE_SIDE = 192
+# Room around a label's text on its chip, in the picture's pixels.
+LABEL_PAD = 1
 
 
 def test_split(
@@ -193,17 +195,43 @@ def _picture(chw: torch.Tensor) -> tuple[Image.Image, float]:
 
 
 def _draw_boxes(chw, boxes, class_ids, scores, labels: list[str]) -> Image.Image:
+    """Boxes as the detect page draws them: each line edged in black, then the labels over every
+    box, in black or white on a chip of the class's colour, above the box or just inside it, never
+    past the picture's edges."""
     image, scale = _picture(chw)
     pen = ImageDraw.Draw(image)
-    for i, (box, class_id) in enumerate(zip(boxes.tolist(), class_ids.tolist(), strict=True)):
-        colour = BOX_COLOURS[(class_id - 1) % len(BOX_COLOURS)]
-        x1, y1, x2, y2 = (v * scale for v in box)
+    drawn = [
+        (tuple(v * scale for v in box), class_id)
+        for box, class_id in zip(boxes.tolist(), class_ids.tolist(), strict=True)
+    ]
+    for (x1, y1, x2, y2), class_id in drawn:
         # The coloured line inside a black one a pixel wider each side: seen on white and on black.
         pen.rectangle((x1 - 1, y1 - 1, x2 + 1, y2 + 1), outline="#000", width=4)
-        pen.rectangle((x1, y1, x2, y2), outline=colour, width=2)
+        pen.rectangle((x1, y1, x2, y2), outline=BOX_COLOURS[(class_id - 1) % len(BOX_COLOURS)], width=2)
+    for i, ((x1, y1, _, _), class_id) in enumerate(drawn):
+        colour = BOX_COLOURS[(class_id - 1) % len(BOX_COLOURS)]
         text = labels[class_id - 1] + ("" if scores is None else f" {float(scores[i]):.2f}")
-        pen.text((x1 + 3, y1 + 2), text, fill=colour, stroke_width=1, stroke_fill="#000")
+        left, top, right, bottom = pen.textbbox((0, 0), text)
+        width, height = right - left + 2 * LABEL_PAD, bottom - top + 2 * LABEL_PAD
+        x = max(0, min(x1, image.size[0] - width))
+        y = max(0, min(y1 - height if y1 >= height else y1, image.size[1] - height))
+        pen.rectangle((x, y, x + width - 1, y + height - 1), fill=colour)
+        pen.text((x + LABEL_PAD - left, y + LABEL_PAD - top), text, fill=_ink_on(colour))
     return image
+
+
+def _ink_on(colour: str) -> str:
+    """Black or white, whichever has the more contrast on `colour` ("#rrggbb"), as
+    static/workbench/palette.js's inkOn chooses a label's text."""
+    light = _luminance(colour)
+    return "#ffffff" if 1.05 / (light + 0.05) > (light + 0.05) / 0.05 else "#000000"
+
+
+def _luminance(colour: str) -> float:
+    """WCAG's relative luminance of a "#rrggbb" colour."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    red, green, blue = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
 
 
 def _save_pair(truth: Image.Image, predicted: Image.Image, path: Path) -> None:
