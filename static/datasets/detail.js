@@ -193,7 +193,7 @@ function drawLabelStats() {
   bars("stats-objects", "Objects per image", stats.objects_per_image, "objects", "images", countBinNames);
   const heat = document.getElementById("stats-centres");
   if (heat && stats.box_centres) {
-    window.Plotly.newPlot(heat, [{ type: "heatmap", z: stats.box_centres, colorscale: "Blues" }],
+    window.Plotly.newPlot(heat, [{ type: "heatmap", z: stats.box_centres, autocolorscale: true }],
       themed({ margin: { t: 30, r: 10, b: 50, l: 50 }, height: 240, title: { text: "Box centres" },
         // The cells are tenths of the image: say so, or 0..9 reads as pixels.
         xaxis: { title: { text: "tenths of the width" } },

@@ -94,7 +94,7 @@ function drawConfusion(r, normalised) {
   const cellText = raw.map((row, i) => row.map((v, j) => (v ? text[i][j] : "")));
   Plotly.react("confusion", [{
     type: "heatmap", x: labels, y: labels, z, text: cellText, customdata: text, hoverongaps: false,
-    colorscale: [[0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"], [1, "#08306b"]],
+    autocolorscale: true, // the theme's sequential scale (plotly_theme.js)
     texttemplate: labels.length <= 20 ? "%{text}" : "", zmin: 0, zmax: normalised ? 1 : undefined,
     hovertemplate: "true %{y}<br>predicted %{x}<br>%{customdata}<extra></extra>",
     colorbar: { title: { text: normalised ? "share" : "images" } },

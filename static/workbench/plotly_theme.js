@@ -32,6 +32,9 @@ export function plotlyTemplate() {
       legend: { bgcolor: "rgba(0,0,0,0)" },
       hoverlabel: { bgcolor: resolved("--bg"), font: { color: fg }, bordercolor: grid },
       annotationdefaults: { font: { color: resolved("--muted") } },
+      // Taken by a heatmap with autocolorscale: its empty cells are the card, not a white block on
+      // the dark theme, and its colours follow a switch of theme.
+      colorscale: { sequential: [[0, resolved("--card")], [0.5, resolved("--heat-mid")], [1, resolved("--heat-high")]] },
     },
   };
 }

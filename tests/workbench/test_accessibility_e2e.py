@@ -10,6 +10,7 @@ it, is remembered and restyles the charts) and the keyboard: the "?" overlay and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -269,12 +270,21 @@ def test_it_follows_the_systems_dark_scheme_and_remembers_the_switch(live_server
 
 
 def _charted_dataset(owner) -> int:
-    """A ready dataset with classes counted per split: its page charts them, and a new run's form
-    charts the learning rate over a run on it (a batch of 32 needs training images)."""
+    """A ready detection dataset with boxes counted per class and split and its label statistics
+    on disk: its page charts them (a heatmap among them), and a new run's form charts the learning
+    rate over a run on it (a batch of 32 needs training images)."""
     splits = {"train": {"count": 96, "class_counts": [64, 32]}, "val": {"count": 24, "class_counts": [12, 12]}}
     dataset = make_dataset_row(
-        owner, name="charted", labels=["cat", "dog"], splits=splits, image_width=28, image_height=28, channels=1
-    )
+        owner, name="charted", task="detection", labels=["car", "dog"], splits=splits, image_width=28,
+        image_height=28, channels=3,
+    )  # fmt: skip
+    dataset.path.mkdir(parents=True)
+    check = {"images": 120, "format": "kitti", "images_without_labels": 0, "classes": [], "report": {"counts": {}}}
+    bins = {"edges": [0, 8, None], "counts": [3, 1]}
+    stats = {"images_without_objects": 0, "box_width": bins, "box_height": bins, "box_aspect": bins,
+             "objects_per_image": bins, "box_centres": [[0, 2], [1, 0]]}  # fmt: skip
+    (dataset.path / "label_report.json").write_text(json.dumps(check))
+    (dataset.path / "label_stats.json").write_text(json.dumps(stats))
     return dataset.pk
 
 
@@ -285,15 +295,20 @@ def test_it_themes_the_charts_and_restyles_them_when_the_theme_changes(live_serv
     dataset = off_the_loop(_charted_dataset, owner)
     page.emulate_media(color_scheme="dark")
     log_in(page, live_server_url, owner.username)
-    # The run's charts, the dataset's class counts, the new run's learning-rate preview.
+    # The run's charts, the dataset's counts and label statistics, the new run's learning-rate preview.
+    heatmaps = 0
     for url in (run, reverse("dataset-detail", args=[dataset]), f"{reverse('run-new')}?dataset={dataset}"):
         page.goto(f"{live_server_url}{url}")
         page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+        heatmaps += page.evaluate(f"() => document.querySelectorAll('{HEATMAP}').length")
         assert page.evaluate(PAPERS_ARE, False), (url, page.evaluate(PAPERS))  # Plotly's own is "#fff"
+        assert page.evaluate(EMPTY_CELLS_ARE_PAPER), url  # not a white block on the dark card
         page.click("#theme-switch")
         page.wait_for_function(PAPERS_ARE, arg=True)  # restyled by plotly_theme.js, not by a reload
+        assert page.evaluate(EMPTY_CELLS_ARE_PAPER), url
         page.click("#theme-switch")  # dark again, for the next page
         page.wait_for_function(PAPERS_ARE, arg=False)
+    assert heatmaps == 1, "the dataset's box centres were not drawn"
 
 
 @pytest.mark.e2e
@@ -322,6 +337,11 @@ PAPERS_ARE = f"""(light) => ({PAPERS})().every((paper) => {{
   const [red, green, blue] = paper.match(/\\d+/g).map(Number);
   return ((red + green + blue) / 3 >= 80) === light;
 }})"""
+# A heatmap's lowest colour (an empty cell) is the chart's paper, in either theme.
+HEATMAP = ".js-plotly-plot .heatmaplayer"
+EMPTY_CELLS_ARE_PAPER = """() => [...document.querySelectorAll('.js-plotly-plot')].every((chart) => chart._fullData
+  .filter((trace) => trace.type === 'heatmap')
+  .every((trace) => trace.colorscale[0][1] === chart._fullLayout.paper_bgcolor))"""
 # Records the theme on <html> when the first stylesheet appears in the document, before it paints.
 THEME_AT_STYLESHEET = """new MutationObserver((_, observer) => {
   if (!document.querySelector('link[rel=stylesheet]')) return;
