@@ -33,11 +33,13 @@ export function schedulePreview({ form, fieldBox, $, setFieldError, debounce, ur
     for (const name of PREVIEW_FIELDS) if (name !== "dataset") setFieldError(name, errors[name]);
     $("lr-error").textContent = failed ? failed.message : "";
     if (failed) return;
+    // From zero: a fixed rate's flat line stood at the middle of Plotly's -1..1, read as a rate of 0.
+    const top = Math.max(...body.traces.flatMap((t) => t.lr)) || 1;
     window.Plotly.react("lr-chart", body.traces.map((t) => ({
       type: "scatter", mode: "lines", name: t.name, x: t.epochs, y: t.lr,
       customdata: t.steps, hovertemplate: "epoch %{x}<br>step %{customdata}<br>lr %{y:.4g}<extra>%{fullData.name}</extra>",
     })), themed({
-      margin: { l: 70, r: 10, t: 10, b: 45 }, xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: "learning rate" }, exponentformat: "e" },
+      margin: { l: 70, r: 10, t: 10, b: 45 }, xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: "learning rate" }, exponentformat: "e", range: [0, top * 1.05] },
       showlegend: body.traces.length > 1, legend: { orientation: "h" },
     }), { displayModeBar: false, responsive: true });
     const first = body.traces[0];
