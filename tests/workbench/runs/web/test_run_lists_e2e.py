@@ -53,3 +53,20 @@ def test_it_says_what_the_loss_and_headline_metric_columns_are(live_server_url, 
     assert loss.locator(".column-hint").is_visible() and headline.locator(".column-hint").is_visible()
     assert "last train / best val" in loss.inner_text()
     assert "last / best val: top-1, mAP or mIoU" in headline.inner_text()
+
+
+def test_it_fits_the_runs_list_in_1280_px_for_staff_with_a_detectors_long_network_name(
+    live_server_url, page, staff_user
+):
+    # Loss curve, Created and Actions stood off to the side, behind the table's scroll bar.
+    dataset = make_dataset_row(staff_user, name="street boxes", task="detection", status=Dataset.Status.BUILDING)
+    run_create(owner=staff_user, dataset=dataset, name="boxes", network="fasterrcnn_mobilenet_v3_large_320_fpn",
+               config={}, device_request={"kind": "cpu"})  # fmt: skip
+    page.set_viewport_size({"width": 1280, "height": 900})
+    log_in(page, live_server_url, staff_user.username)
+    page.goto(f"{live_server_url}/runs/")
+    assert page.locator("#run-table thead th").filter(has_text="Owner").count() == 1  # staff see the owners
+    overflow = page.evaluate(
+        "() => { const s = document.querySelector('.table-scroll'); return s.scrollWidth - s.clientWidth; }"
+    )
+    assert overflow <= 1, overflow
