@@ -97,7 +97,9 @@ async function draw(chart) {
   const xTitle = relative ? "minutes since the run's first point" : AXIS_TITLES[page.x];
   const layout = {
     margin: { t: 10, r: 20, b: 50, l: 60 },
-    legend: { orientation: "h", y: -0.25 },
+    // Above the plot, as on the run page: below it, at a share of the plot's height, the legend of
+    // three runs lay over the x axis's title.
+    legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" },
     showlegend: single || chart === charts.find((c) => !c.card.hidden), // the grid names the runs once
     hovermode: "closest",
     uirevision: "compare",

@@ -235,6 +235,10 @@ def test_it_refines_a_zoom_and_overlays_runs_for_comparison(live_server_url, pag
     # Eight validations per run are drawn as measured; the training loss is smoothed (raw + smoothed).
     assert page.evaluate(f"{grid.format('val_loss')}.data.map(t => t.y.length)") == [8, 3]
     assert page.evaluate(f"{grid.format('loss')}.data.length") == 4
+    # The grid names the runs once, in its first chart's legend: above the plot, as on the run page
+    # (below it, three runs' names lay over the x axis's title).
+    legend = f"(() => {{ const box = (s) => {grid.format('loss')}.querySelector(s).getBoundingClientRect();"
+    assert page.evaluate(f"{legend} return box('.legend').bottom <= box('.nsewdrag').top + 1; }})()")
     shown = "[...document.querySelectorAll('#compare-grid .chart-card:not([hidden])')].map(c => c.dataset.series)"
     assert page.evaluate(shown) == ["loss", "val_loss", "top1", "lr", "images_per_sec", "data_wait_share"]
     columns = "getComputedStyle(document.getElementById('compare-grid')).gridTemplateColumns.split(' ').length"
