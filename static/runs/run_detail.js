@@ -8,7 +8,7 @@ import {
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { formatClock, formatDate, formatMetric, formatPercent, formatRate, metricName } from "../workbench/format.js";
 import { networkGraph } from "../inference/netgraph.js";
-import { openSocket } from "../workbench/socket.js";
+import { RunStream } from "./run_stream.js";
 import { validationNotes } from "./validation_notes.js";
 
 const page = JSON.parse(document.getElementById("run-page").textContent);
@@ -416,104 +416,6 @@ function showBest() {
   $("run-best").textContent = `${metricName(metric)} ${formatMetric(metric, best.value)}${at}${notes ? ` (${notes})` : ""}`;
 }
 
-class RunStream {
-  constructor(path) {
-    this.path = path;
-    this.lastSeq = 0;
-    this.waiting = true; // a replay is on its way: live events wait in `held`
-    this.held = [];
-    this.replays = 0;
-    this.gaps = 0;
-  }
-
-  connect() {
-    // The first time, the socket the page's head opened (and asked {"since": 0} on) if it lives;
-    // its messages so far are handed over, and the stream keeps its own from here on.
-    const early = window.earlyRunSocket;
-    window.earlyRunSocket = null;
-    if (early) early.socket.removeEventListener("message", early.onMessage);
-    this.connection = openSocket(this.path, {
-      adopt: early,
-      since: () => this.lastSeq, // sent on every (re)connect: the replay brings what was missed
-      onOpen: () => {
-        performance.mark("socket-open");
-        this.waiting = true;
-        status(this.lastSeq ? "catching up…" : "loading…");
-      },
-      onMessage: (message) => {
-        if (this.waiting) performance.mark("replay-received");
-        this.receive(message);
-      },
-      keepTrying: (closed) => closed.code !== 4404,
-      onClose: (closed) => {
-        if (closed.code === 4404) {
-          status("this run was deleted");
-          return;
-        }
-        status("reconnecting…");
-        this.waiting = true;
-      },
-    });
-    this.adoptedEarlySocket = this.connection.adopted;
-  }
-
-  // The socket now in use (a reconnect replaces it).
-  get socket() {
-    return this.connection.socket;
-  }
-
-  requestReplay() {
-    this.waiting = true;
-    status(this.lastSeq ? "catching up…" : "loading…");
-    this.connection.catchUp();
-  }
-
-  receive(message) {
-    if (message.type === "replay") this.applyReplay(message);
-    else if (message.type === "events") {
-      if (this.waiting) this.held.push(...message.events);
-      else this.applyLive(message.events);
-    } else if (message.type === "error") status(message.message);
-  }
-
-  applyReplay(replay) {
-    performance.mark("replay-parsed");
-    this.replays += 1;
-    const logs = [];
-    for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since, series.kind);
-    if (replay.downsampled) summarise();
-    for (const event of replay.events) if (event.seq > this.lastSeq) apply(event, logs);
-    this.lastSeq = Math.max(this.lastSeq, replay.last_seq);
-    afterApply(logs);
-    performance.mark("replay-applied");
-    historyArrived();
-    this.waiting = false;
-    status(replay.downsampled ? "live (history downsampled; zoom in for detail)" : "live");
-    const held = this.held;
-    this.held = [];
-    this.applyLive(held);
-  }
-
-  applyLive(events) {
-    const logs = [];
-    events.sort((a, b) => a.seq - b.seq);
-    for (let i = 0; i < events.length; i += 1) {
-      const event = events[i];
-      if (event.seq <= this.lastSeq) continue; // already held
-      if (event.seq > this.lastSeq + 1) {
-        // Missed some (the channel layer drops for slow clients): ask, keep the rest.
-        this.gaps += 1;
-        this.held.push(...events.slice(i));
-        this.requestReplay();
-        break;
-      }
-      apply(event, logs);
-      noteValidation(event);
-      this.lastSeq = event.seq;
-    }
-    afterApply(logs);
-  }
-}
 const noteValidation = validationNotes(document.getElementById("run-header"));
 
 // What the socket is doing; "live" only while the run can still send something.
@@ -563,7 +465,17 @@ const historyReady = new Promise((resolve) => {
   historyArrived = resolve;
   window.setTimeout(resolve, HISTORY_WAIT_MS);
 });
-const stream = new RunStream(page.socket_path);
+const stream = new RunStream(page.socket_path, {
+  series(replay) {
+    for (const [name, series] of Object.entries(replay.series || {})) store.merge(name, series.points, replay.since, series.kind);
+    if (replay.downsampled) summarise();
+  },
+  event: apply,
+  live: (event) => noteValidation(event),
+  applied: afterApply,
+  historyArrived: () => historyArrived(),
+  status,
+});
 stream.connect();
 const plotly = document.getElementById("plotly-script");
 const plotlyReady = window.Plotly

@@ -66,7 +66,7 @@ def test_it_opens_websockets_only_through_the_socket_module():
     assert sorted(users) == [
         "benchmarks/detail.js",
         "datasets/detail.js",
-        "runs/run_detail.js",
+        "runs/run_stream.js",
         "searches/search_detail.js",
         "workbench/home.js",
     ]
