@@ -204,3 +204,24 @@ def suffix_of(path: Path) -> str:
     """The file name ending a stored copy of `path` should carry (for people and other tools:
     this module reads the content, not the name)."""
     return ".safetensors" if file_format(path, name=path.name) == "safetensors" else ".pth"
+
+
+def main(argv: list[str]) -> int:
+    """`python -m trainer.weights_file PATH NAME`: read the file as a state_dict and print one
+    line, its tensor count (exit 0) or its refusal (exit 2). The web process checks an upload
+    this way, so the file's tensors (up to MAX_WEIGHTS_BYTES) are loaded by a child that then
+    ends, never into the process that serves every user (workbench/weights/uploads.py)."""
+    path, name = argv
+    try:
+        state = read_state_dict(path, name=name)
+    except WeightsFileError as error:
+        print(str(error), flush=True)
+        return 2
+    print(f"{len(state)} tensors", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -5,23 +5,32 @@ one line names the file by its name."""
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import IO
 
 from django.conf import settings
 
-from trainer.weights_file import MAX_WEIGHTS_BYTES, WeightsFileError, read_state_dict
+from trainer.weights_file import MAX_WEIGHTS_BYTES
 from workbench.weights import references
 from workbench.weights.files import WeightsError
 from workbench.weights.models import StoredWeights, UploadedWeights
 from workbench.weights.references import Reference, WeightsReferenceError
 from workbench.weights.selectors import weights_usable
+from workbench.workers.processes import start_child
+
+log = logging.getLogger(__name__)
 
 # The trainer's limit: one home for what a weights file may be (trainer/weights_file.py).
 MAX_UPLOAD_BYTES = MAX_WEIGHTS_BYTES
 CHUNK = 1 << 20
+# How long the child that reads an upload may take: a 2 GiB file loads in seconds on a quiet host.
+CHECK_SECONDS = 600
 
 
 def uploads_root() -> Path:
@@ -62,15 +71,33 @@ def weights_upload(*, owner, name: str, chunks: IO[bytes] | object, size: int | 
                 if written > MAX_UPLOAD_BYTES:
                     raise WeightsError(f"{label} is over the {MAX_UPLOAD_BYTES} byte limit")
                 handle.write(piece)
-        try:
-            read_state_dict(tmp, name=label)
-        except WeightsFileError as error:
-            raise WeightsError(str(error)) from None
+        check_in_child(tmp, name=label)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
     relative = target.relative_to(settings.DATA_DIR).as_posix()
     return UploadedWeights.objects.create(owner=owner, name=label, path=relative, size_bytes=written)
+
+
+def check_in_child(path: Path, *, name: str) -> None:
+    """The trainer's one reader of weights files takes `path`, or WeightsError with its refusal.
+    It runs in a child (`python -m trainer.weights_file`): a valid upload's tensors, up to 2 GiB,
+    are loaded there and freed when it ends, not into the web process that serves every user."""
+    with tempfile.TemporaryFile() as out:
+        child = start_child([sys.executable, "-m", "trainer.weights_file", str(path), name], stdout=out)
+        try:
+            child.wait(timeout=CHECK_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise WeightsError(f"{name} took more than {CHECK_SECONDS} s to read") from None
+        out.seek(0)
+        said = out.read(64 << 10).decode("utf-8", "replace").strip().splitlines()
+    if child.returncode == 2 and said:
+        raise WeightsError(said[-1])  # the reader's one line, naming the file by `name`
+    if child.returncode != 0:
+        log.error("the weights reader failed on an upload (exit %s):\n%s", child.returncode, "\n".join(said[-40:]))
+        raise WeightsError(f"{name} could not be read: an internal error, written to the server's log")
 
 
 class StoreScheme:

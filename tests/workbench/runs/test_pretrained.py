@@ -303,6 +303,22 @@ def test_it_takes_uploads_of_state_dicts_only_and_lists_ones_own(owner_client, o
     assert bob_client.delete(reverse("api-pretrained-detail", args=[weights.pk])).status_code == 404
 
 
+def test_it_reads_an_upload_in_a_child_process_not_the_web_process(owner, monkeypatch):
+    # A valid upload's tensors (up to 2 GiB) were loaded into the web process that checked it
+    # (issue 33). The reader is the trainer's one (python -m trainer.weights_file) in a child now:
+    # this process's reader, made to fail, is never called, and the upload is filed.
+    import trainer.weights_file
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the web process read the weights itself")
+
+    monkeypatch.setattr(trainer.weights_file, "read_weights", not_here)
+    uploaded = weights_upload(owner=owner, name="lenet.pt", chunks=io.BytesIO(lenet_bytes()))
+    assert uploaded.file.is_file() and uploaded.name == "lenet.pt"
+    with pytest.raises(WeightsError, match="^junk.pt is not a PyTorch state_dict file"):
+        weights_upload(owner=owner, name="junk.pt", chunks=io.BytesIO(b"not a pickle"))
+
+
 def _saved(value) -> bytes:
     buffer = io.BytesIO()
     torch.save(value, buffer)
