@@ -7,7 +7,8 @@
 import { formatMetric, formatSetting, metricName } from "../workbench/format.js";
 import { getJSON, sendJSON } from "../workbench/http.js";
 import { openSocket } from "../workbench/socket.js";
-import { themed } from "../workbench/plotly_theme.js";
+import { themedFigure } from "./optuna_figure.js";
+import { onThemeChange } from "../workbench/theme.js";
 
 const page = JSON.parse(document.getElementById("search-page").textContent);
 const sockets = new Map(); // run id -> WebSocket
@@ -92,7 +93,12 @@ function showActions() {
   }
 }
 
+let shownFigures = null;
+// The trials' colours are the figures' data, not the template's: drawn again in the new theme's.
+onThemeChange(() => { if (shownFigures) renderPlots(shownFigures); });
+
 function renderPlots(figures) {
+  shownFigures = figures;
   const grid = document.getElementById("search-plots");
   const drawn = Object.values(figures).some(({ figure }) => figure);
   document.getElementById("search-plots-note").textContent = drawn ? "" : "No plot yet: they need trials that reported.";
@@ -113,8 +119,10 @@ function renderPlots(figures) {
     }
     const [chart, hint] = [card.querySelector(".chart"), card.querySelector(".hint")];
     hint.textContent = note;
-    // Optuna's figure names Plotly's white template: the workbench's theme replaces it.
-    if (figure) window.Plotly.react(chart, figure.data, themed({ ...figure.layout, autosize: true }), { responsive: true });
+    // Optuna's figure names Plotly's white template: the workbench's theme replaces it (optuna_figure.js).
+    if (!figure) continue;
+    const { data, layout } = themedFigure(figure);
+    window.Plotly.react(chart, data, layout, { responsive: true });
   }
 }
 

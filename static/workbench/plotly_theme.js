@@ -39,6 +39,12 @@ export function plotlyTemplate() {
   };
 }
 
+/** A scale for marks coloured by a value (points, lines) whose both ends show on the card (3:1 or
+ * more), unlike the heatmaps' (which starts at the card): from Okabe-Ito's blue, away from the card. */
+export function markColourscale() {
+  return [[0, resolved("--mark-low")], [1, resolved("--mark-high")]];
+}
+
 /** `layout` with the theme's template (the page's own settings win over the template's). */
 export function themed(layout = {}) {
   return { ...layout, template: plotlyTemplate() };
