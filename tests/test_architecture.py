@@ -81,6 +81,7 @@ APPS_WITHOUT_INNER_LAYERS = {"workbench.benchmarks", "workbench.inference", "wor
 
 def test_it_orders_the_inside_of_every_app_by_a_contract():
     apps = {_module_name(path.parent) for package in PACKAGES for path in (REPO_ROOT / package).rglob("apps.py")}
+    apps.discard("workbench")  # the project's own package: its modules are the top layer of the one-way layers
     ordered = {container for contract in _contracts() for container in contract.get("containers", [])}
     assert sorted(apps - ordered) == sorted(APPS_WITHOUT_INNER_LAYERS)
 

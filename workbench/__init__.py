@@ -1,3 +1,1 @@
-from workbench.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""The workbench's Django project: settings, URLs, the Celery app (celery.py, loaded by apps.py)."""

@@ -212,7 +212,7 @@ def celery_worker_argv(*, nodename: str, concurrency: int, extra: tuple[str, ...
     traffic (every worker hears every worker) and time at each reconnect to the broker.
     """
     return python_argv(
-        "-m", "celery", "--app", "workbench", "worker",
+        "-m", "celery", "--app", "workbench.celery", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
         "--without-gossip", "--without-mingle",
         "--hostname", nodename, "--loglevel", "INFO", *extra,
