@@ -15,6 +15,7 @@ from datasets.label_runner import CheckTookTooLong, label_preview_bounded
 from datasets.labels import detect_format_in_names, detect_source_format
 from datasets.labels.classes import class_map_shape_errors
 from datasets.labels.common import LabelError
+from datasets.labels.detect import NAMES_CANNOT_TELL
 from datasets.labels.files import within_roots
 from datasets.labels.registry import FORMAT_TASK, LABEL_TASKS, reads_label_files
 from datasets.preview import archive_member_names, source_classes
@@ -141,6 +142,8 @@ def propose_task(*, kind: str, path: Path) -> tuple[str, str]:
         except ArchiveError as error:
             raise ValidationError(str(error)) from None
         fmt = detect_format_in_names(names) if names else None
+        if fmt in NAMES_CANNOT_TELL:  # colour or index masks: the build looks inside them
+            return FORMAT_TASK[fmt], "auto"
     if fmt is not None:
         return FORMAT_TASK[fmt], fmt
     return CLASSIFICATION, "auto"

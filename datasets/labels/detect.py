@@ -5,7 +5,8 @@ Why one rule for both: two detectors once disagreed (an archive's `Annotations/A
 same folder on the server was not; COCO's JSON in an archive's train/ was not looked at), so the
 wizard proposed one format and the build read another. Now only the listing differs: a folder is
 seen through the one door (datasets.labels.files), an archive through its names. What names alone
-cannot say is the colour of a mask: an archive's masks/ beside images/ is `index_masks`.
+cannot say is the colour of a mask: an archive's masks/ beside images/ reads as `index_masks` by
+name, and only its task is proposed from that (NAMES_CANNOT_TELL).
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ class NameListing:
 
     def under(self, folder: str) -> NameListing:
         return NameListing([p[1:] for p in self.parts if len(p) > 1 and p[0] == folder])
+
+
+# Formats an archive's names cannot tell apart (a mask's colour is in the file, not its name):
+# what is proposed from names is their task, the format is left to the build, which detects it in
+# the extracted folder (datasets.validators.propose_task).
+NAMES_CANNOT_TELL = frozenset({"rgb_masks", "index_masks"})
 
 
 def detect_format_in_names(names: list[tuple[str, ...]]) -> str | None:

@@ -115,6 +115,18 @@ def test_it_builds_a_kitti_zip_with_the_class_table_applied_and_fill_moving_the_
 
 
 @pytest.mark.django_db
+def test_it_reads_an_archives_colour_masks_as_colour_when_nothing_names_the_format(owner, import_root):
+    # An archive's names cannot tell colour masks from index masks; its masks/ was proposed as
+    # index masks and the build read the colours as class numbers. Now the task is proposed and
+    # the format left to the build, which looks inside the extracted masks.
+    archive = zip_folder(drawn.write_rgb_masks(import_root / "colours", SHAPES), import_root / "colours.zip")
+    dataset, _, err = _import(str(archive), "--image-size", "24x18")
+    assert dataset.status == "ready", dataset.error
+    assert (dataset.task, dataset.source["format"]) == ("segmentation", "rgb_masks")
+    assert load_dataset_folder(dataset.path).labels == list(drawn.SEG_CLASSES)
+
+
+@pytest.mark.django_db
 def test_it_refuses_crop_and_a_class_table_naming_a_class_the_source_lacks(owner, import_root):
     source = drawn.write_voc(import_root / "voc", SHAPES[:4])
     with pytest.raises(CommandError, match=r"--resize-mode: crop would cut objects out of the image"):

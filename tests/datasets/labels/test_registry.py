@@ -51,8 +51,8 @@ TRICKY = {
     "KITTI in train/": ["train/images/a.png", "train/labels/a.txt", "val/images/b.png"],
     "class folders": ["apple/a.jpg", "kiwi/b.jpg"],
 }
-# What names alone cannot say: a mask's colour. An archive's masks/ is index_masks; the build reads
-# the extracted folder, which tells them apart.
+# What names alone cannot say: a mask's colour. An archive's masks/ reads as index_masks by name; the
+# wizard proposes only its task (detect.NAMES_CANNOT_TELL) and the build looks inside the masks.
 NAMES_CANNOT_SAY = {"rgb_masks": "index_masks"}
 
 
