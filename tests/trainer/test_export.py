@@ -230,3 +230,21 @@ def test_it_says_a_detector_check_that_compared_no_box_could_not_check():
     found = [_detections([[1, 2, 5, 6]], [0.9])]
     report = judged(detection_export._compare(found, [{k: torch.from_numpy(v) for k, v in found[0].items()}], "ONNX"))
     assert (report["checked"], report["compared"]) == (True, 1) and "not_checked" not in report
+
+
+@pytest.mark.parametrize("network", ["fasterrcnn_mobilenet_v3_large_320_fpn", "retinanet_resnet50_fpn"])
+def test_it_writes_a_detector_readme_that_rebuilds_the_trained_detectors_sizes(network):
+    # The README rebuilt a 32 px detector with min_size=32, where the trainer builds it at its
+    # floor of 128 px (detection.detector_side): the README's code found other boxes (issue 33).
+    from trainer.networks import InputSpec
+    from trainer.tasks.detection import Detector, build_detector
+
+    pre = {"width": 48, "height": 32, "channels": 3, "resize_mode": "squash", "input_shape": [3, 32, 48]}
+    detector = Detector(build_detector(network, InputSpec(3, 32, 48, 2)), ["a", "b"], pre)
+    readme = detection_export.readme(detector, {"network": network}, ("bundle",), "run1")
+    built = readme.split("import torch, torchvision\n")[1].split("    model.load_state_dict")[0]
+    code = "import torchvision\n" + "\n".join(line[4:] for line in built.splitlines())
+    scope: dict = {}
+    exec(code, scope)  # the README's builder, as a user runs it
+    rebuilt, trained = scope["model"].transform, detector.model.transform
+    assert (rebuilt.min_size, rebuilt.max_size) == (trained.min_size, trained.max_size)

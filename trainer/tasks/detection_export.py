@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from trainer.protocol import DETECTION, TASK_NETWORKS
-from trainer.tasks.detection import Detector
+from trainer.tasks.detection import Detector, detector_side
 from trainer.tasks.pixel_export import README, bundle_arrays, examples, files_and_use, readme_fields
 
 __all__ = ["bundle_arrays", "examples", "format_notes", "onnx", "readme", "torchscript"]
@@ -62,12 +62,12 @@ def format_notes(network: str, input_shape: tuple[int, int, int], parameters: in
 def readme(detector: Detector, config: dict[str, Any], formats: tuple[str, ...], folder: str) -> str:
     pre, network = detector.preprocessing, config["network"]
     files, use = files_and_use(formats, call="module([image])[0]", opset=11, onnx_input="3 x H x W, one image")
-    # SSDlite resizes to its own fixed size; the others are told the trained one.
-    size = (
-        ""
-        if network.startswith("ssdlite")
-        else f", min_size={min(pre['height'], pre['width'])}, max_size={max(pre['height'], pre['width'])}"
-    )
+    # SSDlite resizes to its own fixed size; the others to the sides the trainer built them with
+    # (detector_side: the dataset's, or larger for a small image), which the model's transform holds.
+    size = ""
+    if not network.startswith("ssdlite"):
+        short, long = detector_side(network, pre["height"], pre["width"])
+        size = f", min_size={short}, max_size={long}"
     return README.format(
         **readme_fields(detector, config),
         files=files,
