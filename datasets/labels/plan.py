@@ -79,12 +79,42 @@ def plan_annotated(
     if n_test + n_val >= n:  # keep one image for training at least
         n_val = max(0, n - n_test - 1)
         n_test = min(n_test, n - 1 - n_val)
-    splits = {
-        "test": entries[:n_test],
-        "val": entries[n_test : n_test + n_val],
-        "train": entries[n_test + n_val :],
-    }
+    splits = _held_out(entries, {"test": n_test, "val": n_val})
     return AnnotatedPlan(source.task, table.labels, {s: splits[s] for s in SPLITS if splits[s]}, skipped)
+
+
+def _classes_of(entry: tuple) -> frozenset[int]:
+    """The classes an entry's boxes hold (ignore regions aside); none known for a mask."""
+    target = entry[2]
+    if not isinstance(target, np.ndarray):
+        return frozenset()
+    return frozenset(int(row[0]) for row in target if not row[5])
+
+
+def _held_out(entries: list[tuple], sizes: dict[str, int]) -> dict[str, list[tuple]]:
+    """Test, then validation, of `sizes` images each from the shuffled `entries`, the rest to
+    train. Each held-out split first takes, rarest class first, one image of every class that
+    at least two remaining images hold (so one stays to train on), then fills up in shuffled
+    order: a cut alone left a class of a small detection set out of validation, and its AP was
+    never measured. Masks' classes are not known before they are decoded: a mask set is cut."""
+    remaining, splits = list(entries), {}
+    for split, size in sizes.items():
+        chosen: list[int] = []  # indexes into remaining
+        holders: dict[int, list[int]] = {}
+        for index, entry in enumerate(remaining):
+            for cls in _classes_of(entry):
+                holders.setdefault(cls, []).append(index)
+        covered: set[int] = set()
+        for cls, indexes in sorted(holders.items(), key=lambda item: (len(item[1]), item[0])):
+            if len(chosen) < size and cls not in covered and len(indexes) >= 2:
+                chosen.append(indexes[0])
+                covered |= _classes_of(remaining[indexes[0]])
+        taken = set(chosen)
+        chosen += [i for i in range(len(remaining)) if i not in taken][: size - len(chosen)]
+        splits[split] = [remaining[i] for i in sorted(chosen)]
+        remaining = [entry for i, entry in enumerate(remaining) if i not in set(chosen)]
+    splits["train"] = remaining
+    return splits
 
 
 def split_key(name: str) -> tuple[str, str]:

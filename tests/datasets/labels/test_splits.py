@@ -67,3 +67,15 @@ def test_it_splits_the_same_images_alike_in_every_detection_format(tmp_path, see
         source = read_labels(writer(tmp_path / fmt, shapes), fmt)
         splits[fmt] = _split_names(plan_annotated(source, class_map=None, val_percent=25, test_percent=25, seed=seed))
     assert splits["coco"] == splits["kitti"] == splits["yolo"] == splits["voc"], splits
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_it_holds_out_every_class_that_two_images_hold(tmp_path, seed):
+    # A cut of the shuffled images left a small detection set's rarer class out of validation
+    # (the new user's walk: Pedestrian 10 train, 0 val), and its AP was never measured.
+    shapes = drawn.make_shapes(10)
+    source = read_labels(drawn.write_kitti(tmp_path / "kitti", shapes), "kitti")
+    plan = plan_annotated(source, class_map=None, val_percent=20, test_percent=10, seed=seed)
+    held = {split: {int(c) for _, _, boxes in entries for c in boxes[:, 0]} for split, entries in plan.splits.items()}
+    assert held["val"] == held["train"] == set(range(len(plan.labels))), held
+    assert {split: len(entries) for split, entries in plan.splits.items()} == {"test": 1, "val": 2, "train": 7}
