@@ -80,6 +80,9 @@ def test_it_queues_the_best_once_however_often_it_is_clicked(live_server_url, pa
     # Running, nothing complete: pause and abort are offered, resume and train-best are not.
     offered = {name: page.is_enabled(f"#search-{name}") for name in ("pause", "resume", "abort", "train-best")}
     assert offered == {"pause": True, "resume": False, "abort": True, "train-best": False}
+    # and they look so: a disabled button was drawn as a solid primary one (the new user's walk)
+    faded = "(id) => Number(getComputedStyle(document.getElementById(id)).opacity) < 0.6"
+    assert page.evaluate(faded, "search-resume") and not page.evaluate(faded, "search-pause")
 
     Trial.objects.filter(search=search, number=0).update(state=Trial.State.COMPLETE, value=0.5)
     off_the_loop(search_advance, search_id=search.pk)  # its socket pings; the page reads the search again
