@@ -285,7 +285,8 @@ def _claim_trial(search: Search, *, claimed: int, number: int, params: dict, tri
             return None
         try:
             with transaction.atomic():  # a refused run is undone alone: the claim and its failed row stay
-                run = _submit_with(search, params=params, name=f"{search.name} · trial {number}")
+                # What tells trials apart comes first: a list cuts a long name at its end.
+                run = _submit_with(search, params=params, name=f"trial {number} · {search.name}")
         except (RequestError, run_services.RunError) as error:
             # A value inside a range the ends of which passed (rare): the trial fails, the search goes on.
             return Trial.objects.create(
@@ -458,7 +459,7 @@ def search_train_best(*, search: Search, epochs: float | None = None, name: str 
         if (held := live.first()) is not None:
             return held.run, False
         run = _submit_with(search, params=best.params, epochs=epochs,
-                           name=name or f"{search.name} · best (trial {best.number})")  # fmt: skip
+                           name=name or f"best (trial {best.number}) · {search.name}")  # fmt: skip
         BestRun.objects.create(run=run, **key)
     publish_changed(search.pk)
     return run, True

@@ -46,6 +46,8 @@ def test_it_creates_a_search_and_shows_its_trials_and_budget(transactional_db, o
         (1, "running", "queued"),
     ]
     assert set(detail["trials"][0]["params"]) == {"lr", "batch_size"} and detail["best"] is None
+    # What tells the trials' runs apart leads their names: a list cuts a long name at its end.
+    assert sorted(Run.objects.values_list("name", flat=True)) == [f"trial {n} · {created['name']}" for n in (0, 1)]
     listed = owner_client.get(reverse("api-searches")).json()["results"]
     assert [search["id"] for search in listed] == [created["id"]]
 
@@ -77,7 +79,7 @@ def test_it_trains_the_best_trial_as_a_full_run(transactional_db, owner_client, 
     assert response.status_code == 201, response.json()
     run = response.json()
     assert run["config"]["solver"]["base_lr"] == best.params["lr"] and run["config"]["epochs"] == 5
-    assert run["config"]["batch_size"] == best.params["batch_size"] and run["name"].endswith("best (trial 1)")
+    assert run["config"]["batch_size"] == best.params["batch_size"] and run["name"].startswith("best (trial 1) · ")
     assert owner_client.get(reverse("api-search", args=[search_id])).json()["best"]["number"] == 1
 
 
