@@ -40,6 +40,13 @@ def test_it_creates_a_run_and_shows_its_timeline(owner_client, dataset):
     assert "batch 8, lr 0.05, adam, 2 epochs" in page  # the stored 2.0, as people write it
 
 
+def test_it_shows_a_searched_rate_to_four_significant_digits(owner_client, dataset):
+    # "Train the best" ran at lr 0.055412664772081566, shown whole in the run's settings.
+    run = create(owner_client, dataset, lr=0.055412664772081566, config={"data": {"num_workers": 0}}).json()
+    page = owner_client.get(reverse("run-detail", args=[run["id"]])).content.decode()
+    assert "batch 8, lr 0.05541, sgd" in page
+
+
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
