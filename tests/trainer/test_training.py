@@ -245,7 +245,7 @@ def test_it_saves_a_checkpoint_on_sigterm_and_resumes(tmp_path, gray8):
     assert proc.wait(timeout=60) == EXIT_STOPPED
     final = _events(events)[-1]
     assert final["type"] == "status" and final["state"] == "stopped" and final["exit_code"] == EXIT_STOPPED
-    assert "stopped by SIGTERM" in final["message"] and "checkpoint saved" in final["message"]
+    assert "stopped by SIGTERM" in final["message"] and final["message"].endswith("checkpoint saved")
     stopped_at = final["step"]
     assert CheckpointStore(tmp_path / "run").latest().name == f"step_{stopped_at:08d}.pt"
 
