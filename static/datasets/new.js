@@ -362,8 +362,10 @@ function showLabelCheck(check) {
   const box = document.getElementById("label-check-box");
   box.hidden = !check;
   if (!check) return;
-  setText("label-check-summary", `${check.images} images with ${check.format} labels for ${check.task}, `
-    + `${check.images_without_labels} without labels. Counts are ${check.count_means}.${ownSplitWords(check.own_split)}`);
+  // `images` counts every image, those without a label file too (20 images: 19 labelled, 1 not).
+  const labelled = check.images - check.images_without_labels;
+  setText("label-check-summary", `${check.images} images for ${check.task}: ${labelled} with ${check.format} labels, `
+    + `${check.images_without_labels} without. Counts are ${check.count_means}.${ownSplitWords(check.own_split)}`);
   setText("class-count-head", check.count_unit[0].toUpperCase() + check.count_unit.slice(1));
   // The table is drawn again after each change, while the focus is on the control Tab moved to
   // (this row's Ignore, the next row's name): the same control of the new rows takes it, or the
@@ -401,7 +403,7 @@ function showLabelCheck(check) {
   // above, so without this line "counts follow" showed nothing following.
   const unit = check.count_unit;
   setText("class-table-result", `The dataset gets ${check.labels.length} class${check.labels.length === 1 ? "" : "es"}: `
-    + `${check.labels.map((label) => `${label.name} (${formatWhole(label.count)} ${unit})`).join(", ")}.`);
+    + `${check.labels.map((label) => `${label.name} (${formatWhole(label.count)} ${label.count === 1 ? unit.replace(/s$/, "") : unit})`).join(", ")}.`);
   const report = check.report;
   document.getElementById("label-check-problems").replaceChildren(
     ...Object.entries(report.counts).map(([kind, n]) => listItem(`${n} ${kind}: ${report.meaning[kind]}`)),

@@ -27,7 +27,11 @@ def test_it_offers_a_detection_source_only_squash_and_fill_and_confirms_its_clas
 ):
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    _server_source(page, live_server_url, owner, write_kitti(import_root / "street", make_shapes(6)))
+    street = write_kitti(import_root / "street", make_shapes(6))
+    first, second = sorted((street / "labels").glob("*.txt"))[:2]
+    first.unlink()  # an image without labels
+    second.write_text(second.read_text().replace("square ", "van ", 1))  # one van: "1 object"
+    _server_source(page, live_server_url, owner, street)
     page.click("#wizard-next")
     page.wait_for_selector("[data-step=options].current")
     page.wait_for_function("document.querySelector('[name=resize_mode] option[value=crop]').disabled")
@@ -40,6 +44,9 @@ def test_it_offers_a_detection_source_only_squash_and_fill_and_confirms_its_clas
         "squash",
         "fill",
     ]
+    # Every image counted once: 6 in all, 5 labelled (it said "6 images with kitti labels, 1 without").
+    assert page.inner_text("#label-check-summary").startswith("6 images for detection: 5 with kitti labels, 1 without.")
+    assert "van (1 object)" in page.inner_text("#class-table-result")
     page.fill("tr[data-source-class=disc] input[type=text]", "ball")
     page.press("tr[data-source-class=disc] input[type=text]", "Tab")
     page.wait_for_selector("#class-table-result:has-text('ball (')")

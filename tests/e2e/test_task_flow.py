@@ -130,7 +130,7 @@ def test_it_walks_a_new_user_from_two_zips_to_boxes_masks_and_onnx(
 
     # 1. KITTI: the task found from the labels, the class table and its counts, the label problem.
     summary = build_dataset(page, live_server_url, kitti, test_percent=25)
-    assert summary.startswith("16 images with kitti labels for detection")
+    assert summary.startswith("16 images for detection: 16 with kitti labels, 0 without")
     assert "labels/orphan.txt: no image orphan.* in images/" in page.inner_text("#label-check-problems")
     assert page.inner_text("#class-table-result").startswith("The dataset gets 3 classes: Square (")
     page.fill("[aria-label='Name of Square in the dataset']", "square")  # the misspelt class merged
@@ -155,7 +155,7 @@ def test_it_walks_a_new_user_from_two_zips_to_boxes_masks_and_onnx(
     # 2. While it trains, in a second tab: the VOC masks, and a segmentation run queued behind it.
     masks = page.context.new_page()
     masks.on("pageerror", lambda error: errors.append(str(error)))
-    assert build_dataset(masks, live_server_url, voc).startswith("12 images with voc_masks labels for segmentation")
+    assert build_dataset(masks, live_server_url, voc).startswith("12 images for segmentation: 12 with voc_masks labels")
     create_and_open(masks)
     segmenter = start_run(masks, "lraspp_mobilenet_v3_large", "shapes segmenter", "GPU")
 
