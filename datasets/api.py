@@ -439,6 +439,11 @@ LABEL_CHECK_SCHEMA = {
         "images_without_labels": {"type": "integer"},
         "classes": {"type": "array", "items": {"type": "object"}, "description": "{name, count, maps_to}"},
         "labels": {"type": "array", "items": {"type": "object"}, "description": "the dataset's classes {name, count}"},
+        "empty_classes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "the dataset's classes no image holds (each still an output of the network)",
+        },
         "report": {"type": "object", "description": "{counts, meaning, problems: [{file, line, kind, message}]}"},
         "min_box_size": {"type": "number"},
         "own_split": {

@@ -99,6 +99,9 @@ def class_preview(source: LabelSource, class_map: dict | None) -> dict:
         ),
         "classes": rows,
         "labels": [{"name": n, "count": c} for n, c in label_counts.items()],
+        # Classes no image holds (VOC's 21 for a set that draws 3): each still gets an output of
+        # the network; ignoring one in the class table leaves it out.
+        "empty_classes": [n for n, c in label_counts.items() if c == 0],
         "report": source.report.as_dict(),
         # The source's own split (VOC's ImageSets lists), used instead of the percentages; None: none.
         "own_split": source.own_split,

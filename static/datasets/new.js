@@ -404,6 +404,11 @@ function showLabelCheck(check) {
   const unit = check.count_unit;
   setText("class-table-result", `The dataset gets ${check.labels.length} class${check.labels.length === 1 ? "" : "es"}: `
     + `${check.labels.map((label) => `${label.name} (${formatWhole(label.count)} ${label.count === 1 ? unit.replace(/s$/, "") : unit})`).join(", ")}.`);
+  const empty = check.empty_classes || [];
+  setText("class-table-empty", empty.length
+    ? `${empty.length} of them appear in no image (${empty.slice(0, 6).join(", ")}${empty.length > 6 ? ", …" : ""}): `
+      + "each still gets an output of the network; Ignore them here to leave them out."
+    : "");
   const report = check.report;
   document.getElementById("label-check-problems").replaceChildren(
     ...Object.entries(report.counts).map(([kind, n]) => listItem(`${n} ${kind}: ${report.meaning[kind]}`)),

@@ -118,3 +118,12 @@ def test_it_numbers_a_colour_maps_lines_as_the_other_class_lists_do(tmp_path):
     (root / "colormap.txt").write_text("0,0,0\n255,0,0\u20280,0,255\n")
     with pytest.raises(LabelError, match=r"colormap\.txt line 2: .*three numbers"):
         read_labels(root, "rgb_masks")
+
+
+def test_it_names_the_classes_no_mask_holds(tmp_path):
+    # A VOC source without labelmap.txt takes VOC's 21 classes; a set that draws 3 gave 18 more
+    # outputs to the network, and the check said "No label problems" without a word about them.
+    source = drawn.write_voc_masks(tmp_path / "voc", drawn.make_shapes(4), labelmap=False)
+    check = label_check(source, task="segmentation", fmt="voc_masks")
+    assert len(check["labels"]) == 21 and len(check["empty_classes"]) == 21 - len(drawn.SEG_CLASSES)
+    assert "background" not in check["empty_classes"] and "bird" in check["empty_classes"]
