@@ -273,7 +273,7 @@ def detect(page, scene: Path) -> None:
     with page.expect_file_chooser() as chooser:
         page.keyboard.press("Enter")
     chooser.value.set_files(str(scene))
-    page.wait_for_selector("#detect-result:not([hidden])")
+    page.wait_for_selector("#detect-result:not([hidden])", timeout=60_000)  # a child loads torch: slow when busy
     tab_to(page, "#detect-threshold")
     assert_focus_shown(page)
     page.keyboard.press("Home")  # the lowest score, 0.05

@@ -167,7 +167,7 @@ def test_it_walks_a_new_user_from_two_zips_to_boxes_masks_and_onnx(
     page.click("nav.run-links >> text=Detect")
     assert "class folders" not in page.inner_text("#detect-many-form")  # a classifier's words
     page.set_input_files("#detect-file", str(scene))
-    page.wait_for_selector("#detect-result:not([hidden])")
+    page.wait_for_selector("#detect-result:not([hidden])", timeout=60_000)  # a child loads torch: slow when busy
     page.fill("#detect-threshold", "0.05")
     page.dispatch_event("#detect-threshold", "input")
     everything = page.evaluate(BOX_LABELS)
@@ -198,7 +198,7 @@ def test_it_walks_a_new_user_from_two_zips_to_boxes_masks_and_onnx(
     page.goto(f"{live_server_url}/runs/{segmenter}/segment/")
     assert "mIoU" in page.text_content("#segment-checkpoint option:first-child")  # what chose "best"
     page.set_input_files("#segment-file", str(scene))
-    page.wait_for_selector("#segment-result:not([hidden])")
+    page.wait_for_selector("#segment-result:not([hidden])", timeout=60_000)
     picture, overlay = (page.locator(f"#segment-{name}").bounding_box() for name in ("image", "overlay"))
     assert overlay == picture
     legend = [text.split()[0] for text in page.locator("#segment-legend li").all_inner_texts()]
