@@ -162,8 +162,9 @@ def pretrain(folder: Path, run_dir: Path, args) -> tuple[Path, float, float]:
 
 def file_in_store(weights: Path) -> str:
     """`manage.py weights import FILE --network resnet18`, then the file a run's `weights:<id>`
-    resolves to (workbench.runs.validators.resolve_pretrained), as a run submitted by a user gets."""
-    os.environ.update(DJANGO_SETTINGS_MODULE="workbench.settings", WORKBENCH_DATA_DIR=tempfile.mkdtemp(prefix="bench-"))
+    resolves to (workbench.weights.references.reference_path), as a run submitted by a user gets."""
+    data_dir = tempfile.mkdtemp(prefix="bench-")
+    os.environ.update(DJANGO_SETTINGS_MODULE="workbench.settings", WORKBENCH_DATA_DIR=data_dir)
     os.environ.pop("REDIS_URL", None)
     import django
 
@@ -171,15 +172,16 @@ def file_in_store(weights: Path) -> str:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from workbench.runs.validators import resolve_pretrained
     from workbench.weights.models import StoredWeights
+    from workbench.weights.references import reference_path
 
     call_command("migrate", verbosity=0)
     call_command("weights", "import", str(weights), "--network", NETWORK, "--tag", "lab-digits-0-5")
     stored = StoredWeights.objects.get(network=NETWORK)
     print(f"store: {stored.reference} {stored.label}, verified={stored.verified}, {stored.tensor_count} tensors")
     user = get_user_model().objects.create_user("bench")
-    return resolve_pretrained(stored.reference, owner=user, network=NETWORK)
+    run_dir = Path(data_dir) / "run"  # where a run: reference's weights would be copied; weights: reads in place
+    return str(reference_path(stored.reference, owner=user, network=NETWORK, run_dir=run_dir))
 
 
 def target_config(folder: Path, run_dir: Path, args, *, seed: int, pretrained: str | None, lr: float | None) -> dict:

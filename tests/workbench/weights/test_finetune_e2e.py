@@ -48,7 +48,7 @@ def test_it_fine_tunes_the_stores_weights_with_a_preset_and_exports(
     assert chosen == "mobilenet_v3_small: local weights lab (unverified)"
     page.select_option("#id_preset", "finetune_small")
     assert "transfer_learning_tutorial" in page.inner_text("#preset-source")
-    assert page.input_value("#id_base_lr") == "0.001"  # the preset's, editable
+    assert page.input_value("#id_base_lr") == "0.01"  # the preset's, editable
     page.fill("#id_base_lr", "0.01")
     assert page.input_value("#id_base_lr") == "0.01"
     page.click("#augment-preview-button")  # eight augmented copies of a training image, as the run will

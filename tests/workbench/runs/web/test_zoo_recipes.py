@@ -60,7 +60,7 @@ def test_it_sweeps_over_presets_keeping_what_the_request_sends(owner_client, dat
     runs = {run["name"]: run["config"] for run in response.json()["results"]}
     deit, small = runs["grid preset=deit"], runs["grid preset=finetune_small"]
     assert deit["solver"]["optimizer"] == "adamw" and deit["data"]["mixup_alpha"] == 0.8
-    assert small["solver"]["lr_policy"] == "step" and small["data"]["random_resized_crop"] is True
+    assert small["solver"]["lr_policy"] == "cosine" and small["data"]["random_resized_crop"] is True
     assert deit["solver"]["base_lr"] == small["solver"]["base_lr"] == 0.002  # sent: wins over the presets
     # A clone shows the recipe as the form takes it again.
     deit_run = Run.objects.get(name="grid preset=deit")
@@ -102,7 +102,7 @@ def test_it_queues_a_zoo_network_with_a_preset_from_the_command_line(owner, data
                  "--batch-size", "4", "--gpus", "cpu", "--preset", "finetune_small", stdout=out)  # fmt: skip
     run = Run.objects.get(pk=int(out.getvalue()))
     assert run.network == "timm/resnet18d" and run.config["preset"] == "finetune_small"
-    assert run.config["epochs"] == 1 and run.config["solver"]["lr_policy"] == "step"  # given, then the preset's
+    assert run.config["epochs"] == 1 and run.config["solver"]["lr_policy"] == "cosine"  # given, then the preset's
 
 
 @pytest.mark.parametrize(("sent", "stored"), [("raw", "raw"), ("ema", "ema"), ("", None)])
