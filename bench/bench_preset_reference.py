@@ -19,6 +19,14 @@ Prints each side's raw and averaged val top-1 and training images/s per seed, an
     .venv/bin/python bench/bench_preset_reference.py --epochs 12 --seeds 2
 
 Run it on a quiet machine: both sides use every core.
+
+`--recipe plain` compares a plain recipe instead (issue 33's "same recipe, two results"): no
+preset, a fixed rate (SGD 0.1, momentum 0.9, weight decay 1e-4, no warm-up, no average, no label
+smoothing), batch 32, RandomResizedCrop (scale 0.08-1) and flip with ImageNet's mean and std, or
+with `--plain-augment flip` the flip alone; both sides print val top-1 and val loss after every
+epoch. The reference evaluates the whole 32 px image, as ours does.
+
+    .venv/bin/python bench/bench_preset_reference.py --recipe plain --epochs 3 --seeds 2
 """
 
 from __future__ import annotations
@@ -234,8 +242,13 @@ def main() -> None:
         default="train.py",
         help="ours: the reference loop takes the trainer's whole batches and per-step rate instead of train.py's",
     )
+    parser.add_argument("--recipe", choices=("preset", "plain"), default="preset")
+    parser.add_argument("--plain-augment", choices=("rrc", "flip"), default="rrc")
     args = parser.parse_args()
     split = digits(args.side)
+    if args.recipe == "plain":
+        plain_comparison(split, args)
+        return
     root = Path(tempfile.mkdtemp(prefix="bench-preset-"))
     reference_name = (
         "reference (train.py's loop)" if args.reference_schedule == "train.py" else "reference, ours' schedule"
@@ -264,6 +277,78 @@ def main() -> None:
     ours_m, ref_m = means.values()
     print(f"\nraw top-1: ours - reference = {100 * (ours_m['top1'] - ref_m['top1']):+.1f} points; "
           f"speed ratio {ours_m['images_per_sec'] / ref_m['images_per_sec']:.2f}x")  # fmt: skip
+
+
+PLAIN_SOLVER = {"optimizer": "sgd", "base_lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4, "lr_policy": "fixed"}
+PLAIN_BATCH = 32  # train.py's default
+
+
+def plain_ours(folder: Path, run_dir: Path, args, *, seed: int) -> list[tuple[float, float]]:
+    """The trainer with the plain recipe: (val top-1, val loss) after each epoch."""
+    data = {
+        "dataset": str(folder),
+        "num_workers": 0,
+        "random_flip": True,
+        "norm_mean": list(MEAN),
+        "norm_std": list(STD),
+    }
+    data["random_resized_crop"] = args.plain_augment == "rrc"
+    fields = {"run_dir": str(run_dir), "network": NETWORK, "epochs": args.epochs, "batch_size": PLAIN_BATCH,
+              "devices": ["cpu"], "seed": seed, "val_interval": 1, "snapshot_interval": 0}  # fmt: skip
+    cfg = config_from_dict({**fields, "solver": PLAIN_SOLVER, "data": data})
+    reporter = ListReporter()
+    if train(cfg, reporter=reporter) != 0:
+        raise SystemExit(f"the trainer failed: {reporter.of_type('status')[-1:]}")
+    return [(event["top1"], event["val_loss"]) for event in reporter.of_type("validation")]
+
+
+def plain_reference(split: dict, args, *, seed: int) -> list[tuple[float, float]]:
+    """train.py's loop with the plain recipe's flags, evaluated after each epoch as ours is."""
+    torch.manual_seed(seed)
+    crop = [transforms.RandomResizedCrop(args.side, antialias=True)] if args.plain_augment == "rrc" else []
+    to_input = [transforms.PILToTensor(), transforms.ConvertImageDtype(torch.float), transforms.Normalize(MEAN, STD)]
+    train_set = Digits(*split["train"], transforms.Compose([*crop, transforms.RandomHorizontalFlip(0.5), *to_input]))
+    loader = torch.utils.data.DataLoader(train_set, batch_size=PLAIN_BATCH, shuffle=True)
+    val = torch.utils.data.DataLoader(Digits(*split["val"], transforms.Compose(to_input)), batch_size=256)
+    model = models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=PLAIN_SOLVER["base_lr"], momentum=PLAIN_SOLVER["momentum"],
+                                weight_decay=PLAIN_SOLVER["weight_decay"])  # fmt: skip
+    epochs = []
+    for _ in range(args.epochs):
+        model.train()
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        right, loss_sum, total = 0, 0.0, 0
+        with torch.inference_mode():
+            for x, y in val:
+                logits = model(x)
+                loss_sum += float(nn.functional.cross_entropy(logits, y, reduction="sum"))
+                right, total = right + int((logits.argmax(1) == y).sum()), total + len(y)
+        epochs.append((right / total, loss_sum / total))
+    return epochs
+
+
+def plain_comparison(split: dict, args) -> None:
+    """Both sides of the plain recipe, seed by seed, with each epoch's val top-1 and val loss."""
+    root = Path(tempfile.mkdtemp(prefix="bench-plain-"))
+    try:
+        folder = write_dataset_folder(root / "digits", split, [str(d) for d in range(10)], name="digits")
+        finals = {"ours": [], "reference": []}
+        for seed in range(args.seeds):
+            for side, epochs in (("ours", plain_ours(folder, root / f"run-{seed}", args, seed=seed)),
+                                 ("reference", plain_reference(split, args, seed=seed))):  # fmt: skip
+                finals[side].append(epochs[-1][0])
+                shown = ", ".join(f"{top1:.3f} (loss {loss:.3g})" for top1, loss in epochs)
+                print(f"seed {seed} {side}: val top-1 by epoch: {shown}", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    means = {side: float(np.mean(values)) for side, values in finals.items()}
+    print(f"\nplain recipe ({args.plain_augment}), {args.epochs} epochs, batch {PLAIN_BATCH}, mean of {args.seeds} "
+          f"seeds: final val top-1 ours {means['ours']:.3f}, reference {means['reference']:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":
