@@ -434,8 +434,6 @@ def fit(run: Run) -> Outcome:
         if stopped:
             save_checkpoint(run)
             why = run.stop.signal_name or "request"
-            # No "resume with --resume": the command line's way; on the workbench an aborted run
-            # does not resume and a paused one resumes by its page (the new user's walk).
             return Outcome.stopped(
                 f"stopped by {why} at step {run.step} (epoch {run.epoch:.2f}); checkpoint saved",
                 step=run.step,

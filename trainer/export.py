@@ -4,7 +4,7 @@ model checked against PyTorch (ONNX with onnxruntime).
 
 What differs between the tasks (the example inputs, the README's words, how a model is traced or
 scripted, what ONNX can hold and how outputs are compared) is the task's export
-(trainer/tasks/<task>_export.py, chosen by `task_export`); past that choice this module never
+(trainer/tasks/<task>_export.py, `trainer.tasks.export_for`); past that choice this module never
 asks which task it holds.
 """
 
@@ -20,9 +20,8 @@ import torch
 from safetensors.torch import save_file
 
 from trainer.checkpoint import CheckpointStore
-from trainer.config import ConfigError
 from trainer.inference import load_checkpoint_predictor
-from trainer.protocol import CLASSIFICATION, DETECTION, SEGMENTATION, TASKS
+from trainer.tasks import export_for
 from trainer.tasks.base import Predictor
 
 FORMATS = ("bundle", "torchscript", "onnx")
@@ -48,23 +47,6 @@ class TaskExport(Protocol):
 
     def format_notes(self, network: str, input_shape: tuple[int, int, int], parameters: int) -> dict[str, dict]:
         """{format: {"available": bool, "note": str}} said before anyone asks for an export."""
-
-
-def task_export(task: str) -> TaskExport:
-    """The task's export module (trainer/tasks/<task>_export.py)."""
-    if task == CLASSIFICATION:
-        from trainer.tasks import classification_export  # lazily: only an export needs onnx's tools
-
-        return classification_export
-    if task == DETECTION:
-        from trainer.tasks import detection_export  # lazily: only an export needs onnx's tools
-
-        return detection_export
-    if task == SEGMENTATION:
-        from trainer.tasks import segmentation_export  # lazily: only an export needs onnx's tools
-
-        return segmentation_export
-    raise ConfigError(f"task {task!r} is not one of {', '.join(TASKS)}", field="task")
 
 
 def write_bundle(
@@ -109,7 +91,7 @@ def judged(report: dict[str, Any]) -> dict[str, Any]:
 
 def export_torchscript(predictor: Predictor, path: Path, examples: np.ndarray | None = None) -> dict[str, Any]:
     """The predictor's TorchScript model at `path`, checked against PyTorch (on `examples` or random images)."""
-    export = task_export(predictor.task)
+    export = export_for(predictor.task)
     return judged(export.torchscript(predictor, export.examples(predictor, examples), path))
 
 
@@ -117,7 +99,7 @@ def export_onnx(
     predictor: Predictor, path: Path, examples: np.ndarray | None = None, *, network: str = ""
 ) -> dict[str, Any]:
     """The predictor's ONNX model at `path`, checked with onnxruntime against PyTorch."""
-    export = task_export(predictor.task)
+    export = export_for(predictor.task)
     return judged(export.onnx(predictor, export.examples(predictor, examples), path, network=network))
 
 
@@ -126,7 +108,7 @@ def format_notes(
 ) -> dict[str, dict[str, Any]]:
     """What each export format holds for this task's network, in plain words, before anyone asks for
     it: {format: {"available": bool, "note": str}}. An unavailable format names the reason."""
-    return task_export(task).format_notes(network, input_shape, parameters)
+    return export_for(task).format_notes(network, input_shape, parameters)
 
 
 def resolve_checkpoint(run_dir: str | os.PathLike[str], which: str = "best") -> Path:
@@ -154,7 +136,7 @@ def export_run(
         raise ValueError(f"format: {unknown[0]!r} is not one of {', '.join(FORMATS)}")
     predictor = load_checkpoint_predictor(checkpoint)
     config = CheckpointStore.load(checkpoint)["config"]
-    export = task_export(predictor.task)
+    export = export_for(predictor.task)
     out = Path(out)
     readme = export.readme(predictor, config, formats, out.name)
     result: dict[str, Any] = {
