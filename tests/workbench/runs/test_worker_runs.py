@@ -99,7 +99,10 @@ def keeps_its_run_while_its_heartbeat_is_late(run: Run) -> None:
 
 def test_it_pauses_and_resumes_from_the_checkpoint(celery_worker, transactional_db, owner, make_dataset):
     dataset = make_dataset(owner, train=48)
-    config = {**LONG_CONFIG, "epochs": 40}
+    # 400 epochs: at 40 a quiet machine trained the whole run between the test seeing the first
+    # checkpoint and asking for the pause (a clean-clone run: "now done"); resumed, it still ends
+    # in seconds.
+    config = {**LONG_CONFIG, "epochs": 400}
     run = run_submit(owner=owner, dataset=dataset, name="pausable", network="lenet", config=config, gpus="cpu")
     wait_for_state(run, Run.State.RUNNING)
     wait_until(lambda: checkpoints(run), what="a first checkpoint")
