@@ -111,8 +111,9 @@ def _held_out(entries: list[tuple], sizes: dict[str, int]) -> dict[str, list[tup
                 covered |= _classes_of(remaining[indexes[0]])
         taken = set(chosen)
         chosen += [i for i in range(len(remaining)) if i not in taken][: size - len(chosen)]
+        taken.update(chosen)
         splits[split] = [remaining[i] for i in sorted(chosen)]
-        remaining = [entry for i, entry in enumerate(remaining) if i not in set(chosen)]
+        remaining = [entry for i, entry in enumerate(remaining) if i not in taken]
     splits["train"] = remaining
     return splits
 
