@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import loadgen
 from tests.support.factories import make_dataset_row
+from tests.support.fresh_interpreter import run_main_in_fresh_interpreter
 from tests.workbench.test_production_config import POSTGRES_ADMIN_URL, postgres_url  # noqa: F401
 from workbench.runs.models import Run
 
@@ -54,25 +55,10 @@ def test_it_never_double_books_on_postgresql(tmp_path, postgres_url):  # noqa: F
 
 
 def run_in_fresh_interpreter(data_dir, *, database_url: str | None) -> None:
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO_ROOT
-
-    env = {"DJANGO_SETTINGS_MODULE": "workbench.settings", "WORKBENCH_DATA_DIR": str(data_dir)}
-    if database_url:
-        env["DATABASE_URL"] = database_url
-    # No broker (the launches are refused at once; nobody would take them) and none of the
-    # session's settings: nothing but these processes writes into this database.
-    dropped = ("DJANGO_ALLOW_ASYNC_UNSAFE", "DATABASE_URL", "REDIS_URL", "WORKBENCH_USE_TEST_DATABASE")
-    clean = {k: v for k, v in os.environ.items() if k not in dropped}
-    script = "import django; django.setup(); import tests.workbench.runs.test_concurrency as t; t.main()"
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO_ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=400
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "problems: []" in result.stdout, result.stdout
-    assert "unfinished: []" in result.stdout, result.stdout  # each with how it got there
+    # No broker either (the launches are refused at once; nobody would take them).
+    out = run_main_in_fresh_interpreter(__name__, data_dir, database_url=database_url, timeout=400)
+    assert "problems: []" in out, out
+    assert "unfinished: []" in out, out  # each with how it got there
 
 
 def main() -> None:

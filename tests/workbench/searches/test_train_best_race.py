@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.support.fresh_interpreter import run_main_in_fresh_interpreter
 from tests.workbench.test_production_config import postgres_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
@@ -29,20 +28,8 @@ def test_it_queues_one_best_run_for_racing_processes_on_postgresql(tmp_path, pos
 
 
 def run_in_fresh_interpreter(data_dir, *, database_url: str | None) -> None:
-    from tests.conftest import REPO_ROOT
-
-    env = {"DJANGO_SETTINGS_MODULE": "workbench.settings", "WORKBENCH_DATA_DIR": str(data_dir)}
-    if database_url:
-        env["DATABASE_URL"] = database_url
-    # None of the session's settings: nothing but these processes writes into this database.
-    dropped = ("DJANGO_ALLOW_ASYNC_UNSAFE", "DATABASE_URL", "REDIS_URL", "WORKBENCH_USE_TEST_DATABASE")
-    clean = {k: v for k, v in os.environ.items() if k not in dropped}
-    script = "import django; django.setup(); import tests.workbench.searches.test_train_best_race as t; t.main()"
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO_ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "best runs: 1, answers: one run, one of them new" in result.stdout, result.stdout
+    out = run_main_in_fresh_interpreter(__name__, data_dir, database_url=database_url, timeout=300)
+    assert "best runs: 1, answers: one run, one of them new" in out, out
 
 
 def main() -> None:
