@@ -93,13 +93,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "label": "fine-tune a small dataset",
         "source": "https://pytorch.org/tutorials/beginner/transfer_learning_tutorial.html "
         "(torchvision's transfer-learning tutorial: ImageNet weights, a few hundred images)",
-        "note": "Start from pretrained weights. SGD 0.01 with momentum, cosine to zero over 25 epochs.",
+        "note": "Start from pretrained weights trained on data like yours (weights whose features do not fit "
+        "the target start worse than random ones). SGD 0.01 with momentum, cosine to zero over 25 epochs.",
         "config": {
             "epochs": 25,
             # The tutorial's 0.001, divided by 10 every 7 epochs, ended 8 points below training from
             # scratch on bench/bench_finetune.py's small dataset from weights whose features help
-            # (a plain PyTorch loop did too); ten times the rate with a cosine decay ends 1.5 points
-            # under it, within a seed's spread (docs/benchmarks.md, "The preset's new schedule").
+            # (a plain PyTorch loop did too); ten times the rate with a cosine decay ends 0.2 points
+            # above it on the mean of six seeds (docs/benchmarks.md, "Six seeds of the new preset").
             # A 10 % warm-up was tried: it changed the fine-tuned runs by 0.2 points.
             "solver": {
                 "optimizer": "sgd",

@@ -221,7 +221,7 @@ class RunForm(RecipeForm, StartFromForm):
     grad_accum = trainer_number("grad_accum", label="Gradient accumulation")
     val_interval = trainer_number("val_interval", label="Validate every (epochs)")
     snapshot_interval = trainer_number("snapshot_interval", label="Snapshot every (epochs)")
-    seed = trainer_number("seed")
+    seed = trainer_number("seed", help_text="The same seed and settings give the same run; change it for another draw")
     crop_size = trainer_number("data.crop_size", required=False, label="Random crop (pixels)")
     random_flip = forms.BooleanField(required=False, label="Horizontal flips")
     vertical_flip = forms.BooleanField(required=False, label="Vertical flips")
