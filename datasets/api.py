@@ -20,7 +20,7 @@ from datasets.gallery import gallery_item, gallery_page
 from datasets.labels import LabelError
 from datasets.labels.registry import reads_label_files
 from datasets.models import Dataset
-from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
+from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, dataset_to_change, datasets_visible_to
 from datasets.services import (
     OPTION_FIELDS,
     DatasetInUse,
@@ -45,6 +45,7 @@ from datasets.validators import upload_request
 from trainer.protocol import TASKS
 from workbench.core.openapi import bad_request, error, form_schema
 from workbench.core.parsers import JSONObjectParser
+from workbench.projects.selectors import filtered_by_query
 
 
 class UploadTooLarge(APIException):
@@ -77,6 +78,7 @@ def dataset_json(dataset: Dataset, request=None) -> dict:
         "id": dataset.pk,
         "name": dataset.name,
         "owner": dataset.owner.username,
+        "project": dataset.project.slug if dataset.project_id else None,
         "kind": dataset.kind,
         "task": dataset.task,
         "status": dataset.status,
@@ -214,7 +216,7 @@ TOO_LARGE = error("Over the upload size limit (WORKBENCH_MAX_UPLOAD_BYTES).")
 @parser_classes([JSONObjectParser, CappedMultiPartParser, FormParser])
 def dataset_collection(request):
     if request.method == "GET":
-        datasets = datasets_visible_to(request.user)
+        datasets = filtered_by_query(datasets_visible_to(request.user), request.user, request.query_params)
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(datasets, request)
         return paginator.get_paginated_response([dataset_json(d, request) for d in page])
@@ -251,7 +253,7 @@ def dataset_collection(request):
 )
 @api_view(["GET", "DELETE"])
 def dataset_item(request, pk: int):
-    dataset = dataset_for(request.user, pk)
+    dataset = dataset_for(request.user, pk) if request.method == "GET" else dataset_to_change(request.user, pk)
     if request.method == "GET":
         return Response(dataset_json(dataset, request))
     try:
@@ -269,7 +271,7 @@ def dataset_item(request, pk: int):
 )
 @api_view(["POST"])
 def dataset_cancel_api(request, pk: int):
-    dataset = dataset_for(request.user, pk)
+    dataset = dataset_to_change(request.user, pk)
     if not dataset_cancel(dataset=dataset):
         return Response(
             {"detail": f"Only a pending or building dataset can be cancelled; this one is {dataset.status}."},
@@ -286,7 +288,7 @@ def dataset_cancel_api(request, pk: int):
 )
 @api_view(["POST"])
 def dataset_rebuild_api(request, pk: int):
-    dataset = dataset_for(request.user, pk)
+    dataset = dataset_to_change(request.user, pk)
     with transaction.atomic():
         rebuilt = dataset_rebuild(dataset=dataset)
     if not rebuilt:

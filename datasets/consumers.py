@@ -7,6 +7,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from datasets.models import Dataset
 from datasets.selectors import datasets_visible_to
+from workbench.core.access import AccessWatch
 
 
 @database_sync_to_async
@@ -14,7 +15,7 @@ def _dataset_for(user, pk: int) -> Dataset | None:
     return datasets_visible_to(user).filter(pk=pk).first()
 
 
-class DatasetConsumer(AsyncJsonWebsocketConsumer):
+class DatasetConsumer(AccessWatch, AsyncJsonWebsocketConsumer):
     """A dataset build's progress: the row's state on connect, then each `dataset.progress`."""
 
     async def connect(self):
@@ -30,11 +31,16 @@ class DatasetConsumer(AsyncJsonWebsocketConsumer):
         self.group_name = dataset.progress_group_name
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
+        await self.watch_access(user)
         await self.send_json({"type": "progress", "id": dataset.pk, **dataset.progress_payload()})
 
     async def disconnect(self, code):
         if hasattr(self, "group_name"):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+        await self.forget_access()
+
+    async def still_visible(self) -> bool:
+        return await _dataset_for(self.scope["user"], self.dataset_id) is not None
 
     async def dispatch(self, message):
         # Channels runs close_old_connections() in its one sync thread before every handler;

@@ -43,6 +43,10 @@ class Dataset(OwnedModel):
     ACTIVE_STATUSES = (Status.PENDING, Status.BUILDING)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets")
+    # The project it is shared with (docs/design.md, "Projects and roles"); null: its owner's alone.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="datasets"
+    )
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     # Images processed and planned during a build, for the progress bar.

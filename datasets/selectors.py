@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from datasets.models import Dataset
+from workbench.core.ownership import row_to_change
 
 
 def datasets_visible_to(user) -> QuerySet[Dataset]:
@@ -21,6 +22,12 @@ def datasets_visible_to(user) -> QuerySet[Dataset]:
 def dataset_for(user, pk: int) -> Dataset:
     """The dataset, or Http404 for both a missing one and someone else's."""
     return get_object_or_404(datasets_visible_to(user), pk=pk)
+
+
+def dataset_to_change(user, pk: int) -> Dataset:
+    """The dataset to rename, rebuild, share or delete: Http404 as dataset_for, and 403 naming
+    the user's role when they may see it through a project but not change it."""
+    return row_to_change(Dataset.objects.select_related("owner"), user, pk, noun="dataset")
 
 
 def dataset_runs_for(dataset: Dataset, user, *, limit: int | None = None) -> list[dict]:

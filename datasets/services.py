@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections import Counter
 
 from django.db import transaction
 from django.db.models import ProtectedError
@@ -43,11 +44,22 @@ OPTION_FIELDS = (
 class DatasetInUse(Exception):
     """Deleting the dataset is refused because runs use it."""
 
-    def __init__(self, runs):
+    def __init__(self, runs, *, dataset: Dataset | None = None):
         self.runs = list(runs)
-        # No names here: the runs may be other users' (datasets.selectors.dataset_runs_for).
         count = len(self.runs)
-        super().__init__(f"{count} run{'s' if count != 1 else ''} use this dataset; delete them first")
+        whose = f" ({_whose(self.runs, dataset)})" if dataset is not None else ""
+        runs_use = f"{count} run uses" if count == 1 else f"{count} runs use"
+        super().__init__(f"{runs_use} this dataset{whose}; they must be deleted first")
+
+
+def _whose(runs, dataset: Dataset) -> str:
+    """'2 of bob, 1 of alice': owners named when they may be known to whoever may delete the
+    dataset (its owner, its project's members); anyone else is "another user" (a staff member's run)."""
+    known = {dataset.owner_id}
+    if dataset.project_id:
+        known |= set(dataset.project.memberships.values_list("user_id", flat=True))
+    counts = Counter(run.owner.username if run.owner_id in known else "another user" for run in runs)
+    return ", ".join(f"{n} of {who}" for who, n in counts.most_common())
 
 
 def dataset_create(*, owner, name: str, kind: str, source: dict, options: dict, queue: bool = True) -> Dataset:
@@ -143,16 +155,16 @@ def reclaim_lost_builds() -> int:
 
 def dataset_delete(*, dataset: Dataset) -> None:
     """Delete the row and its files; refused (DatasetInUse) while runs use the dataset."""
-    runs = list(dataset.runs.order_by("-created_at"))
+    runs = list(dataset.runs.select_related("owner").order_by("-created_at"))
     if runs:
-        raise DatasetInUse(runs)
+        raise DatasetInUse(runs, dataset=dataset)
     dataset_cancel(dataset=dataset)
     folder = dataset.path
     upload = (dataset.source or {}).get("upload")
     try:
         dataset.delete()
     except ProtectedError as exc:  # a run was created meanwhile
-        raise DatasetInUse(exc.protected_objects) from None
+        raise DatasetInUse(exc.protected_objects, dataset=dataset) from None
     shutil.rmtree(folder, ignore_errors=True)
     if upload:
         upload_delete(user_id=dataset.owner_id, token=upload)

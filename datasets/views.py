@@ -13,7 +13,7 @@ from datasets.labels import LabelError
 from datasets.labels.registry import format_choices, reads_label_files
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
-from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, datasets_visible_to
+from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, dataset_to_change, datasets_visible_to
 from datasets.services import (
     DatasetInUse,
     dataset_cancel,
@@ -24,6 +24,7 @@ from datasets.services import (
 )
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text, resize_modes_by_task, resize_modes_for
+from workbench.projects.selectors import filtered_by_query
 
 SKIPPED_ON_PAGE = 500
 
@@ -40,10 +41,12 @@ def _source_words(dataset: Dataset) -> str:
 
 @require_GET
 def dataset_list(request):
-    datasets = list(datasets_visible_to(request.user)[:200])
+    rows = filtered_by_query(datasets_visible_to(request.user), request.user, request.GET)
+    datasets = list(rows.select_related("project")[:200])
     for dataset in datasets:
         dataset.source_words = _source_words(dataset)
-    return render(request, "datasets/dataset_list.html", {"datasets": datasets})
+    filtered = any(request.GET.get(name) for name in ("project", "shared"))
+    return render(request, "datasets/dataset_list.html", {"datasets": datasets, "filtered": filtered})
 
 
 def _wizard_context(form) -> dict:
@@ -172,7 +175,7 @@ def dataset_skipped_download(request, pk: int):
 
 @require_POST
 def dataset_cancel_view(request, pk: int):
-    dataset = dataset_for(request.user, pk)
+    dataset = dataset_to_change(request.user, pk)
     if dataset_cancel(dataset=dataset):
         messages.success(request, "The build was cancelled; nothing half-built is kept.")
     else:
@@ -182,7 +185,7 @@ def dataset_cancel_view(request, pk: int):
 
 @require_POST
 def dataset_rebuild_view(request, pk: int):
-    dataset = dataset_for(request.user, pk)
+    dataset = dataset_to_change(request.user, pk)
     with transaction.atomic():
         rebuilt = dataset_rebuild(dataset=dataset)
     if rebuilt:
@@ -194,7 +197,7 @@ def dataset_rebuild_view(request, pk: int):
 
 @require_http_methods(["GET", "POST"])
 def dataset_delete_view(request, pk: int):
-    dataset = dataset_for(request.user, pk)
+    dataset = dataset_to_change(request.user, pk)
     runs = dataset_runs_for(dataset, request.user)
     if request.method == "POST" and not runs:
         try:

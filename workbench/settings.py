@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "channels",
     "workbench",
+    "workbench.projects",
     "workbench.workers",
     "workbench.runs",
     "workbench.weights",

@@ -43,6 +43,8 @@ urlpatterns = [
     path("api/", include("workbench.runs.web.api_urls")),
     path("api/", include("workbench.benchmarks.api_urls")),
     path("api/", include("workbench.searches.api_urls")),
+    path("api/", include("workbench.projects.api_urls")),
+    path("projects/", include("workbench.projects.urls")),
     path("", include("workbench.inference.urls")),
     path("api/", include("workbench.inference.api_urls")),
 ]

@@ -26,8 +26,10 @@ from tests.conftest import log_in
 from tests.support.factories import make_dataset_row
 from trainer.protocol import TASKS
 from workbench.benchmarks.models import Benchmark
+from workbench.core.ownership import ADMIN
 from workbench.core.task_table import task_row
 from workbench.inference.models import InferenceJob
+from workbench.projects.models import Membership, Project
 from workbench.runs.services import run_create
 from workbench.searches.services import search_create
 
@@ -79,6 +81,9 @@ NOT_PAGES: dict[str, str] = {
     "inference-mask": "PNG",
     "inference-thumb": "PNG",
     "inference-job-delete": "POST only",
+    "project-share": "POST only: the dataset and run pages' Project select",
+    "project-member-set": "POST only: the project page's member form",
+    "project-member-remove": "POST only: the project page's Remove buttons",
 }
 
 
@@ -139,7 +144,14 @@ def _with_data(owner) -> dict[str, str]:
     for name in ("run-detail", "run-edit", "run-delete", "inference-test", "inference-inside", "inference-export"):
         urls[name] = reverse(name, args=[run.pk])
     urls["run-compare"] = reverse("run-compare") + "?" + "&".join(f"runs={r.pk}" for r in runs.values())
-    first = Benchmark.objects.create(owner=owner, name="speed", request={})
+    # A project holding the first run and its dataset, the owner its admin: its page shows the
+    # member form and the Remove buttons, the dataset's and run's pages their Project select.
+    project = Project.objects.create(name="Vision lab", slug="vision-lab", description="the lab's shared work")
+    Membership.objects.create(project=project, user=owner, role=ADMIN)
+    for row in (run, run.dataset):
+        type(row).objects.filter(pk=row.pk).update(project=project)
+    urls["project-detail"] = reverse("project-detail", args=[project.slug])
+    first = Benchmark.objects.create(owner=owner, name="speed", request={}, project=project)
     second = Benchmark.objects.create(owner=owner, name="speed 2", request={})
     urls["benchmark-detail"] = reverse("benchmark-detail", args=[first.pk])
     urls["benchmark-compare"] = reverse("benchmark-compare", args=[first.pk, second.pk])
@@ -151,13 +163,13 @@ def _with_data(owner) -> dict[str, str]:
 SIGNED_OUT_PAGES = ("login",)
 EMPTY_PAGES = (
     "home", "gpus", "password_change", "run-list", "run-new", "run-queue", "run-compare", "dataset-list",
-    "dataset-new", "search-list", "benchmark-list",
+    "dataset-new", "search-list", "benchmark-list", "project-list",
 )  # fmt: skip
-STAFF_PAGES = ("weights",)
+STAFF_PAGES = ("weights", "project-list")  # the project list again: staff see its New project form
 DATA_PAGES = (
     "dataset-detail", "dataset-delete", "run-detail", "run-edit", "run-delete", "inference-classify",
     "inference-detect", "inference-segment", "inference-test", "inference-inside", "inference-export",
-    "inference-job", "benchmark-detail", "benchmark-compare", "search-detail",
+    "inference-job", "benchmark-detail", "benchmark-compare", "search-detail", "project-detail",
 )  # fmt: skip
 # Visited again in the dark theme, with EMPTY_PAGES: a page of each kind of layout.
 DARK_PAGES = ("run-detail", "dataset-detail", "inference-classify", "inference-job classification", "search-detail",

@@ -21,6 +21,7 @@ from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.inference.docs import SCHEMA_SETTINGS
 from workbench.inference.models import InferenceJob
+from workbench.projects.models import Membership, Project
 from workbench.runs.services import run_create
 from workbench.searches.models import Search
 from workbench.weights.models import UploadedWeights
@@ -67,7 +68,11 @@ def objects(owner):
     # Ended too: its actions answer without reaching Optuna's study.
     search = Search.objects.create(owner=owner, name="s", dataset=dataset, network="lenet", max_trials=1,
                                    study_name="api-bodies", state=Search.State.ABORTED)  # fmt: skip
+    project = Project.objects.create(name="p", slug="p")
+    Membership.objects.create(project=project, user=owner, role=Membership.Role.ADMIN)
     return {
+        "projects": project.slug,
+        "members": owner.username,
         "benchmarks": benchmark.pk,
         "searches": search.pk,
         "pretrained": weights.pk,

@@ -12,12 +12,14 @@ from workbench.benchmarks import services
 from workbench.benchmarks.selectors import (
     benchmark_for,
     benchmark_payload,
+    benchmark_to_change,
     benchmarks_visible_to,
     largest_batch_answer,
     summary,
 )
 from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import filtered_by_query
 
 
 @extend_schema(methods=["GET"], summary="Benchmarks you may see (at most 200), newest first")
@@ -35,7 +37,8 @@ def benchmark_list(request):
         except RequestError as error:
             raise drf_error(error) from None
         return Response(benchmark_payload(benchmark), status=status.HTTP_201_CREATED)
-    return Response({"results": [summary(b) for b in benchmarks_visible_to(request.user)[:200]]})
+    benchmarks = filtered_by_query(benchmarks_visible_to(request.user), request.user, request.query_params)
+    return Response({"results": [summary(b) for b in benchmarks[:200]]})
 
 
 @extend_schema(summary="A benchmark: its state, its cells with speed-up and efficiency, its tables")
@@ -51,7 +54,7 @@ def benchmark_detail(request, pk: int):
 )
 @api_view(["POST"])
 def benchmark_cancel(request, pk: int):
-    benchmark = benchmark_for(request.user, pk)
+    benchmark = benchmark_to_change(request.user, pk)
     if not services.benchmark_cancel(benchmark=benchmark):
         return Response({"detail": f"benchmark {pk} is {benchmark.state}; nothing to cancel"}, status=409)
     benchmark.refresh_from_db()

@@ -7,6 +7,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from workbench.benchmarks.selectors import benchmark_payload, benchmarks_visible_to
+from workbench.core.access import AccessWatch
 
 
 @database_sync_to_async
@@ -15,7 +16,12 @@ def _payload_for(user, pk: int) -> dict | None:
     return None if benchmark is None else {"group": benchmark.group_name, **benchmark_payload(benchmark)}
 
 
-class BenchmarkConsumer(AsyncJsonWebsocketConsumer):
+@database_sync_to_async
+def _visible(user, pk: int) -> bool:
+    return benchmarks_visible_to(user).filter(pk=pk).exists()
+
+
+class BenchmarkConsumer(AccessWatch, AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -29,6 +35,7 @@ class BenchmarkConsumer(AsyncJsonWebsocketConsumer):
         self.group_name = payload.pop("group")
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
+        await self.watch_access(user)
         fresh = await _payload_for(user, payload["id"])
         fresh.pop("group", None)
         await self.send_json({"type": "snapshot", **(fresh or payload)})
@@ -36,6 +43,10 @@ class BenchmarkConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "group_name"):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+        await self.forget_access()
+
+    async def still_visible(self) -> bool:
+        return await _visible(self.scope["user"], int(self.scope["url_route"]["kwargs"]["pk"]))
 
     async def benchmark_update(self, message):
         await self.send_json({"type": "update", **{k: v for k, v in message.items() if k != "type"}})

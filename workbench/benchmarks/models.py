@@ -29,6 +29,10 @@ class Benchmark(OwnedModel):
     ACTIVE_STATES = (State.QUEUED, State.WAITING, State.RUNNING)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="benchmarks")
+    # The project it is shared with (docs/design.md, "Projects and roles"); null: its owner's alone.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="benchmarks"
+    )
     name = models.CharField(max_length=200)
     # What was asked, as validators.validate_benchmark_request cleaned it (networks, gpus, ...).
     request = models.JSONField(default=dict)

@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404
 
 from trainer.bench import table as bench_table
 from workbench.benchmarks.models import Benchmark, BenchmarkCell
+from workbench.core.ownership import row_to_change
 
 
 def benchmarks_visible_to(user):
@@ -16,6 +17,12 @@ def benchmarks_visible_to(user):
 
 def benchmark_for(user, pk: int) -> Benchmark:
     return get_object_or_404(benchmarks_visible_to(user), pk=pk)
+
+
+def benchmark_to_change(user, pk: int) -> Benchmark:
+    """The benchmark to cancel or share: Http404 as benchmark_for, and 403 naming the user's
+    role when they may see it through a project but not change it."""
+    return row_to_change(Benchmark.objects.select_related("owner"), user, pk, noun="benchmark")
 
 
 def cells_of(benchmark: Benchmark) -> list[dict]:
@@ -27,6 +34,7 @@ def summary(benchmark: Benchmark) -> dict:
         "id": benchmark.pk,
         "name": benchmark.name,
         "owner": benchmark.owner.username,
+        "project": benchmark.project.slug if benchmark.project_id else None,
         "state": benchmark.state,
         "reason": benchmark.reason,
         "wait_reason": benchmark.wait_reason,

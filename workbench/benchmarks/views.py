@@ -17,12 +17,14 @@ from workbench.benchmarks.scheduling import queue_position
 from workbench.benchmarks.selectors import (
     benchmark_for,
     benchmark_payload,
+    benchmark_to_change,
     benchmarks_visible_to,
     cells_of,
     comparable_with,
 )
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import filtered_by_query
 
 
 @login_required
@@ -35,8 +37,10 @@ def benchmark_list(request):
             add_form_errors(form, error)
         else:
             return redirect("benchmark-detail", pk=benchmark.pk)
-    benchmarks = benchmarks_visible_to(request.user)[:200]
-    return render(request, "benchmarks/list.html", {"form": form, "benchmarks": benchmarks})
+    benchmarks = filtered_by_query(benchmarks_visible_to(request.user), request.user, request.GET)
+    return render(
+        request, "benchmarks/list.html", {"form": form, "benchmarks": benchmarks.select_related("project")[:200]}
+    )
 
 
 @login_required
@@ -100,5 +104,5 @@ def benchmark_compare(request, pk: int, other: int):
 @login_required
 @require_POST
 def benchmark_cancel(request, pk: int):
-    services.benchmark_cancel(benchmark=benchmark_for(request.user, pk))
+    services.benchmark_cancel(benchmark=benchmark_to_change(request.user, pk))
     return redirect("benchmark-detail", pk=pk)

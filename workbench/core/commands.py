@@ -13,22 +13,28 @@ from django.core.management.base import CommandError
 BROKER_CHECK_SECONDS = 3.0
 
 
-def command_owner(username: str | None, *, default=None):
-    """The user a command acts for: --owner USERNAME when given; else `default` (the owner of the
-    dataset the command works on, where it works on one); else the only superuser, as on a
-    one-person workbench. CommandError names the option when none of them gives a user."""
+def command_owner(username: str | None, *, default=None, option: str = "--owner"):
+    """The user a command acts for: --owner USERNAME (or `option`, `--as` where the user acts on
+    others' rows) when given; else `default` (the owner of the dataset the command works on, where
+    it works on one); else the only superuser, as on a one-person workbench. CommandError names
+    the option when none of them gives a user."""
     users = get_user_model().objects
     if username:
         owner = users.filter(username=username).first()
         if owner is None:
-            raise CommandError(f"--owner: no user named {username!r}")
+            raise CommandError(f"{option}: no user named {username!r}")
         return owner
     if default is not None:
         return default
     admins = list(users.filter(is_superuser=True)[:2])
     if len(admins) != 1:
-        raise CommandError("give --owner USERNAME (there is not exactly one superuser to default to)")
+        raise CommandError(f"give {option} USERNAME (there is not exactly one superuser to default to)")
     return admins[0]
+
+
+def refusal_error(error: Exception) -> CommandError:
+    """A page's 404 or 403 (Http404, PermissionDenied) as the command's one-line error."""
+    return CommandError(str(error) or "not allowed")
 
 
 def require_running_workbench() -> None:

@@ -10,6 +10,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +48,20 @@ def group_publish(group: str, message: dict, *, alias: str = "default") -> None:
         async_to_sync(layer.group_send)(group, message)
     except Exception:
         log.warning("could not publish to %s", group, exc_info=True)
+
+
+def access_group_name(user_id: int) -> str:
+    """Every object socket of a user (run, dataset, search, benchmark pages): told when what the
+    user may see has shrunk (removed from a project), so each reads its row again and closes."""
+    return f"access-{user_id}"
+
+
+ACCESS_CHANGED = "access.changed"
+
+
+def publish_access_changed(user_id: int) -> None:
+    """On both layers: the run sockets listen on the live layer's fan-out, the others on the default."""
+    message = {"type": ACCESS_CHANGED, "text": '{"type": "access"}'}
+    group_publish(access_group_name(user_id), message)
+    if settings.LIVE_CHANNEL_LAYER != "default":
+        group_publish(access_group_name(user_id), message, alias=settings.LIVE_CHANNEL_LAYER)

@@ -43,6 +43,10 @@ class Run(OwnedModel):
     FINISHED_STATES = (State.DONE, State.FAILED, State.ABORTED, State.PRUNED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    # The project it is shared with (docs/design.md, "Projects and roles"); null: its owner's alone.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
     name = models.CharField(max_length=200)
     dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="runs")
     network = models.CharField(max_length=64)

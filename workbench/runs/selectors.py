@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404
 from trainer import protocol
 from trainer.early_stop import improves
 from trainer.recipes import averages_weights
+from workbench.core.ownership import row_to_change
 from workbench.runs.models import Run
 from workbench.runs.slurm_status import controller_status, parse_job_name, partition_snapshot
 from workbench.slurm.commands import expand_hostlist
@@ -27,6 +28,12 @@ def runs_visible_to(user) -> QuerySet[Run]:
 def run_for(user, pk: int) -> Run:
     """The run, or Http404 for both a missing one and someone else's."""
     return get_object_or_404(runs_visible_to(user), pk=pk)
+
+
+def run_to_change(user, pk: int) -> Run:
+    """The run to pause, resume, abort, edit, share or delete: Http404 as run_for, and 403 naming
+    the user's role when they may see it through a project but not change it."""
+    return row_to_change(Run.objects.select_related("owner", "dataset", "host"), user, pk, noun="run")
 
 
 # ----------------------------------------------------------------------------- the best checkpoint

@@ -18,6 +18,7 @@ from django.utils import timezone
 from datasets.models import Dataset
 from trainer import protocol
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import project_of_new_work
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.executors import check_executor, executor_for, executor_named
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
@@ -64,6 +65,7 @@ def run_create(
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner,
+            project=project_of_new_work(owner=owner, dataset=dataset),
             dataset=dataset,
             name=name,
             network=network,

@@ -13,9 +13,10 @@ from trainer.config import shown
 from workbench.core import openapi
 from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import filtered_by_query
 from workbench.runs.web.serializers import RunDetailSerializer
 from workbench.searches import services
-from workbench.searches.selectors import search_for, searches_visible_to
+from workbench.searches.selectors import search_for, search_to_change, searches_visible_to
 from workbench.searches.serializers import SearchCreateSerializer, SearchDetailSerializer, SearchSerializer
 
 
@@ -33,7 +34,7 @@ from workbench.searches.serializers import SearchCreateSerializer, SearchDetailS
 @api_view(["GET", "POST"])
 def search_list(request):
     if request.method == "GET":
-        searches = searches_visible_to(request.user)[:200]
+        searches = filtered_by_query(searches_visible_to(request.user), request.user, request.query_params)[:200]
         return Response({"results": SearchSerializer(searches, many=True).data})
     serializer = SearchCreateSerializer(data=request.data, context={"request": request})
     serializer.is_valid(raise_exception=True)
@@ -64,7 +65,7 @@ def search_detail(request, pk: int):
 
 
 def _action(request, pk: int, action) -> Response:
-    search = search_for(request.user, pk)
+    search = search_to_change(request.user, pk)
     try:
         search = action(search=search)
     except services.SearchError as error:
@@ -107,7 +108,7 @@ def search_abort(request, pk: int):
 )
 @api_view(["POST"])
 def search_train_best(request, pk: int):
-    search = search_for(request.user, pk)
+    search = search_to_change(request.user, pk)
     epochs = request.data.get("epochs") if isinstance(request.data, dict) else None
     try:
         run, queued = services.search_train_best(search=search, epochs=epochs)

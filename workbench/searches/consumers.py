@@ -8,6 +8,7 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from workbench.core.access import AccessWatch
 from workbench.searches.selectors import searches_visible_to
 
 
@@ -17,7 +18,12 @@ def _group_for(user, pk: int) -> str | None:
     return None if search is None else search.group_name
 
 
-class SearchConsumer(AsyncJsonWebsocketConsumer):
+@database_sync_to_async
+def _visible(user, pk: int) -> bool:
+    return searches_visible_to(user).filter(pk=pk).exists()
+
+
+class SearchConsumer(AccessWatch, AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -31,11 +37,16 @@ class SearchConsumer(AsyncJsonWebsocketConsumer):
         self.group_name = group
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
+        await self.watch_access(user)
         await self.send_json({"type": "changed"})
 
     async def disconnect(self, code):
         if hasattr(self, "group_name"):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+        await self.forget_access()
+
+    async def still_visible(self) -> bool:
+        return await _visible(self.scope["user"], int(self.scope["url_route"]["kwargs"]["pk"]))
 
     async def search_changed(self, message):
         await self.send_json({"type": "changed"})

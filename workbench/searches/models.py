@@ -58,6 +58,10 @@ class Search(OwnedModel):
     FINISHED_STATES = (State.DONE, State.ABORTED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="searches")
+    # The project it is shared with (docs/design.md, "Projects and roles"); null: its owner's alone.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="searches"
+    )
     name = models.CharField(max_length=200)
     dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="searches")
     network = models.CharField(max_length=64)

@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from trainer import protocol
+from workbench.core.ownership import row_to_change
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.selectors import delivered_series
 from workbench.searches.models import BestRun, Search, Trial
@@ -20,6 +21,12 @@ def searches_visible_to(user) -> QuerySet[Search]:
 def search_for(user, pk: int) -> Search:
     """The search, or Http404 for both a missing one and someone else's."""
     return get_object_or_404(searches_visible_to(user), pk=pk)
+
+
+def search_to_change(user, pk: int) -> Search:
+    """The search to pause, resume, abort, train the best of or share: Http404 as search_for,
+    and 403 naming the user's role when they may see it through a project but not change it."""
+    return row_to_change(Search.objects.select_related("owner", "dataset"), user, pk, noun="search")
 
 
 def trials_of(search: Search) -> QuerySet[Trial]:

@@ -87,6 +87,7 @@ class BestRunSerializer(serializers.Serializer):
 
 class SearchSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="its project's slug, or null")
     page = serializers.SerializerMethodField(help_text="the search's page, live")
 
     def get_page(self, search: Search) -> str:
@@ -95,8 +96,8 @@ class SearchSerializer(serializers.ModelSerializer):
     class Meta:
         model = Search
         fields = [
-            "id", "name", "owner", "dataset", "network", "state", "reason", "objective", "direction", "sampler",
-            "pruner", "space", "max_trials", "parallel", "gpu_hours_cap", "trials_claimed", "created_at",
+            "id", "name", "owner", "project", "dataset", "network", "state", "reason", "objective", "direction",
+            "sampler", "pruner", "space", "max_trials", "parallel", "gpu_hours_cap", "trials_claimed", "created_at",
             "finished_at", "page",
         ]  # fmt: skip
 

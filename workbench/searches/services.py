@@ -29,6 +29,7 @@ from trainer.config import TrainConfig
 from workbench.core.errors import RequestError
 from workbench.core.groups import group_publish, search_group_name
 from workbench.core.numbers import NumberError, bounded_number
+from workbench.projects.selectors import project_of_new_work
 from workbench.runs import services as run_services
 from workbench.runs.models import Run, RunEvent
 from workbench.runs.selectors import delivered_series
@@ -112,6 +113,7 @@ def search_create(
         owner=owner,
         name=(name or f"search over {', '.join(space)} on {dataset.name}")[:200],
         dataset=dataset,
+        project=project_of_new_work(owner=owner, dataset=dataset),
         network=network,
         base_request={"config": config, "gpus": gpus, "executor": executor, "nodes": nodes, "priority": priority},
         space=space,

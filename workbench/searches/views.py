@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import filtered_by_query
 from workbench.runs.validators import sweep_config
 from workbench.runs.web.forms import FIELD_OF, RunForm
 from workbench.runs.web.wizard_views import render_new_run, submitted_weights
@@ -35,9 +36,10 @@ from workbench.searches.services import search_create
 
 @login_required
 def search_list(request):
-    searches = searches_visible_to(request.user)[:200]
-    rows = [(search, budget_words(search)) for search in searches]
-    return render(request, "searches/search_list.html", {"rows": rows})
+    searches = filtered_by_query(searches_visible_to(request.user), request.user, request.GET)
+    rows = [(search, budget_words(search)) for search in searches.select_related("project")[:200]]
+    filtered = any(request.GET.get(name) for name in ("project", "shared"))
+    return render(request, "searches/search_list.html", {"rows": rows, "filtered": filtered})
 
 
 @login_required

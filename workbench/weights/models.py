@@ -98,6 +98,10 @@ class UploadedWeights(OwnedModel):
     Moved here from the runs app (issue 32): its table keeps its name, runs_pretrainedweights."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pretrained_weights")
+    # The project it is shared with (docs/design.md, "Projects and roles"); null: its owner's alone.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="weights"
+    )
     name = models.CharField(max_length=200)
     # Relative to DATA_DIR, so the data dir can move; only the server ever writes it.
     path = models.CharField(max_length=500, unique=True)

@@ -2,7 +2,8 @@
 
 A model with an owner, directly (an `owner` ForeignKey to the user model) or through a parent its
 rows die with (a CASCADE ForeignKey to an owned model), must read through OwnedQuerySet and answer
-OwnedModel.is_visible_to, never a copy: projects shared by role will change the rule in one place.
+OwnedModel.is_visible_to, never a copy: projects shared by role change the rule in one place
+(tests/workbench/projects/test_roles.py holds the roles).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from workbench.core.ownership import OwnedModel, OwnedQuerySet
 # row; each is listed here with its reason, so that a new one is a decision, not an accident.
 NOT_OWNERSHIP = {
     ("weights", "StoredWeights", "created_by"): "a library every user may start a run from; staff file it",
+    ("projects", "Project", "created_by"): "who made it; members see a project (projects.selectors), nobody owns it",
+    ("projects", "Membership", "user"): "the member: the row the one rule reads to share, not an owned row",
 }
 
 
@@ -70,10 +73,12 @@ def test_it_has_every_model_with_an_owner_use_the_one_rule():
             strays.append(f"{label}: not an OwnedModel with owner_field in {sorted(paths)}")
             continue
         queryset = type(model._default_manager.get_queryset())
-        if not issubclass(queryset, OwnedQuerySet) or queryset.visible_to is not OwnedQuerySet.visible_to:
-            strays.append(f"{label}: its default manager's visible_to is not OwnedQuerySet's")
-        if model.is_visible_to is not OwnedModel.is_visible_to:
-            strays.append(f"{label}: is_visible_to is its own, not OwnedModel's")
+        for rule in ("visible_to", "changeable_by"):
+            if not issubclass(queryset, OwnedQuerySet) or getattr(queryset, rule) is not getattr(OwnedQuerySet, rule):
+                strays.append(f"{label}: its default manager's {rule} is not OwnedQuerySet's")
+        for rule in ("is_visible_to", "is_changeable_by"):
+            if getattr(model, rule) is not getattr(OwnedModel, rule):
+                strays.append(f"{label}: {rule} is its own, not OwnedModel's")
     assert strays == []
 
 

@@ -16,10 +16,11 @@ from workbench.core import openapi
 from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
+from workbench.projects.selectors import filtered_by_query
 from workbench.runs import services
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
-from workbench.runs.selectors import runs_visible_to
+from workbench.runs.selectors import run_to_change, runs_visible_to
 from workbench.runs.web.serializers import (
     SHORT_NAMES,
     PrioritySerializer,
@@ -69,7 +70,7 @@ def _get_run_for_user(request, pk: int) -> Run:
 def run_list(request):
     if request.method == "POST":
         return _run_create(request)
-    runs = _runs_for(request.user)
+    runs = filtered_by_query(_runs_for(request.user), request.user, request.query_params)
     for field in ("state", "network"):
         if request.query_params.get(field):
             runs = runs.filter(**{field: request.query_params[field]})
@@ -155,7 +156,7 @@ def sweep_create(request):
 )
 @api_view(["GET", "PATCH", "DELETE"])
 def run_detail(request, pk: int):
-    run = _get_run_for_user(request, pk)
+    run = _get_run_for_user(request, pk) if request.method == "GET" else run_to_change(request.user, pk)
     if request.method == "DELETE":
         try:
             services.run_delete(run=run)
@@ -174,7 +175,7 @@ def run_detail(request, pk: int):
 
 
 def _action(request, pk: int, action) -> Response:
-    run = _get_run_for_user(request, pk)
+    run = run_to_change(request.user, pk)
     try:
         run = action(run=run)
     except services.RunError as error:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from workbench.core.access import AccessRelay
+from workbench.core.groups import access_group_name
 from workbench.runs.fanout import fanout
 from workbench.runs.models import Run
 from workbench.runs.selectors import runs_visible_to
@@ -51,11 +53,18 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # by then) or arrives live (published after), so nothing falls between the two.
         self.group_name = self.run.group_name
         await self.join_live()
+        self.access = (access_group_name(user.pk), AccessRelay(self))
+        await fanout().join(*self.access)
         await self.accept()
 
     async def disconnect(self, code):
         if hasattr(self, "group_name"):
             await self.leave_live()
+        if hasattr(self, "access"):
+            fanout().leave(*self.access)
+
+    async def still_visible(self) -> bool:
+        return await _run_for(self.scope["user"], self.run.pk) is not None
 
     async def join_live(self) -> None:
         await fanout().join(self.group_name, self)

@@ -11,9 +11,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from trainer import protocol
+from workbench.core.ownership import refusal_words
 from workbench.runs import services
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import held_at, run_for, runs_visible_to, weights_rule
+from workbench.runs.selectors import held_at, run_to_change, runs_visible_to, weights_rule
 from workbench.runs.web.forms import RunEditForm
 
 SPARK_POINTS = 40
@@ -104,7 +105,7 @@ def run_summary(run: Run) -> dict:
 
 
 def run_edit(request, pk: int):
-    run = run_for(request.user, pk)
+    run = run_to_change(request.user, pk)
     form = RunEditForm(request.POST or None, instance=run)
     if request.method == "POST" and form.is_valid():
         Run.objects.filter(pk=run.pk).update(name=form.cleaned_data["name"], notes=form.cleaned_data["notes"])
@@ -114,7 +115,7 @@ def run_edit(request, pk: int):
 
 
 def run_delete(request, pk: int):
-    run = run_for(request.user, pk)
+    run = run_to_change(request.user, pk)
     if request.method == "POST":
         try:
             services.run_delete(run=run)
@@ -128,7 +129,7 @@ def run_delete(request, pk: int):
 
 @require_POST
 def run_abort(request, pk: int):
-    run = run_for(request.user, pk)
+    run = run_to_change(request.user, pk)
     try:
         services.run_abort(run=run)
     except services.RunError as error:
@@ -141,14 +142,26 @@ def run_abort(request, pk: int):
 # ----------------------------------------------------------------------------- many runs
 
 
+def _ticked_to_change(request) -> list[Run]:
+    """The ticked runs the user may change; each other one they see is refused with why (a
+    viewer's tick on a project's run), and ticking none says so."""
+    ids = [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
+    ticked = list(runs_visible_to(request.user).filter(pk__in=ids))
+    if not ticked:
+        messages.error(request, "Tick at least one run first.")
+    runs = [run for run in ticked if run.is_changeable_by(request.user)]
+    for run in ticked:
+        if run not in runs:
+            messages.error(request, f"Run #{run.pk}: {refusal_words(run, request.user, noun='run')}.")
+    return runs
+
+
 @require_POST
 def run_bulk(request):
     """Abort or delete the ticked runs; delete shows the list and asks before it acts."""
-    ids = [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
-    runs = list(runs_visible_to(request.user).filter(pk__in=ids))
+    runs = _ticked_to_change(request)
     action = request.POST.get("action", "")
     if not runs:
-        messages.error(request, "Tick at least one run first.")
         return _back(request)
     if action == "abort":
         done, refused = [], []

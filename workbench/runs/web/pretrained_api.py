@@ -5,13 +5,13 @@ A run names them in `config.pretrained` as `upload:<id>` (see docs/formats.md).
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from rest_framework import status
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from workbench.core.ownership import row_to_change
 from workbench.runs.models import Run
 from workbench.runs.web.serializers import PretrainedUploadSerializer, PretrainedWeightsSerializer
 from workbench.weights.files import WeightsError
@@ -20,8 +20,9 @@ from workbench.weights.uploads import weights_upload
 
 
 def _weights_for(user):
-    """One's own uploads only: staff may use anyone's by id, but the list stays one's own."""
-    return UploadedWeights.objects.owned_by(user)
+    """One's own uploads and those shared with one through a project: staff may use anyone's by
+    id, but their list stays their own and their projects'."""
+    return UploadedWeights.objects.owned_by(user) | UploadedWeights.objects.in_projects_of(user)
 
 
 @api_view(["GET", "POST"])
@@ -46,8 +47,9 @@ def pretrained_list(request):
 
 @api_view(["DELETE"])
 def pretrained_detail(request, pk: int):
-    """Deletes the upload, unless a run that may still (re)start reads it."""
-    weights = get_object_or_404(_weights_for(request.user), pk=pk)
+    """Deletes the upload, unless a run that may still (re)start reads it; a project's viewer may
+    use it, not delete it (403 naming the role)."""
+    weights = row_to_change(UploadedWeights.objects, request.user, pk, noun="uploaded weights")
     users = Run.objects.filter(config__pretrained=weights.reference).exclude(state__in=Run.FINISHED_STATES)
     if users.exists():
         return Response(

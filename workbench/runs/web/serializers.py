@@ -34,6 +34,7 @@ class TransitionSerializer(serializers.ModelSerializer):
 
 class RunSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="its project's slug, or null")
     dataset_name = serializers.CharField(source="dataset.name")
     devices = DeviceSerializer(many=True)
     requested_devices = serializers.CharField(source="device_request_text")
@@ -42,7 +43,7 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "name", "owner", "dataset", "dataset_name", "network", "state", "priority",
+            "id", "name", "owner", "project", "dataset", "dataset_name", "network", "state", "priority",
             "device_request", "requested_devices", "devices", "progress", "eta_seconds", "wait_reason",
             "estimated_start", "attempt", "error", "notes", "sweep", "created_at", "started_at", "finished_at",
             "executor", "nodes", "slurm_job_id", "slurm_state",
@@ -203,6 +204,8 @@ class PretrainedWeightsSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
     reference = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="its project's slug, or null")
     size_bytes = serializers.IntegerField(read_only=True)
     created = serializers.DateTimeField(read_only=True)
 

@@ -1,9 +1,11 @@
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import filtered_by_query
 from workbench.runs.models import Run
 from workbench.runs.scheduler import queue_for
 from workbench.runs.selectors import runs_visible_to
@@ -12,6 +14,8 @@ from workbench.runs.validators import check_priority
 from workbench.runs.web.manage_views import run_summary
 
 FILTERS = ("state", "network", "dataset")
+# Every parameter that narrows the list: the form's, and the project links' (projects/_sharing_filter.html).
+NARROWING = (*FILTERS, "owner", "sweep", "project", "shared")
 
 
 SORTS = {
@@ -24,9 +28,10 @@ SORTS = {
 }
 
 
-def run_list(request):
-    runs = runs_visible_to(request.user).prefetch_related("devices__host")
-    chosen = {name: request.GET.get(name, "") for name in (*FILTERS, "owner", "sweep", "sort", "group")}
+def _narrowed(request, chosen: dict) -> QuerySet[Run]:
+    """The runs the user may see, narrowed by the list's filters, its project ones included
+    (`?project=<slug>`, `?shared=1`: projects.selectors.filtered_by_query)."""
+    runs = filtered_by_query(runs_visible_to(request.user), request.user, request.GET)
     if chosen["state"]:
         runs = runs.filter(state=chosen["state"])
     if chosen["network"]:
@@ -37,7 +42,12 @@ def run_list(request):
         runs = runs.filter(owner__username=chosen["owner"])
     if chosen["sweep"]:
         runs = runs.filter(sweep=chosen["sweep"])
-    rows = [(run, run_summary(run)) for run in runs[:200]]
+    return runs.select_related("project").prefetch_related("devices__host")
+
+
+def run_list(request):
+    chosen = {name: request.GET.get(name, "") for name in (*NARROWING, "sort", "group")}
+    rows = [(run, run_summary(run)) for run in _narrowed(request, chosen)[:200]]
     sort = chosen["sort"] if chosen["sort"] in SORTS else "-created"
     rows.sort(key=lambda row: SORTS[sort](*row), reverse=sort.startswith("-"))
     groups = [{"sweep": "", "rows": rows}]
@@ -59,7 +69,7 @@ def run_list(request):
         "networks": sorted(set(everything.values_list("network", flat=True))),
         "datasets": sorted(set(everything.values_list("dataset_id", "dataset__name")), key=lambda d: d[1]),
         "sweeps": sorted(set(everything.exclude(sweep="").values_list("sweep", flat=True))),
-        "filtered": any(chosen[name] for name in (*FILTERS, "owner", "sweep")),
+        "filtered": any(chosen[name] for name in NARROWING),
     }
     return render(request, "runs/run_list.html", context)
 

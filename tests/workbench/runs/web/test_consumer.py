@@ -13,6 +13,7 @@ from django.test import Client
 from datasets.models import Dataset
 from tests.support.factories import make_dataset_row
 from workbench.asgi import application
+from workbench.core.groups import access_group_name
 from workbench.runs import series
 from workbench.runs.lifecycle import run_events_append
 from workbench.runs.models import Run
@@ -143,7 +144,9 @@ def test_it_relays_to_every_socket_of_a_run_through_one_subscription(run, owner)
         return relays, received, dict(fanout().relays)
 
     relays, received, after = asyncio.run(exchange())
-    assert list(relays) == [run.group_name]
+    # One subscription for the run's events and one for its viewer's access (core/access.py),
+    # however many sockets.
+    assert list(relays) == [run.group_name, access_group_name(owner.pk)]
     assert [[event["seq"] for event in message["events"]] for message in received] == [[2, 3], [2, 3]]
     assert after == {}  # the last socket's departure ended the subscription
 

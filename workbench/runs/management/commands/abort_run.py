@@ -1,7 +1,10 @@
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
+from django.http import Http404
 
-from workbench.core.commands import require_running_workbench
+from workbench.core.commands import command_owner, refusal_error, require_running_workbench
 from workbench.runs.models import Run
+from workbench.runs.selectors import run_to_change
 from workbench.runs.services import RunError, run_abort, run_pause, run_resume
 
 ACTIONS = {"abort": run_abort, "pause": run_pause, "resume": run_resume}
@@ -15,10 +18,20 @@ class Command(BaseCommand):
         group = parser.add_mutually_exclusive_group()
         group.add_argument("--pause", dest="action", action="store_const", const="pause")
         group.add_argument("--resume", dest="action", action="store_const", const="resume")
+        parser.add_argument(
+            "--as", dest="acting", metavar="USERNAME",
+            help="act as this user, under the page's rules (a project's viewer may not); default: the operator",
+        )  # fmt: skip
 
-    def handle(self, *args, run_id, action=None, **options):
+    def handle(self, *args, run_id, action=None, acting=None, **options):
         action = action or "abort"
-        run = Run.objects.filter(pk=run_id).first()
+        if acting:
+            try:
+                run = run_to_change(command_owner(acting, option="--as"), run_id)
+            except (Http404, PermissionDenied) as error:
+                raise refusal_error(error) from None
+        else:  # whoever runs manage.py on the server is its operator
+            run = Run.objects.filter(pk=run_id).first()
         if run is None:
             raise CommandError(f"no run with id {run_id}")
         if action == "resume":

@@ -1,0 +1,65 @@
+"""A member removed from a project loses its objects' sockets at once (core/access.py), against
+a real daphne and Redis with a real websocket client; a non-member's socket is refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.workbench.test_websocket import session_cookie
+from workbench.core.access import ACCESS_REVOKED
+from workbench.projects.models import Project
+from workbench.projects.services import member_remove
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture
+def paths(shared_work):
+    """The run's socket first: it answers once asked for its replay; the others speak on connect."""
+    groups = [("run", "runs"), ("dataset", "datasets"), ("search", "searches"), ("benchmark", "benchmarks")]
+    return [f"/ws/{group}/{shared_work[kind].pk}/" for kind, group in groups]
+
+
+async def _open(base: str, path: str, cookie: str):
+    url = base.replace("http://", "ws://") + path
+    return await connect(url, origin=base, additional_headers={"Cookie": cookie}, open_timeout=10)
+
+
+def test_it_closes_a_removed_members_sockets_at_once(live_server_url, transactional_db, owner, viewer, paths):
+    cookie = session_cookie(viewer)
+
+    async def watch() -> list[int]:
+        sockets = [await _open(live_server_url, path, cookie) for path in paths]
+        await sockets[0].send('{"since": 0}')  # the run socket answers its replay
+        await asyncio.wait_for(sockets[0].recv(), 10)
+        for socket in sockets[1:]:
+            await asyncio.wait_for(socket.recv(), 10)  # each sends its state on connect
+        await asyncio.to_thread(_remove_viewer, owner)
+        codes = []
+        for socket in sockets:
+            with pytest.raises(ConnectionClosed):
+                while True:  # anything still in flight, then the close
+                    await asyncio.wait_for(socket.recv(), 10)
+            codes.append(socket.close_code)
+        return codes
+
+    assert asyncio.run(watch()) == [ACCESS_REVOKED] * len(paths)
+
+
+def _remove_viewer(owner) -> None:
+    member_remove(by=owner, project=Project.objects.get(slug="vision-lab"), username="vic")
+
+
+def test_it_refuses_a_non_members_sockets(live_server_url, transactional_db, other_user, paths):
+    cookie = session_cookie(other_user)
+
+    async def attempt(path: str) -> int:
+        with pytest.raises(InvalidStatus) as refused:
+            await _open(live_server_url, path, cookie)
+        return refused.value.response.status_code
+
+    assert [asyncio.run(attempt(path)) for path in paths] == [403] * len(paths)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ProjectsConfig(AppConfig):
+    name = "workbench.projects"
+    label = "projects"
+    verbose_name = "Projects"

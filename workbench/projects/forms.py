@@ -1,0 +1,57 @@
+"""The project pages' forms: create a project (staff), add a member or change a role, share an
+object. They clean what a browser sends into what the services take; the rules themselves (a
+free slug, a known user, a role) are the validators', checked again by the services, so a
+refusal reads the same words as the API's and the commands'."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+
+from workbench.core.errors import RequestError
+from workbench.core.ownership import ROLES, VIEWER
+from workbench.projects import validators
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=80)
+    slug = forms.CharField(
+        required=False, max_length=60, help_text="its name in addresses and commands; blank: made from the name"
+    )
+    description = forms.CharField(required=False, max_length=500, widget=forms.Textarea(attrs={"rows": 2}))
+    admins = forms.CharField(
+        required=False, label="Admins", help_text="usernames, separated by commas or spaces: they manage its members"
+    )
+
+    def clean_admins(self) -> list:
+        users = []
+        for username in re.split(r"[\s,]+", self.cleaned_data["admins"].strip()):
+            if not username:
+                continue
+            try:
+                users.append(validators.user_named(username))
+            except RequestError as error:
+                raise forms.ValidationError(f"{error.message}.") from None
+        return users
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=[(role, role) for role in ROLES], initial=VIEWER)
+
+    def clean_username(self) -> str:
+        return self.cleaned_data["username"].strip()
+
+
+class ShareForm(forms.Form):
+    """What the Project select of a dataset's or a run's page posts: the object, the project
+    (blank: none) and the page to go back to."""
+
+    kind = forms.ChoiceField(choices=[(kind, kind) for kind in validators.SHAREABLE])
+    id = forms.IntegerField(min_value=1)
+    project = forms.SlugField(required=False, max_length=60)
+    next = forms.CharField(required=False, max_length=500)
+
+    def clean_project(self) -> str | None:
+        return self.cleaned_data["project"] or None

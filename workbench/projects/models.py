@@ -1,0 +1,49 @@
+"""A project (a lab, a course, a paper) and its members, each with one role.
+
+What a role allows is written once, in workbench/core/ownership.py (`ROLES`, `visible_to`,
+`changeable_by`); the datasets, runs, searches, benchmarks and uploaded weights put into a project
+point here with a nullable `project` and are reached back as `project.datasets`, `project.runs`...
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from workbench.core.ownership import ADMIN, EDITOR, VIEWER
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=80)
+    # The project's name in URLs and commands (`/projects/vision-lab/`, `--project vision-lab`).
+    slug = models.SlugField(max_length=60, unique=True)
+    description = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = VIEWER, "viewer"
+        EDITOR = EDITOR, "editor"
+        ADMIN = ADMIN, "admin"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.VIEWER)
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project__slug", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
