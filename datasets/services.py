@@ -19,6 +19,7 @@ from datasets.events import publish
 from datasets.models import Dataset
 from datasets.tasks import build_dataset
 from datasets.uploads import upload_delete
+from workbench.audit import services as audit
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import WorkerHost
 
@@ -68,6 +69,7 @@ def dataset_create(*, owner, name: str, kind: str, source: dict, options: dict, 
     if unknown:
         raise ValueError(f"unknown dataset options: {', '.join(sorted(unknown))}")
     dataset = Dataset.objects.create(owner=owner, name=name, kind=kind, source=source, **options)
+    audit.record(action="dataset.create", actor=owner, target=dataset, after={"kind": kind, **options})
     if queue:
         dataset_queue(dataset=dataset)
     return dataset
@@ -89,8 +91,10 @@ def dataset_cancel(*, dataset: Dataset) -> bool:
         status=Dataset.Status.CANCELLED, finished_at=timezone.now(), error="Cancelled by the user."
     )
     if changed:
+        before = {"status": dataset.status}
         dataset.refresh_from_db()
         publish(dataset)
+        audit.record(action="dataset.cancel", target=dataset, before=before, after={"status": dataset.status})
     return bool(changed)
 
 
@@ -109,9 +113,11 @@ def dataset_rebuild(*, dataset: Dataset) -> bool:
         build_attempts=0,
     )
     if changed:
+        before = {"status": dataset.status}
         dataset.refresh_from_db()
         dataset_queue(dataset=dataset)
         publish(dataset)
+        audit.record(action="dataset.rebuild", target=dataset, before=before, after={"status": dataset.status})
     return bool(changed)
 
 
@@ -161,7 +167,9 @@ def dataset_delete(*, dataset: Dataset) -> None:
     dataset_cancel(dataset=dataset)
     folder = dataset.path
     upload = (dataset.source or {}).get("upload")
+    before = {"name": dataset.name, "owner": dataset.owner.username, "images": dataset.image_count}
     try:
+        audit.record(action="dataset.delete", target=dataset, before=before)
         dataset.delete()
     except ProtectedError as exc:  # a run was created meanwhile
         raise DatasetInUse(exc.protected_objects, dataset=dataset) from None

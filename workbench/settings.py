@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "channels",
     "workbench",
     "workbench.projects",
+    "workbench.audit",
     "workbench.workers",
     "workbench.runs",
     "workbench.weights",
@@ -90,6 +91,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # After authentication: a change is recorded with its actor (DRF's token user is set on the request by the view).
+    "workbench.audit.middleware.AuditMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "workbench.middleware.LoginRequiredMiddleware",
     "workbench.middleware.BrokerUnavailableMiddleware",

@@ -45,6 +45,8 @@ urlpatterns = [
     path("api/", include("workbench.searches.api_urls")),
     path("api/", include("workbench.projects.api_urls")),
     path("projects/", include("workbench.projects.urls")),
+    path("api/", include("workbench.audit.api_urls")),
+    path("audit/", include("workbench.audit.urls")),
     path("", include("workbench.inference.urls")),
     path("api/", include("workbench.inference.api_urls")),
 ]

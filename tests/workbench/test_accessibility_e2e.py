@@ -165,7 +165,7 @@ EMPTY_PAGES = (
     "home", "gpus", "password_change", "run-list", "run-new", "run-queue", "run-compare", "dataset-list",
     "dataset-new", "search-list", "benchmark-list", "project-list",
 )  # fmt: skip
-STAFF_PAGES = ("weights", "project-list")  # the project list again: staff see its New project form
+STAFF_PAGES = ("weights", "audit", "project-list")  # the project list again: staff see its New project form
 DATA_PAGES = (
     "dataset-detail", "dataset-delete", "run-detail", "run-edit", "run-delete", "inference-classify",
     "inference-detect", "inference-segment", "inference-test", "inference-inside", "inference-export",

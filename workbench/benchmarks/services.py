@@ -8,6 +8,7 @@ import logging
 
 from django.db import transaction
 
+from workbench.audit import services as audit
 from workbench.benchmarks.lifecycle import benchmark_finish
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.validators import largest_batch_request, validate_benchmark_request
@@ -27,6 +28,7 @@ def benchmark_submit(*, owner, request: dict) -> Benchmark:
             owner=owner, name=cleaned.pop("name"), request=cleaned, reason="queued for its GPUs"
         )
         transaction.on_commit(queue_scheduling)
+        audit.record(action="benchmark.create", actor=owner, target=benchmark, after=cleaned)
     return benchmark
 
 
@@ -53,10 +55,15 @@ def largest_batch_submit(*, owner, request: dict) -> Benchmark:
 def benchmark_cancel(*, benchmark: Benchmark) -> bool:
     """A waiting benchmark ends now; a running one is asked to stop (its runner signals the
     trainer and keeps the cells measured so far)."""
+    before = {"state": benchmark.state}
     if benchmark.state in Benchmark.PENDING_STATES:
         if benchmark_finish(benchmark=benchmark, state=Benchmark.State.CANCELLED, reason="cancelled before it started"):
+            audit.record(action="benchmark.cancel", target=benchmark, before=before, after={"state": "cancelled"})
             return True
         benchmark.refresh_from_db()
     if benchmark.state != Benchmark.State.RUNNING:
         return False
-    return bool(Benchmark.objects.filter(pk=benchmark.pk, state=Benchmark.State.RUNNING).update(cancel_requested=True))
+    asked = Benchmark.objects.filter(pk=benchmark.pk, state=Benchmark.State.RUNNING).update(cancel_requested=True)
+    if asked:
+        audit.record(action="benchmark.cancel", target=benchmark, before=before, after={"cancel_requested": True})
+    return bool(asked)

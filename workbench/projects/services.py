@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
 
+from workbench.audit import services as audit
 from workbench.core.errors import RequestError
 from workbench.core.groups import publish_access_changed
 from workbench.core.ownership import ADMIN
@@ -27,6 +28,8 @@ def project_create(*, by, name: str, slug: str | None = None, description: str =
         project = Project.objects.create(created_by=by, **fields)
         for user in admins:
             Membership.objects.create(project=project, user=user, role=ADMIN)
+        after = {**fields, "admins": [user.get_username() for user in admins]}
+        audit.record(action="project.create", actor=by, target=project, after=after)
     return project
 
 
@@ -36,13 +39,16 @@ def member_set(*, by, project: Project, username: str, role: str) -> Membership:
     user = validators.user_named(username)
     role = validators.clean_role(role)
     with transaction.atomic():
-        membership, _ = Membership.objects.select_for_update().get_or_create(
+        membership, created = Membership.objects.select_for_update().get_or_create(
             project=project, user=user, defaults={"role": role}
         )
+        before = None if created else {"user": user.username, "role": membership.role}
         if membership.role != role:
             _keep_an_admin(project, leaving=membership, by=by, becomes=role)
             membership.role = role
             membership.save(update_fields=["role"])
+        after = {"user": user.username, "role": role}
+        audit.record(action="project.member_set", actor=by, target=project, before=before, after=after)
     return membership
 
 
@@ -57,6 +63,8 @@ def member_remove(*, by, project: Project, username: str) -> None:
             raise RequestError("user", f"{user.username} is not a member of {project.slug}")
         _keep_an_admin(project, leaving=membership, by=by, becomes=None)
         membership.delete()
+        before = {"user": user.username, "role": membership.role}
+        audit.record(action="project.member_remove", actor=by, target=project, before=before)
         transaction.on_commit(lambda: publish_access_changed(user.pk))
 
 
@@ -77,6 +85,8 @@ def share(*, by, kind: str, pk: int, project_slug: str | None):
             raise RequestError("project", f"no project {project_slug!r} of yours")
     previous = row.project_id
     model.objects.filter(pk=row.pk).update(project=project)
+    before, after = {"project": row.project.slug if previous else None}, {"project": project.slug if project else None}
+    audit.record(action=f"{kind}.share", actor=by, target=row, target_kind=kind, before=before, after=after)
     if previous is not None and previous != (project.pk if project else None):
         # Members of the project it left may no longer see it.
         for user_id in Membership.objects.filter(project_id=previous).values_list("user_id", flat=True):

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from trainer import protocol
+from workbench.audit import services as audit
 from workbench.core.errors import RequestError
 from workbench.projects.selectors import project_of_new_work
 from workbench.runs.devices import DeviceRequest
@@ -86,6 +87,8 @@ def run_create(
         )
         transaction.on_commit(queue_scheduling)
     run.refresh_from_db()
+    after = {"network": network, "dataset": dataset.pk, "project": run.project_id, "executor": executor}
+    audit.record(action="run.create", actor=owner, target=run, after=after)
     return run
 
 
@@ -207,14 +210,25 @@ def _request_stop(*, run: Run, kind: str, to_state: str, verb: str) -> Run:
     raise RunError(f"run {run.pk} keeps changing state; try again")
 
 
-def run_abort(*, run: Run) -> Run:
-    return _request_stop(run=run, kind=Run.StopRequest.ABORT, to_state=Run.State.ABORTED, verb="aborted")
+def run_abort(*, run: Run, by=None) -> Run:
+    before = _state_of(run)
+    run = _request_stop(run=run, kind=Run.StopRequest.ABORT, to_state=Run.State.ABORTED, verb="aborted")
+    audit.record(action="run.abort", actor=by, target=run, before=before, after=_state_of(run))
+    return run
 
 
-def run_pause(*, run: Run) -> Run:
+def run_pause(*, run: Run, by=None) -> Run:
     if run.state == Run.State.PAUSED:
         raise RunError(f"run {run.pk} is already paused")
-    return _request_stop(run=run, kind=Run.StopRequest.PAUSE, to_state=Run.State.PAUSED, verb="paused")
+    before = _state_of(run)
+    run = _request_stop(run=run, kind=Run.StopRequest.PAUSE, to_state=Run.State.PAUSED, verb="paused")
+    audit.record(action="run.pause", actor=by, target=run, before=before, after=_state_of(run))
+    return run
+
+
+def _state_of(run: Run) -> dict:
+    """What the audit trail keeps of a run's state before and after a user's action."""
+    return {"state": run.state, "stop_request": run.stop_request}
 
 
 def run_prune(*, run: Run, reason: str) -> bool:
@@ -237,8 +251,9 @@ def run_prune(*, run: Run, reason: str) -> bool:
     return False
 
 
-def run_resume(*, run: Run) -> Run:
+def run_resume(*, run: Run, by=None) -> Run:
     """A paused run goes back to the queue and continues from its checkpoint on any suitable devices."""
+    before = _state_of(run)
     changed = run_transition(
         run=run,
         to_state=Run.State.QUEUED,
@@ -249,17 +264,20 @@ def run_resume(*, run: Run) -> Run:
     if not changed:
         raise RunError(f"run {run.pk} is {run.state}, not paused")
     transaction.on_commit(queue_scheduling)
+    audit.record(action="run.resume", actor=by, target=run, before=before, after={"state": Run.State.QUEUED})
     return run
 
 
-def run_delete(*, run: Run) -> None:
+def run_delete(*, run: Run, by=None) -> None:
     """Deletes the run, its events and its files (checkpoints, exports). Rows of other apps that
     belong to the run go with it by cascade, and those apps remove their own files (inference:
     receivers.remove_job_files)."""
     if run.state == Run.State.RUNNING:
         raise RunError(f"run {run.pk} is running; abort it first")
     folder = run.run_dir
+    before = {"name": run.name, "state": run.state, "owner": run.owner.username, "dataset": run.dataset_id}
     with transaction.atomic():
+        audit.record(action="run.delete", actor=by, target=run, before=before)
         run.delete()
         # The files go only once the rows are gone for good.
         transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))

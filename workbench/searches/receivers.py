@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 @receiver(validation_stored, dispatch_uid="searches.report_validation")
 def report_validation(sender, run_id: int, events, **kwargs) -> None:
-    from workbench.searches.services import trial_report  # lazily: optuna loads only where trials run
+    from workbench.searches.pruning import trial_report  # lazily: optuna loads only where trials run
 
     if not Trial.objects.filter(run_id=run_id, state=Trial.State.RUNNING).exists():
         return

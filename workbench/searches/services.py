@@ -1,5 +1,5 @@
 """What changes searches: create, the pass that moves one on (search_advance), the report of a
-trial's validation (trial_report: prune or go on), pause, resume, abort, train the best.
+trial's validation (pruning.trial_report: prune or go on), pause, resume, abort, train the best.
 
 A search's trials are ordinary runs (workbench.runs.services.run_submit): they queue with
 everyone's runs, by the same order and users' turns. Optuna is asked and told outside any Django
@@ -26,13 +26,13 @@ from django.utils import timezone
 
 from datasets.models import Dataset
 from trainer.config import TrainConfig
+from workbench.audit import services as audit
 from workbench.core.errors import RequestError
 from workbench.core.groups import group_publish, search_group_name
 from workbench.core.numbers import NumberError, bounded_number
 from workbench.projects.selectors import project_of_new_work
 from workbench.runs import services as run_services
-from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import delivered_series
+from workbench.runs.models import Run
 from workbench.searches import studies
 from workbench.searches.models import BestRun, Search, Trial
 from workbench.searches.run_checks import check_runs
@@ -131,6 +131,8 @@ def search_create(
     with transaction.atomic():
         search.save()
         transaction.on_commit(lambda: queue_advance(search.pk))
+        after = {"dataset": dataset.pk, "network": network, "space": space, "max_trials": search.max_trials}
+        audit.record(action="search.create", actor=owner, target=search, after=after)
     return search
 
 
@@ -341,53 +343,6 @@ def _finish_if_spent(search: Search) -> None:
     )
 
 
-# ------------------------------------------------------------------------------- pruning
-
-
-def trial_report(*, run_id: int, events: list[RunEvent]) -> str | None:
-    """A trial's run stored validation events: each reports the objective to Optuna at its epoch
-    (the rung), and the pruner decides; a pruned trial's run is asked to stop with a checkpoint
-    and ends `pruned` with the reason in words. Returns that reason, or None.
-
-    The pruner is given the raw weights' value at every rung, also for a trial that keeps a
-    weights' average: the average lags the weights early on, so in a search that varies it an
-    averaged trial's early values met raw ones at the same rung and lost for the lag alone. The
-    trial's shown value (and its final one, search_advance) stays the weights it delivers."""
-    trial = Trial.objects.select_related("search", "run").filter(run_id=run_id, state=Trial.State.RUNNING).first()
-    if trial is None or trial.reason:
-        return None
-    search, objective = trial.search, trial.search.objective
-    # (rung, the raw value for the pruner, the value of the weights that validation's checkpoint
-    # held, and whether those were the average)
-    reports = []
-    for event in events:
-        raw = event.data.get(objective)
-        if event.epoch is None or not isinstance(raw, (int, float)):
-            continue
-        series = delivered_series(trial.run, event.data, objective)
-        averaged = series != objective and isinstance(event.data.get(series), (int, float))
-        shown = float(event.data[series]) if averaged else float(raw)
-        reports.append((max(1, round(event.epoch)), float(raw), shown, averaged))
-    if not reports:
-        return None
-    study = studies.study_for(search)
-    reported = optuna.trial.Trial(study, trial.study_trial_id)
-    publish_changed(search.pk)  # its value and rung move on, pruned or not
-    for step, value, shown_value, averaged in reports:
-        reported.report(value, step)
-        Trial.objects.filter(pk=trial.pk).update(value=shown_value, value_averaged=averaged, rung=step)
-        if search.pruner == Search.Pruner.NONE or not reported.should_prune():
-            continue
-        words = studies.prune_words(
-            search, study, number=trial.number, value=value, step=step, raw_of_averaged=averaged
-        )
-        if Trial.objects.filter(pk=trial.pk, state=Trial.State.RUNNING, reason="").update(reason=words):
-            run_services.run_prune(run=trial.run, reason=words)
-            return words
-        return None
-    return None
-
-
 # ------------------------------------------------------------------------------- user actions
 
 
@@ -405,6 +360,7 @@ def search_pause(*, search: Search) -> Search:
         except run_services.RunError:
             pass  # it ended or paused meanwhile
     publish_changed(search.pk)
+    audit.record(action="search.pause", target=search, before={"state": search.state}, after={"state": "paused"})
     search.refresh_from_db()
     return search
 
@@ -419,6 +375,7 @@ def search_resume(*, search: Search) -> Search:
             pass
     transaction.on_commit(lambda: queue_advance(search.pk))
     publish_changed(search.pk)
+    audit.record(action="search.resume", target=search, before={"state": search.state}, after={"state": "running"})
     search.refresh_from_db()
     return search
 
@@ -437,6 +394,7 @@ def search_abort(*, search: Search) -> Search:
             pass
     transaction.on_commit(lambda: queue_advance(search.pk))
     publish_changed(search.pk)
+    audit.record(action="search.abort", target=search, before={"state": search.state}, after={"state": "aborted"})
     search.refresh_from_db()
     return search
 
@@ -464,6 +422,8 @@ def search_train_best(*, search: Search, epochs: float | None = None, name: str 
                            name=name or f"best (trial {best.number}) · {search.name}")  # fmt: skip
         BestRun.objects.create(run=run, **key)
     publish_changed(search.pk)
+    after = {"run": run.pk, "trial": best.number, "epochs": key["epochs"]}
+    audit.record(action="search.train_best", target=search, after=after)
     return run, True
 
 

@@ -117,7 +117,7 @@ def prune_words(
     """Why a trial was pruned, as close as the pruners let one say: its value at the rung against
     the other trials' values at the same epoch ("val loss 0.91 at epoch 2 is worse than 2 of the 3
     trials at that rung"); `raw_of_averaged`: the trial keeps a weights' average, whose value it
-    shows, and was judged by its raw weights' ("raw val loss ...", services.trial_report)."""
+    shows, and was judged by its raw weights' ("raw val loss ...", pruning.trial_report)."""
     others = [
         trial.intermediate_values[step]
         for trial in study.get_trials(deepcopy=False)

@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
@@ -75,6 +75,7 @@ def search_detail(request, pk: int):
 
 
 @login_required
+@require_GET
 def search_plots(request, pk: int):
     return JsonResponse({"figures": search_figures(search_for(request.user, pk))})
 

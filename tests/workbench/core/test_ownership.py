@@ -23,6 +23,7 @@ from workbench.core.ownership import OwnedModel, OwnedQuerySet
 NOT_OWNERSHIP = {
     ("weights", "StoredWeights", "created_by"): "a library every user may start a run from; staff file it",
     ("projects", "Project", "created_by"): "who made it; members see a project (projects.selectors), nobody owns it",
+    ("audit", "AuditEntry", "actor"): "who made the change; staff read the trail (audit.selectors), nobody owns it",
     ("projects", "Membership", "user"): "the member: the row the one rule reads to share, not an owned row",
 }
 

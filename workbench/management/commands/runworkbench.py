@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from workbench.audit.context import declare_door
 from workbench.embedded_redis import (
     embedded_redis_command,
     forget_running,
@@ -57,6 +58,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-migrate", action="store_true", help="do not apply migrations first")
 
     def handle(self, *args, **options):
+        declare_door("system")  # its changes outside a request are the workbench's, not a command's
         host, port = options["host"], options["port"]
         self._check_port_free(host, port)
         if not options["no_migrate"]:

@@ -25,9 +25,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, run_id, action=None, acting=None, **options):
         action = action or "abort"
-        if acting:
+        actor = command_owner(acting, option="--as") if acting else None
+        if actor is not None:
             try:
-                run = run_to_change(command_owner(acting, option="--as"), run_id)
+                run = run_to_change(actor, run_id)
             except (Http404, PermissionDenied) as error:
                 raise refusal_error(error) from None
         else:  # whoever runs manage.py on the server is its operator
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         if action == "resume":
             require_running_workbench()  # the resumed run goes back to the queue
         try:
-            run = ACTIONS[action](run=run)
+            run = ACTIONS[action](run=run, by=actor)
         except RunError as error:
             raise CommandError(str(error)) from None
         if run.stop_request:
