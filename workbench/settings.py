@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "workbench.inference",
     "workbench.benchmarks",
     "workbench.searches",
+    "workbench.notices",
     "drf_spectacular",
     "drf_spectacular_sidecar",
 ]
@@ -325,6 +326,14 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Workers announce themselves and their devices this often; a worker silent for
 # WORKER_TIMEOUT_SECONDS is offline.
 HEARTBEAT_SECONDS = env_float("WORKBENCH_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
+
+# Notices by email (workbench/notices/): off without an SMTP host; the page says so.
+NOTICE_SMTP_HOST = env_str("WORKBENCH_SMTP_HOST")
+NOTICE_SMTP_PORT = env_int("WORKBENCH_SMTP_PORT", 25, minimum=1)
+NOTICE_SMTP_USER = env_str("WORKBENCH_SMTP_USER")
+NOTICE_SMTP_PASSWORD = env_str("WORKBENCH_SMTP_PASSWORD")
+NOTICE_SMTP_TLS = env_bool("WORKBENCH_SMTP_TLS")
+NOTICE_FROM = env_str("WORKBENCH_NOTICE_FROM", "workbench@localhost")
 WORKER_TIMEOUT_SECONDS = env_float("WORKBENCH_WORKER_TIMEOUT_SECONDS", 20.0, minimum=1.0)
 
 # Simulated GPUs let a CPU-only machine demonstrate and test multi-GPU scheduling: a worker

@@ -47,6 +47,8 @@ urlpatterns = [
     path("projects/", include("workbench.projects.urls")),
     path("api/", include("workbench.audit.api_urls")),
     path("audit/", include("workbench.audit.urls")),
+    path("api/", include("workbench.notices.api_urls")),
+    path("notices/", include("workbench.notices.urls")),
     path("", include("workbench.inference.urls")),
     path("api/", include("workbench.inference.api_urls")),
 ]

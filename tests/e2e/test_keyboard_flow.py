@@ -52,8 +52,9 @@ def focused(page, selector: str) -> bool:
     return page.evaluate("(selector) => document.activeElement?.matches(selector) ?? false", selector)
 
 
-def tab_to(page, selector: str, *, back: bool = False, limit: int = 80) -> None:
-    """Tab (Shift+Tab when `back`) until the focused element matches `selector`."""
+def tab_to(page, selector: str, *, back: bool = False, limit: int = 120) -> None:
+    """Tab (Shift+Tab when `back`) until the focused element matches `selector` (from itself:
+    once round the page; the run page has about 85 stops)."""
     passed = []
     for _ in range(limit):
         page.keyboard.press("Shift+Tab" if back else "Tab")

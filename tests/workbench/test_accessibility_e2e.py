@@ -29,7 +29,7 @@ from workbench.benchmarks.models import Benchmark
 from workbench.core.ownership import ADMIN
 from workbench.core.task_table import task_row
 from workbench.inference.models import InferenceJob
-from workbench.projects.models import Membership, Project
+from workbench.projects.models import Membership, Project, Quota
 from workbench.runs.services import run_create
 from workbench.searches.services import search_create
 
@@ -84,6 +84,9 @@ NOT_PAGES: dict[str, str] = {
     "project-share": "POST only: the dataset and run pages' Project select",
     "project-member-set": "POST only: the project page's member form",
     "project-member-remove": "POST only: the project page's Remove buttons",
+    "project-quota-set": "POST only: the project page's quota form (staff)",
+    "project-quota-clear": "POST only: the project page's Clear of its quota (staff)",
+    "project-quotas-clear": "POST only: the quotas page's Clear of a row",
 }
 
 
@@ -151,6 +154,10 @@ def _with_data(owner) -> dict[str, str]:
     for row in (run, run.dataset):
         type(row).objects.filter(pk=row.pk).update(project=project)
     urls["project-detail"] = reverse("project-detail", args=[project.slug])
+    # Quotas, so Home, the project page and the staff's quotas page draw their meters: the owner's
+    # with room, the project's spent (none allowed), with when it allows GPU jobs again.
+    Quota.objects.create(user=owner, gpu_hours=10)
+    Quota.objects.create(project=project, gpu_hours=0, period=Quota.Period.ROLLING, window_days=7)
     first = Benchmark.objects.create(owner=owner, name="speed", request={}, project=project)
     second = Benchmark.objects.create(owner=owner, name="speed 2", request={})
     urls["benchmark-detail"] = reverse("benchmark-detail", args=[first.pk])
@@ -163,9 +170,10 @@ def _with_data(owner) -> dict[str, str]:
 SIGNED_OUT_PAGES = ("login",)
 EMPTY_PAGES = (
     "home", "gpus", "password_change", "run-list", "run-new", "run-queue", "run-compare", "dataset-list",
-    "dataset-new", "search-list", "benchmark-list", "project-list",
+    "dataset-new", "search-list", "benchmark-list", "project-list", "notices",
 )  # fmt: skip
-STAFF_PAGES = ("weights", "audit", "project-list")  # the project list again: staff see its New project form
+# The project list again: staff see its New project form; the quotas page lists the data's quotas.
+STAFF_PAGES = ("weights", "audit", "project-list", "project-quotas")
 DATA_PAGES = (
     "dataset-detail", "dataset-delete", "run-detail", "run-edit", "run-delete", "inference-classify",
     "inference-detect", "inference-segment", "inference-test", "inference-inside", "inference-export",

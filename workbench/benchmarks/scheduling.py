@@ -16,14 +16,17 @@ from datetime import datetime
 
 from celery import current_app
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from workbench.benchmarks.lifecycle import benchmark_finish, publish_state
 from workbench.benchmarks.models import Benchmark
+from workbench.projects.quotas import Stretch
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.scheduler import Job, queue_rows
 from workbench.runs.scheduler.jobs import Placement, Shown
+from workbench.runs.scheduler.quotas import anonymous_reason
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import Device
 
@@ -47,6 +50,7 @@ def benchmark_job(benchmark: Benchmark) -> Job:
         queued_at=benchmark.queued_at,
         wants=DeviceRequest.gpus(benchmark.gpus_needed),
         row=benchmark,
+        project_id=benchmark.project_id,
     )
 
 
@@ -138,6 +142,15 @@ class BenchmarkJobs:
     def claim(self, job: Job, placement: Placement) -> bool:
         return reserve(job.row, placement)
 
+    def gpu_stretches(self, *, since: datetime, now: datetime) -> list[Stretch]:
+        """From its start to its end (now, while it runs), times the GPUs it held."""
+        held = Benchmark.objects.exclude(started_at=None).filter(Q(finished_at=None) | Q(finished_at__gt=since))
+        return [
+            Stretch(b.owner_id, b.project_id, b.started_at, b.finished_at or now, len(b.device_labels))
+            for b in held
+            if b.device_labels
+        ]
+
     def wait(self, job: Job, *, reason: str, estimate: datetime | None, holder: Job | None) -> None:
         benchmark: Benchmark = job.row
         if (
@@ -181,7 +194,7 @@ class BenchmarkJobs:
             state=benchmark.state,
             requested_devices=job.wants.text,
             # Its words never name a holder: a run in its way is "another run" to everyone.
-            wait_reason=benchmark.wait_reason,
+            wait_reason=benchmark.wait_reason if visible else anonymous_reason(benchmark.wait_reason),
             estimated_start=benchmark.estimated_start,
             progress=benchmark.progress,
         )

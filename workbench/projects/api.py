@@ -4,7 +4,7 @@ add or change a member, remove one, and share an object into a project or take i
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
@@ -13,7 +13,8 @@ from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
 from workbench.core.openapi import error
 from workbench.projects import services
-from workbench.projects.selectors import project_for, project_summary, projects_visible_to
+from workbench.projects.quotas import usage
+from workbench.projects.selectors import project_for, project_summary, projects_visible_to, quotas_for
 from workbench.projects.validators import user_named
 
 _PROJECT = inline_serializer(
@@ -112,3 +113,47 @@ def share(request):
         raise drf_error(exc) from None
     project = row.project.slug if row.project_id else None
     return Response({"kind": data["kind"], "id": row.pk, "project": project})
+
+
+@extend_schema(
+    methods=["GET"],
+    summary="GPU-hour quotas you may read (staff: all), each with its use in the current period",
+)
+@extend_schema(
+    methods=["PUT"],
+    summary="Set a user's or a project's GPU-hours per period (staff)",
+    request=inline_serializer(
+        "QuotaSet",
+        {
+            "user": serializers.CharField(required=False, help_text="a username (or project)"),
+            "project": serializers.CharField(required=False, help_text="a project's slug (or user)"),
+            "gpu_hours": serializers.FloatField(),
+            "period": serializers.ChoiceField(choices=["month", "rolling"], required=False, default="month"),
+            "window_days": serializers.IntegerField(required=False, help_text="rolling: the window's days (30)"),
+        },
+    ),
+    responses={200: OpenApiTypes.OBJECT},
+)
+@extend_schema(
+    methods=["DELETE"],
+    summary="Clear a user's or a project's quota (staff)",
+    parameters=[OpenApiParameter("user", str), OpenApiParameter("project", str)],
+    responses={204: None},
+)
+@api_view(["GET", "PUT", "DELETE"])
+def quota_list(request):
+    try:
+        if request.method == "PUT":
+            data = request.data if isinstance(request.data, dict) else {}
+            fields = {key: data[key] for key in ("gpu_hours", "period", "window_days") if key in data}
+            quota = services.quota_set(
+                by=request.user, username=data.get("user"), project_slug=data.get("project"), **fields
+            )
+            return Response(usage(quota))
+        if request.method == "DELETE":
+            params = request.query_params
+            services.quota_clear(by=request.user, username=params.get("user"), project_slug=params.get("project"))
+            return Response(status=status.HTTP_204_NO_CONTENT)
+    except RequestError as exc:
+        raise drf_error(exc) from None
+    return Response({"results": [usage(quota) for quota in quotas_for(request.user)]})

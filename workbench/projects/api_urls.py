@@ -8,4 +8,5 @@ urlpatterns = [
     path("projects/<slug:slug>/members/", api.member_set, name="api-project-members"),
     path("projects/<slug:slug>/members/<str:username>/", api.member_remove, name="api-project-member"),
     path("share/", api.share, name="api-share"),
+    path("quotas/", api.quota_list, name="api-quotas"),
 ]

@@ -47,3 +47,39 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.project} ({self.role})"
+
+
+class Quota(models.Model):
+    """GPU-hours allowed to one user or one project per period (docs/design.md, "GPU-hour quotas")."""
+
+    class Period(models.TextChoices):
+        MONTH = "month", "calendar month"
+        ROLLING = "rolling", "rolling window"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="quota"
+    )
+    project = models.OneToOneField(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="quota")
+    gpu_hours = models.FloatField()
+    period = models.CharField(max_length=8, choices=Period.choices, default=Period.MONTH)
+    # The rolling window's length; unused for a calendar month.
+    window_days = models.PositiveIntegerField(default=30)
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    set_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=True) ^ models.Q(project__isnull=True),
+                name="quota_of_one_user_or_project",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_hours:g} GPU-hours per {self.get_period_display()} for {self.holder_words}"
+
+    @property
+    def holder_words(self) -> str:
+        return f"project {self.project.slug}" if self.project_id else f"user {self.user.get_username()}"

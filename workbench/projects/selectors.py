@@ -4,11 +4,11 @@ apps put into one (reached through their relations: `project.datasets`, `project
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from workbench.core.ownership import ADMIN, a_role, project_path
-from workbench.projects.models import Membership, Project
+from workbench.projects.models import Membership, Project, Quota
 
 
 def projects_visible_to(user) -> QuerySet[Project]:
@@ -96,3 +96,13 @@ def filtered_by_query(rows: QuerySet, user, params) -> QuerySet:
     return filtered_by_sharing(
         rows, user, project=params.get("project") or None, shared=params.get("shared") in ("1", "true", "yes")
     )
+
+
+def quotas_for(user) -> QuerySet[Quota]:
+    """The quotas `user` may read: staff every one; anyone else their own and their projects'."""
+    if user is None or not user.is_authenticated:
+        return Quota.objects.none()
+    quotas = Quota.objects.select_related("user", "project").order_by("project__slug", "user__username")
+    if user.is_staff:
+        return quotas
+    return quotas.filter(Q(user=user) | Q(project__memberships__user=user))

@@ -14,8 +14,8 @@ from workbench.audit import services as audit
 from workbench.core.errors import RequestError
 from workbench.core.groups import publish_access_changed
 from workbench.core.ownership import ADMIN
-from workbench.projects import validators
-from workbench.projects.models import Membership, Project
+from workbench.projects import quotas, validators
+from workbench.projects.models import Membership, Project, Quota
 from workbench.projects.selectors import project_to_manage
 
 
@@ -107,3 +107,55 @@ def _keep_an_admin(project: Project, *, leaving: Membership, by, becomes: str | 
         raise RequestError(
             "user", f"{leaving.user.username} is the last admin of {project.slug}; make another member admin first"
         )
+
+
+def quota_set(*, by, username: str | None = None, project_slug: str | None = None, **fields) -> Quota:
+    """Sets (or changes) the GPU-hours of one user or one project per period (staff only)."""
+    if not by.is_staff:
+        raise PermissionDenied("only staff set quotas")
+    holder = _quota_holder(username=username, project_slug=project_slug)
+    cleaned = validators.clean_quota(**fields)
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().filter(**holder).first()
+        before = _quota_words(quota)
+        if quota is None:
+            quota = Quota(**holder)
+        for name, value in cleaned.items():
+            setattr(quota, name, value)
+        quota.set_by = by
+        quota.save()
+        audit.record(action="quota.set", actor=by, target=quota, target_name=quota.holder_words,
+                     before=before, after=_quota_words(quota))  # fmt: skip
+    transaction.on_commit(quotas.quota_changed)
+    return quota
+
+
+def quota_clear(*, by, username: str | None = None, project_slug: str | None = None) -> None:
+    if not by.is_staff:
+        raise PermissionDenied("only staff clear quotas")
+    holder = _quota_holder(username=username, project_slug=project_slug)
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().filter(**holder).first()
+        if quota is None:
+            raise RequestError(None, "there is no quota to clear")
+        audit.record(action="quota.clear", actor=by, target=quota, target_name=quota.holder_words,
+                     before=_quota_words(quota))  # fmt: skip
+        quota.delete()
+    transaction.on_commit(quotas.quota_changed)
+
+
+def _quota_holder(*, username: str | None, project_slug: str | None) -> dict:
+    if bool(username) == bool(project_slug):
+        raise RequestError(None, "give a user or a project, not both")
+    if username:
+        return {"user": validators.user_named(username)}
+    project = Project.objects.filter(slug=project_slug).first()
+    if project is None:
+        raise RequestError("project", f"no project {project_slug!r}")
+    return {"project": project}
+
+
+def _quota_words(quota: Quota | None) -> dict | None:
+    if quota is None:
+        return None
+    return {"gpu_hours": quota.gpu_hours, "period": quota.period, "window_days": quota.window_days}

@@ -3,12 +3,14 @@ the pages, the API and the commands (workbench/core/adapters.py turns a RequestE
 
 from __future__ import annotations
 
+import math
+
 from django.contrib.auth import get_user_model
 from django.utils.text import slugify
 
 from workbench.core.errors import RequestError
 from workbench.core.ownership import ROLES
-from workbench.projects.models import Project
+from workbench.projects.models import Project, Quota
 
 # What can be put into a project, by the name a request uses, and the model behind it (a label,
 # so this app imports none of the apps above it).
@@ -22,7 +24,7 @@ SHAREABLE: dict[str, str] = {
 
 
 # Addresses under /projects/ that are pages, not projects (workbench/projects/urls.py).
-RESERVED_SLUGS = frozenset({"share"})
+RESERVED_SLUGS = frozenset({"share", "quotas"})
 
 
 def clean_project_fields(*, name: object, slug: object = None, description: object = "") -> dict:
@@ -77,3 +79,23 @@ def clean_object_id(value: object) -> int:
             raise RequestError("id", f"{value!r} is not an id (a whole number from 1)")
         return number
     return value
+
+
+def clean_quota(*, gpu_hours: object, period: object = "month", window_days: object = 30) -> dict:
+    """{gpu_hours, period, window_days} cleaned: a finite number of GPU-hours from 0, a calendar
+    month or a rolling window of 1 to 366 days."""
+    try:
+        hours = float(gpu_hours)
+    except (TypeError, ValueError):
+        raise RequestError("gpu_hours", f"{gpu_hours!r} is not a number of GPU-hours") from None
+    if not math.isfinite(hours) or hours < 0 or hours > 10_000_000:
+        raise RequestError("gpu_hours", f"{gpu_hours!r}: give GPU-hours from 0 to 10,000,000")
+    if period not in Quota.Period.values:
+        raise RequestError("period", f"{period!r} is not a period; one of {', '.join(Quota.Period.values)}")
+    try:
+        days = int(window_days if window_days not in (None, "") else 30)
+    except (TypeError, ValueError):
+        raise RequestError("window_days", f"{window_days!r} is not a whole number of days") from None
+    if not 1 <= days <= 366:
+        raise RequestError("window_days", f"{days} days: give 1 to 366")
+    return {"gpu_hours": hours, "period": period, "window_days": days}

@@ -1,7 +1,8 @@
 """The project pages: one's projects (staff create them), one project with its members and what it
-holds (its admins and staff add, change and remove members), and the Project select of the
-dataset and run pages (`project_share`). Every change goes through workbench/projects/services.py,
-which refuses alike for the pages, the API and the commands."""
+holds (its admins and staff add, change and remove members; staff set its GPU-hour quota), the
+staff's page of every quota, and the Project select of the dataset and run pages
+(`project_share`). Every change goes through workbench/projects/services.py, which refuses alike
+for the pages, the API and the commands."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from workbench.core.adapters import add_form_errors
 from workbench.core.errors import RequestError
 from workbench.core.ownership import ROLE_WORDS, a_role
 from workbench.projects import services
-from workbench.projects.forms import MemberForm, ProjectForm, ShareForm
+from workbench.projects.forms import MemberForm, ProjectForm, QuotaForm, ShareForm, UserQuotaForm
 from workbench.projects.selectors import (
     may_manage,
     members_of,
@@ -25,6 +26,7 @@ from workbench.projects.selectors import (
     project_summary,
     project_to_manage,
     projects_visible_to,
+    quotas_for,
     role_of,
 )
 
@@ -72,7 +74,7 @@ def project_detail(request, slug: str):
     return _detail_page(request, project_for(request.user, slug), MemberForm())
 
 
-def _detail_page(request, project, form: MemberForm, status: int = 200):
+def _detail_page(request, project, form: MemberForm, status: int = 200, quota_form: QuotaForm | None = None):
     sections = [
         {
             "name": name,
@@ -94,6 +96,10 @@ def _detail_page(request, project, form: MemberForm, status: int = 200):
         "sections": sections,
         "form": form,
     }
+    quota = quotas_for(request.user).filter(project=project).first()
+    context["quota"] = quota
+    if request.user.is_staff:
+        context["quota_form"] = quota_form or QuotaForm.of(quota)
     return render(request, "projects/detail.html", context, status=status)
 
 
@@ -158,3 +164,74 @@ def _back(request, next_url: str | None, *, kind: str | None = None, pk: int | N
     if kind in PAGE_OF_KIND:
         return reverse(PAGE_OF_KIND[kind], args=[pk])
     return reverse("project-list")
+
+
+def _staff_only(request, doing: str) -> None:
+    if not request.user.is_staff:
+        raise PermissionDenied(f"only staff {doing}")
+
+
+@login_required
+@require_POST
+def project_quota_set(request, slug: str):
+    """The project page's quota form (staff): sets or changes the project's GPU-hours per period."""
+    _staff_only(request, "set quotas")
+    project = project_for(request.user, slug)
+    form = QuotaForm(request.POST)
+    if form.is_valid():
+        try:
+            quota = services.quota_set(by=request.user, project_slug=project.slug, **form.cleaned_data)
+        except RequestError as error:
+            add_form_errors(form, error)
+        else:
+            messages.success(request, f"Quota set: {quota}.")
+            return redirect("project-detail", slug=project.slug)
+    return _detail_page(request, project, MemberForm(), status=400, quota_form=form)
+
+
+@login_required
+@require_POST
+def project_quota_clear(request, slug: str):
+    """The project page's Clear (staff): the project's GPU jobs are held for GPU-hours no more."""
+    _staff_only(request, "clear quotas")
+    project = project_for(request.user, slug)
+    _clear(request, project_slug=project.slug)
+    return redirect("project-detail", slug=project.slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_quotas(request):
+    """The staff's page of every quota with its use; its form sets one user's quota."""
+    _staff_only(request, "manage quotas")
+    form = UserQuotaForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        fields = dict(form.cleaned_data)
+        try:
+            quota = services.quota_set(by=request.user, username=fields.pop("username"), **fields)
+        except RequestError as error:
+            add_form_errors(form, error, field_of={"user": "username"})
+        else:
+            messages.success(request, f"Quota set: {quota}.")
+            return redirect("project-quotas")
+    context = {"quotas": quotas_for(request.user), "form": form}
+    return render(request, "projects/quotas.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def project_quotas_clear(request):
+    """The quotas page's Clear of one row: a user's (`user`) or a project's (`project`) quota."""
+    _staff_only(request, "clear quotas")
+    _clear(request, username=request.POST.get("user") or None, project_slug=request.POST.get("project") or None)
+    return redirect("project-quotas")
+
+
+def _clear(request, **holder) -> None:
+    try:
+        services.quota_clear(by=request.user, **holder)
+    except RequestError as error:
+        messages.error(request, f"No quota was cleared: {error.message}.")
+    else:
+        who = f"user {holder['username']}" if holder.get("username") else f"project {holder['project_slug']}"
+        messages.success(request, f"The quota of {who} was cleared: its GPU jobs are no longer held for GPU-hours.")

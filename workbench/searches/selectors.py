@@ -3,6 +3,8 @@ what a search page and its API show: the trials, the best so far, the budget in 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -10,6 +12,7 @@ from django.utils import timezone
 from trainer import protocol
 from workbench.core.ownership import row_to_change
 from workbench.runs.models import Run, RunEvent
+from workbench.runs.scheduler.quotas import run_gpu_stretches
 from workbench.runs.selectors import delivered_series
 from workbench.searches.models import BestRun, Search, Trial
 
@@ -66,31 +69,12 @@ def final_objective(run: Run, objective: str) -> tuple[float, bool] | None:
     return None
 
 
-def _gpus_of(run: Run) -> int:
-    request = run.devices_wanted
-    return 0 if not request.names_gpus else request.device_count * run.nodes
-
-
 def gpu_hours_used(search: Search) -> float:
-    """GPU-hours the trials held: each stretch of `running` (from its transition to the next)
-    times the run's GPUs; the CPU counts none."""
-    now = timezone.now()
-    total = 0.0
-    runs = Run.objects.filter(search_trial__search=search).prefetch_related("transitions")
-    for run in runs:
-        gpus = _gpus_of(run)
-        if not gpus:
-            continue
-        started = None
-        for transition in run.transitions.all():
-            if started is not None:
-                total += gpus * (transition.at - started).total_seconds()
-                started = None
-            if transition.to_state == Run.State.RUNNING:
-                started = transition.at
-        if started is not None:
-            total += gpus * (now - started).total_seconds()
-    return total / 3600.0
+    """GPU-hours the trials held: each stretch of `running` times the run's GPUs, as the quotas
+    count them (runs/scheduler/quotas.py); the CPU counts none."""
+    trials = Run.objects.filter(search_trial__search=search)
+    stretches = run_gpu_stretches(trials, since=search.created_at - timedelta(days=1), now=timezone.now())
+    return sum((stretch.end - stretch.start).total_seconds() * stretch.gpus for stretch in stretches) / 3600.0
 
 
 def budget_words(search: Search, *, used_gpu_hours: float | None = None) -> str:

@@ -87,7 +87,9 @@ class BestRunSerializer(serializers.Serializer):
 
 class SearchSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="its project's slug, or null")
+    project = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="its project's slug, or null"
+    )
     page = serializers.SerializerMethodField(help_text="the search's page, live")
 
     def get_page(self, search: Search) -> str:

@@ -24,6 +24,10 @@ NOT_OWNERSHIP = {
     ("weights", "StoredWeights", "created_by"): "a library every user may start a run from; staff file it",
     ("projects", "Project", "created_by"): "who made it; members see a project (projects.selectors), nobody owns it",
     ("audit", "AuditEntry", "actor"): "who made the change; staff read the trail (audit.selectors), nobody owns it",
+    ("projects", "Quota", "user"): "whose GPU-hours it limits; staff set it (projects.services.quota_set)",
+    ("projects", "Quota", "set_by"): "which staff member set it",
+    ("notices", "NoticeSettings", "user"): "one's own settings, read through services.settings_for(request.user)",
+    ("notices", "Notice", "user"): "whom it was sent to; read only as Notice.objects.filter(user=request.user)",
     ("projects", "Membership", "user"): "the member: the row the one rule reads to share, not an owned row",
 }
 

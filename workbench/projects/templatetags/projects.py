@@ -1,12 +1,17 @@
-"""The two project controls other apps' pages show, drawn from the request's user so their views
-need not know of projects: the lists' "All / Shared with me / <project>" filter, and the dataset
-and run pages' Project select (its owner and staff) or "Shared in <project>" (everyone else)."""
+"""The project controls other apps' pages show, drawn from the request's user so their views
+need not know of projects: the lists' "All / Shared with me / <project>" filter, the dataset
+and run pages' Project select (its owner and staff) or "Shared in <project>" (everyone else), and
+the GPU-hours a quota allows and what of them is used (Home, the project page, the quotas page)."""
 
 from __future__ import annotations
 
-from django import template
+from datetime import datetime
 
-from workbench.projects.selectors import projects_visible_to
+from django import template
+from django.db.models import Q
+
+from workbench.projects.quotas import usage
+from workbench.projects.selectors import projects_visible_to, quotas_for
 
 register = template.Library()
 
@@ -57,4 +62,33 @@ def share_control(context, row, kind: str) -> dict:
         "projects": projects,
         "next": request.get_full_path(),
         "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.simple_tag(takes_context=True)
+def quotas_of_mine(context) -> list:
+    """The quotas that concern the request's user: their own and their projects' (staff read every
+    quota, but Home shows them theirs alone)."""
+    user = context["request"].user
+    if not user.is_authenticated:
+        return []
+    return list(quotas_for(user).filter(Q(user=user) | Q(project__memberships__user=user)))
+
+
+@register.inclusion_tag("projects/_quota.html")
+def quota_use(quota) -> dict:
+    """A quota as "used / allowed GPU-hours <period> for <holder>" with a meter, and when it is
+    spent, when it allows GPU jobs again (workbench/projects/quotas.usage, as the API reports it)."""
+    row = usage(quota)
+    allowed, again = row["gpu_hours"], row["allowed_again_at"]
+    return {
+        "holder": row["for"],
+        "used": row["used_gpu_hours"],
+        "allowed": allowed,
+        "period_words": row["period_words"],
+        "spent": row["spent"],
+        "allowed_again_at": datetime.fromisoformat(again) if again else None,
+        # The meter's colours: as planned below 80 %, near the limit from there, over it when spent.
+        "low": 0.8 * allowed,
+        "high": allowed,
     }

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.runs.devices import DeviceRequest
 
 if TYPE_CHECKING:  # types only
+    from workbench.projects.quotas import Stretch
     from workbench.workers.models import Device, WorkerHost
 
 
@@ -45,6 +46,11 @@ class Job:
     row: Any
     # False: not to be placed yet (a run whose dataset is still building); its kind says why.
     ready: bool = True
+    # The project its use counts against besides its owner's (GPU-hour quotas).
+    project_id: int | None = None
+    # Set by the pass: why it may not start now whatever is free (a spent quota), and until when.
+    held: str = ""
+    held_until: datetime | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -82,6 +88,9 @@ class JobKind(Protocol):
 
     def describe(self, job: Job, *, viewer) -> Shown:
         """`job` as `viewer` may see it on the queue page and in the API."""
+
+    def gpu_stretches(self, *, since: datetime, now: datetime) -> list[Stretch]:
+        """The GPUs its jobs held since `since` (up to `now` for one still holding them)."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from workbench.runs.scheduler import run_jobs
 from workbench.runs.scheduler.estimates import estimate_starts
 from workbench.runs.scheduler.jobs import RUN, Job, kind_of, kinds
 from workbench.runs.scheduler.placement import Inventory, plan, queue_order
+from workbench.runs.scheduler.quotas import hold_over_quota
 
 
 def _claim(job: Job, placement) -> bool:
@@ -38,6 +39,7 @@ def schedule() -> dict:
     reclaimed = sum(kind.reclaim() for kind in kinds())
     relaunched = run_jobs.relaunch_unclaimed()
     pending = pending_jobs()
+    hold_over_quota(pending, now=timezone.now())
     inventory = Inventory.load()
     steps = list(plan(inventory, queue_order(pending), claim=_claim))
     estimates = estimate_starts([step.job for step in steps if step.outcome in ("behind", "wait")], inventory)
@@ -51,6 +53,8 @@ def schedule() -> dict:
             kind.wait(job, reason=reason, estimate=estimates[job.key], holder=None)
         elif step.outcome == "wait":
             kind.wait(job, reason=step.reason, estimate=estimates[job.key], holder=step.holder)
+        elif step.outcome == "held":
+            kind.wait(job, reason=step.reason, estimate=job.held_until, holder=None)
         started += step.outcome == "start"
     return {"reclaimed": reclaimed, "relaunched": relaunched, "started": started, "pending": len(pending) - started}
 

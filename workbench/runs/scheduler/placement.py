@@ -213,11 +213,12 @@ class Step:
 
     job: Job
     position: int  # in the queue, from 1
-    # "not_ready" (its kind says why), "behind" (jobs of higher priority wait), "wait" (no
-    # placement now), "start", or "lost" (another pass claimed a device or the job first)
+    # "not_ready" (its kind says why), "held" (its quota is spent), "behind" (jobs of higher
+    # priority wait), "wait" (no placement now), "start", or "lost" (another pass claimed a
+    # device or the job first)
     outcome: str
     placement: Placement | None = None
-    reason: str = ""  # for "wait": why, with the holder's kind's words for `holder`
+    reason: str = ""  # for "wait" and "held": why, with the holder's kind's words for `holder`
     holder: Job | None = None
     ahead: int = 0  # for "behind": how many
 
@@ -235,6 +236,9 @@ def plan(
     for position, job in enumerate(queue, start=1):
         if not job.ready:
             yield Step(job, position, "not_ready")
+            continue
+        if job.held:  # a spent quota: it keeps its place and blocks no one (scheduler/quotas.py)
+            yield Step(job, position, "held", reason=job.held)
             continue
         higher = [other for other in waiting if other.priority > job.priority]
         competing = _competing(job, higher, reach) if higher else []

@@ -18,11 +18,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from datasets.models import Dataset
+from workbench.projects.quotas import Stretch
 from workbench.runs.attempts import gates
 from workbench.runs.attempts.outcome import interrupt
 from workbench.runs.lifecycle import run_transition
 from workbench.runs.models import HOLDER_WORDS, Run
 from workbench.runs.scheduler.jobs import RUN, Job, Placement, Shown
+from workbench.runs.scheduler.quotas import anonymous_reason, run_gpu_stretches
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import Device
 
@@ -47,6 +49,7 @@ def run_job(run: Run) -> Job:
         wants=run.devices_wanted,
         row=run,
         ready=run.dataset.status == Dataset.Status.READY,
+        project_id=run.project_id,
     )
 
 
@@ -202,6 +205,9 @@ class RunJobs:
                 reclaimed += interrupt(run, why, on_attempt=run.attempt)
         return reclaimed
 
+    def gpu_stretches(self, *, since: datetime, now: datetime) -> list[Stretch]:
+        return run_gpu_stretches(Run.objects.all(), since=since, now=now)
+
     def describe(self, job: Job, *, viewer) -> Shown:
         run: Run = job.row
         visible = run.is_visible_to(viewer)
@@ -212,7 +218,7 @@ class RunJobs:
             url=reverse("run-detail", args=[run.pk]) if visible else None,
             state=run.state,
             requested_devices=run.device_request_text(),
-            wait_reason=run.wait_reason_for(viewer),
+            wait_reason=run.wait_reason_for(viewer) if visible else anonymous_reason(run.wait_reason),
             estimated_start=run.estimated_start,
             progress=run.progress,
             executor=run.executor,

@@ -34,7 +34,9 @@ class TransitionSerializer(serializers.ModelSerializer):
 
 class RunSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="its project's slug, or null")
+    project = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="its project's slug, or null"
+    )
     dataset_name = serializers.CharField(source="dataset.name")
     devices = DeviceSerializer(many=True)
     requested_devices = serializers.CharField(source="device_request_text")
@@ -205,7 +207,9 @@ class PretrainedWeightsSerializer(serializers.Serializer):
     reference = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="its project's slug, or null")
+    project = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="its project's slug, or null"
+    )
     size_bytes = serializers.IntegerField(read_only=True)
     created = serializers.DateTimeField(read_only=True)
 
