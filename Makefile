@@ -38,5 +38,6 @@ lint: $(VENV)/.installed-test
 test: $(VENV)/.installed-test
 	bin/ensure-chromium
 	bin/ensure-slurm
+	bin/ensure-slapd
 	$(MAKE) lint
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)

@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "channels",
     "workbench",
+    "workbench.directory",
     "workbench.projects",
     "workbench.audit",
     "workbench.workers",
@@ -210,6 +211,12 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Failed logins allowed per account and per client address within the window, before the
 # login form refuses further attempts for the rest of the window.
+# Sign-in through the lab's LDAP directory (workbench/directory/): off without a URL.
+LDAP_URL = env_str("WORKBENCH_LDAP_URL")
+LDAP_USER_DN = env_str("WORKBENCH_LDAP_USER_DN", "uid={username},ou=people,dc=example,dc=org")
+LDAP_GROUP_BASE = env_str("WORKBENCH_LDAP_GROUP_BASE")
+# The directory's groups as projects, roles and staff: "group -> project:role; group -> staff".
+DIRECTORY_GROUPS = env_str("WORKBENCH_DIRECTORY_GROUPS")
 LOGIN_FAILURES_PER_ACCOUNT = env_int("WORKBENCH_LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
 LOGIN_FAILURES_PER_IP = env_int("WORKBENCH_LOGIN_FAILURES_PER_IP", 20, minimum=1)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("WORKBENCH_LOGIN_FAILURE_WINDOW_SECONDS", 900, minimum=1)

@@ -22,6 +22,8 @@ from django.contrib.auth.backends import ModelBackend
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 
+from workbench.directory.ldap import ldap_authenticate, ldap_enabled
+
 LOCKED_MESSAGE = "Too many failed sign-in attempts. Wait {minutes} minutes and try again."
 
 
@@ -103,6 +105,8 @@ class ThrottledModelBackend(ModelBackend):
         if not attempt_allowed(username=username, ip=ip):
             raise PermissionDenied(locked_message())
         user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None and ldap_enabled():  # the same counted attempt: the directory's password
+            user = ldap_authenticate(username, password)
         if user is not None:
             login_succeeded(username=username, ip=ip)
         return user

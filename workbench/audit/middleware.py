@@ -42,11 +42,11 @@ class AuditMiddleware:
             match = resolve(request.path_info)
         except Resolver404:
             return  # reached no view: nothing could have changed
-        if match.url_name in NOT_CHANGES:
-            return
         user = getattr(request, "user", None)
         refused = str(status) if status >= 400 else None
-        rows = context.pending or [_request_row(match)]
+        # An excused door (a sign-in) writes no row of its own, but what its services recorded
+        # (the memberships a directory's groups gave) is written all the same.
+        rows = context.pending or ([] if match.url_name in NOT_CHANGES else [_request_row(match)])
         for row in rows:
             if refused and row["outcome"] == "done":
                 row["outcome"] = refused

@@ -40,6 +40,9 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.VIEWER)
     added_at = models.DateTimeField(auto_now_add=True)
+    # Given by the lab's directory's groups (workbench/directory/mapping.py), which also take it away;
+    # a membership staff or an admin gave by hand is left to them.
+    from_directory = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["project__slug", "user__username"]

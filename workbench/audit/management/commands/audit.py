@@ -41,7 +41,7 @@ def _line(entry, *, as_json: bool) -> str:
     if as_json:
         return _json.dumps(entry_json(entry))
     target = f"{entry.target_kind} {entry.target_id} {entry.target_name}".strip()
-    change = f" {entry.before} -> {entry.after}" if entry.before or entry.after else ""
+    change = f" {entry.before or '-'} -> {entry.after or '-'}" if entry.before or entry.after else ""
     where = f" from {entry.address}" if entry.address else ""
     who = entry.actor_name or "-"
     return (
