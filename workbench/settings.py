@@ -204,7 +204,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # One backend, the throttled one: every password check (login page, admin, API token, whatever
 # comes next) is counted and refused by the same login throttle (workbench/throttle.py).
-AUTHENTICATION_BACKENDS = ["workbench.throttle.ThrottledModelBackend"]
+AUTHENTICATION_BACKENDS = ["workbench.throttle.ThrottledModelBackend", "workbench.throttle.ThrottledOIDCBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -217,6 +217,18 @@ LDAP_USER_DN = env_str("WORKBENCH_LDAP_USER_DN", "uid={username},ou=people,dc=ex
 LDAP_GROUP_BASE = env_str("WORKBENCH_LDAP_GROUP_BASE")
 # The directory's groups as projects, roles and staff: "group -> project:role; group -> staff".
 DIRECTORY_GROUPS = env_str("WORKBENCH_DIRECTORY_GROUPS")
+# Sign-in through the lab's OpenID provider (workbench/directory/oidc.py): off without an issuer.
+# Its endpoints come from the issuer's discovery document; the code flow uses PKCE.
+OIDC_ISSUER = env_str("WORKBENCH_OIDC_ISSUER")
+OIDC_RP_CLIENT_ID = env_str("WORKBENCH_OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("WORKBENCH_OIDC_CLIENT_SECRET")
+OIDC_GROUPS_CLAIM = env_str("WORKBENCH_OIDC_GROUPS_CLAIM", "groups")
+OIDC_PROVIDER_NAME = env_str("WORKBENCH_OIDC_NAME", "the lab's sign-in")
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_RP_SCOPES = "openid email profile"
+OIDC_TIMEOUT = 10
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?signin=failed"
 LOGIN_FAILURES_PER_ACCOUNT = env_int("WORKBENCH_LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
 LOGIN_FAILURES_PER_IP = env_int("WORKBENCH_LOGIN_FAILURES_PER_IP", 20, minimum=1)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("WORKBENCH_LOGIN_FAILURE_WINDOW_SECONDS", 900, minimum=1)

@@ -4,8 +4,10 @@ Failures are counted in the shared cache for a window. The same message is shown
 the account exists, and the account key is counted for unknown names too, so the throttle never
 tells an attacker which accounts exist.
 
-The count and the refusal live in `ThrottledModelBackend`, the only entry of
-AUTHENTICATION_BACKENDS: every password check goes through `django.contrib.auth.authenticate()`
+The count and the refusal live in the two backends of AUTHENTICATION_BACKENDS:
+`ThrottledModelBackend` for passwords (the local one, then the LDAP directory's) and
+`ThrottledOIDCBackend` for the OpenID provider's answers (counted per address). Every password
+check goes through `django.contrib.auth.authenticate()`
 (the login page, the admin login, the API token endpoint, DRF's basic auth if it is ever turned
 on, anything added later), so no entry point can skip the throttle. The forms and the token view
 only ask `login_locked()` first to show the "too many attempts" message instead of the generic one.
@@ -23,6 +25,7 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 
 from workbench.directory.ldap import ldap_authenticate, ldap_enabled
+from workbench.directory.oidc import DirectoryOIDCBackend, oidc_enabled
 
 LOCKED_MESSAGE = "Too many failed sign-in attempts. Wait {minutes} minutes and try again."
 
@@ -114,3 +117,21 @@ class ThrottledModelBackend(ModelBackend):
     async def aauthenticate(self, request, username=None, password=None, **kwargs):
         # ModelBackend's async variant does its own lookup: route it through the throttled one.
         return await sync_to_async(self.authenticate)(request, username=username, password=password, **kwargs)
+
+
+class ThrottledOIDCBackend(ModelBackend):
+    """The OpenID provider's code flow (workbench/directory/oidc.py) behind the throttle: each
+    answer the callback brings is an attempt of its client address. Only the callback's request
+    (with `code` and `state`) reaches the provider; a password login passes by."""
+
+    def authenticate(self, request, **kwargs):
+        if not oidc_enabled() or request is None or not {"code", "state"} <= set(request.GET):
+            return None
+        ip = client_ip(request)
+        key = f"openid:{ip}"
+        if not attempt_allowed(username=key, ip=ip):
+            raise PermissionDenied(locked_message())
+        user = DirectoryOIDCBackend().authenticate(request, **kwargs)
+        if user is not None:
+            login_succeeded(username=key, ip=ip)
+        return user

@@ -22,6 +22,9 @@ api_patterns = [
 
 urlpatterns = [
     path("", views.home, name="home"),
+    # The lab's OpenID provider (workbench/directory/oidc.py): 404 while WORKBENCH_OIDC_ISSUER is unset.
+    path("oidc/authenticate/", views.oidc_start, name="oidc_authentication_init"),
+    path("oidc/callback/", views.oidc_callback, name="oidc_authentication_callback"),
     path("gpus/", views.gpus, name="gpus"),
     path("healthz", views.healthz, name="healthz"),
     path("setup/", views.first_admin, name="first-admin"),

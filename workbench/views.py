@@ -10,8 +10,10 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView
 
 from datasets.selectors import datasets_visible_to
+from workbench.directory.oidc import DiscoveredRequestView
 from workbench.forms import FirstAdminForm, ThrottledAuthenticationForm, ThrottledPasswordChangeForm
 from workbench.health import health_report
 from workbench.runs.scheduler import queue_for
@@ -58,6 +60,8 @@ class WorkbenchLoginView(LoginView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["needs_first_admin"] = not get_user_model().objects.exists()
+        context["oidc_name"] = settings.OIDC_PROVIDER_NAME if settings.OIDC_ISSUER else None
+        context["signin_failed"] = self.request.GET.get("signin") == "failed"
         return context
 
 
@@ -95,3 +99,19 @@ def csrf_failure(request, reason: str = ""):
     """CSRF_FAILURE_VIEW: the refusal in the workbench's layout, with the user's own menu, and a
     fresh token for the page they reload."""
     return render(request, "403_csrf.html", {"reason": reason}, status=403)
+
+
+def _oidc_only(view):
+    """The provider's two doors answer 404 while no provider is set (the login page shows none)."""
+
+    @login_not_required
+    def door(request, *args, **kwargs):
+        if not settings.OIDC_ISSUER:
+            raise Http404("no OpenID provider is set up on this workbench")
+        return view(request, *args, **kwargs)
+
+    return door
+
+
+oidc_start = _oidc_only(DiscoveredRequestView.as_view())
+oidc_callback = _oidc_only(OIDCAuthenticationCallbackView.as_view())

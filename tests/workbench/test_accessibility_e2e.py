@@ -49,6 +49,8 @@ DJANGO_ADMIN_KNOWN: dict[str, str] = {
 # are visited from its registry, see `_admin_urls`).
 NOT_PAGES: dict[str, str] = {
     "healthz": "JSON for monitors",
+    "oidc_authentication_init": "a redirect to the lab's OpenID provider (404 without one)",
+    "oidc_authentication_callback": "the provider's redirect back, with a code",
     "logout": "POST only",
     "first-admin": "404 once an account exists; the suite always has one (its form is tested in test_auth)",
     "password_change_done": "a sentence after a POST; same layout as password_change",

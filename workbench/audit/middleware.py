@@ -1,8 +1,9 @@
 """Opens each web request's audit context and writes its rows once the response is known.
 
-Every request with an unsafe method (POST, PUT, PATCH, DELETE) that reached a view leaves at
-least one row: the changes its services recorded, or, when they recorded none (a refusal, or a
-door whose service keeps no detail), one row named after the URL, with its ids and the status.
+Every request has a context (a GET's services may record too: a sign-in's memberships). Every
+request with an unsafe method (POST, PUT, PATCH, DELETE) that reached a view leaves at least one
+row: the changes its services recorded, or, when they recorded none (a refusal, or a door whose
+service keeps no detail), one row named after the URL, with its ids and the status.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ class AuditMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.method in SAFE_METHODS:
-            return self.get_response(request)
         door = "api" if request.path.startswith("/api/") else "page"
         context = RequestContext(door=door, address=request.META.get("REMOTE_ADDR") or None)
         token = current.set(context)
@@ -34,7 +33,10 @@ class AuditMiddleware:
             response = self.get_response(request)
         finally:
             current.reset(token)
-        self._write(request, context, response.status_code)
+        if request.method not in SAFE_METHODS or context.pending:
+            # A GET changes nothing of its own; what its services recorded (the memberships an
+            # OpenID provider's sign-in callback gave) is written all the same.
+            self._write(request, context, response.status_code)
         return response
 
     def _write(self, request, context: RequestContext, status: int) -> None:
@@ -46,7 +48,8 @@ class AuditMiddleware:
         refused = str(status) if status >= 400 else None
         # An excused door (a sign-in) writes no row of its own, but what its services recorded
         # (the memberships a directory's groups gave) is written all the same.
-        rows = context.pending or ([] if match.url_name in NOT_CHANGES else [_request_row(match)])
+        excused = match.url_name in NOT_CHANGES or request.method in SAFE_METHODS
+        rows = context.pending or ([] if excused else [_request_row(match)])
         for row in rows:
             if refused and row["outcome"] == "done":
                 row["outcome"] = refused
