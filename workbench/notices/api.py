@@ -26,6 +26,7 @@ def settings_json(chosen: NoticeSettings) -> dict:
         "webhook_signed": bool(chosen.webhook_secret),
         "apprise_url": chosen.apprise_url,
         "stall_minutes": chosen.stall_minutes,
+        "idle_minutes": chosen.idle_minutes,
     }
 
 

@@ -4,7 +4,10 @@ every few seconds), so a restart or a lost message loses none: each is written o
 - runs that finished or failed in the last hour;
 - running runs whose last metric is older than their owner's `stall_minutes`;
 - searches that ended in the last hour;
-- quotas whose use reached 80 % of their period's GPU-hours (checked once a minute).
+- quotas whose use reached 80 % of their period's GPU-hours (checked once a minute);
+- running runs whose GPUs have all read 0 % use since their owner's `idle_minutes` (the workers'
+  heartbeats write each device's latest use; when a run's GPUs were first seen idle is kept in the
+  cache, so any worker's pass carries it on). Simulated GPUs report no use and are never idle.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from workbench.projects.models import Quota
 from workbench.projects.quotas import period_start, usage
 from workbench.runs.models import Run, RunEvent
 from workbench.searches.models import Search
+from workbench.workers.models import Device
 
 RECENT = timedelta(hours=1)
 QUOTA_CHECK_SECONDS = 60
@@ -35,6 +39,7 @@ def notice_pass() -> None:
     _ended_runs(now)
     _stalled_runs()
     _ended_searches(now)
+    _idle_devices()
     if cache.add("notices-quota-check", 1, timeout=QUOTA_CHECK_SECONDS):
         _quotas(now)
 
@@ -95,3 +100,25 @@ def _quotas(now) -> None:
         for person in people:
             notify(user=person, kind="quota_80", key=key, subject=subject, body=body,
                    data={"quota": quota.pk, "used": used, "allowed": allowed})  # fmt: skip
+
+
+def _idle_devices() -> None:
+    running = Run.objects.filter(state=Run.State.RUNNING).select_related("owner").prefetch_related("devices")
+    for run in running:
+        gpus = [device for device in run.devices.all() if device.kind == Device.Kind.GPU]
+        key = f"notices-idle-since:{run.pk}:{run.attempt}"
+        if not gpus or any(device.utilization_percent is None or device.utilization_percent > 0 for device in gpus):
+            cache.delete(key)
+            continue
+        cache.add(key, time.time(), timeout=7 * 24 * 3600)
+        chosen = NoticeSettings.objects.filter(user=run.owner).first()
+        minutes = chosen.idle_minutes if chosen else NoticeSettings._meta.get_field("idle_minutes").default
+        if time.time() - cache.get(key, time.time()) < minutes * 60:
+            continue
+        notice_key = f"run:{run.pk}:idle:{run.attempt}"
+        if _unnoticed({notice_key: run}):
+            labels = ", ".join(device.label for device in gpus)
+            notify(user=run.owner, kind="devices_idle", key=notice_key,
+                   subject=f"Run #{run.pk} {run.name} holds idle GPUs",
+                   body=f"Run #{run.pk} {run.name} holds {labels}, at 0 % use for {minutes} minutes.\n/runs/{run.pk}/",
+                   data={"run": run.pk, "minutes": minutes})  # fmt: skip

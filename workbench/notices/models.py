@@ -13,6 +13,7 @@ KINDS = {
     "run_stalled": "a running run of mine reported no metric for a while",
     "search_done": "a search of mine ended",
     "quota_80": "a quota of mine or of my projects reached 80 %",
+    "devices_idle": "a run of mine holds GPUs it has not used for a while",
 }
 
 
@@ -32,6 +33,7 @@ class NoticeSettings(models.Model):
     # A chat service through apprise (slack://, msteams://, matrix://, json://...).
     apprise_url = models.CharField(max_length=500, blank=True)
     stall_minutes = models.PositiveIntegerField(default=30)
+    idle_minutes = models.PositiveIntegerField(default=15)
 
     def __str__(self) -> str:
         return f"notices of {self.user}"

@@ -10,7 +10,9 @@ from django.core.validators import validate_email
 from workbench.core.errors import RequestError
 from workbench.notices.models import KINDS
 
-FIELDS = ("kinds", "email_enabled", "email", "webhook_url", "webhook_secret", "apprise_url", "stall_minutes")
+FIELDS = (
+    "kinds", "email_enabled", "email", "webhook_url", "webhook_secret", "apprise_url", "stall_minutes", "idle_minutes",
+)  # fmt: skip
 
 
 def clean_settings(data: dict) -> dict:
@@ -39,11 +41,12 @@ def clean_settings(data: dict) -> dict:
         cleaned["webhook_secret"] = secret
     if "apprise_url" in data:
         cleaned["apprise_url"] = _url(data["apprise_url"], field="apprise_url", schemes=None)
-    if "stall_minutes" in data:
-        minutes = data["stall_minutes"]
-        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 5 <= minutes <= 1440:
-            raise RequestError("stall_minutes", "a whole number of minutes from 5 to 1440")
-        cleaned["stall_minutes"] = minutes
+    for name in ("stall_minutes", "idle_minutes"):
+        if name in data:
+            minutes = data[name]
+            if isinstance(minutes, bool) or not isinstance(minutes, int) or not 5 <= minutes <= 1440:
+                raise RequestError(name, "a whole number of minutes from 5 to 1440")
+            cleaned[name] = minutes
     return cleaned
 
 

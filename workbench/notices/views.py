@@ -44,6 +44,8 @@ def _posted(post) -> dict:
         data["webhook_secret"] = post["webhook_secret"]
     if post.get("clear_secret") == "on":
         data["webhook_secret"] = ""
-    minutes = post.get("stall_minutes", "").strip()
-    data["stall_minutes"] = int(minutes) if minutes.isdigit() else minutes
+    for name in ("stall_minutes", "idle_minutes"):
+        minutes = post.get(name, "").strip()
+        if minutes:
+            data[name] = int(minutes) if minutes.isdigit() else minutes
     return data

@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -19,6 +20,8 @@ from workbench.notices.models import Delivery, Notice
 from workbench.notices.sending import DELIVERY_HEADER, SIGNATURE_HEADER
 from workbench.projects.models import Quota
 from workbench.runs.models import Run, RunEvent, RunTransition
+from workbench.workers.models import Device
+from workbench.workers.simulation import simulate_hosts
 
 pytestmark = pytest.mark.django_db
 SECRET = "a secret of the lab's own, 32 chars"
@@ -150,3 +153,20 @@ def test_it_saves_the_settings_from_the_page_and_lists_the_notices(owner, smtp_i
     services.deliver_due()
     page = client.get("/notices/").content.decode()
     assert "lenet-1 finished" in page and "email: sent" in page
+
+
+def test_it_notices_a_run_whose_gpus_stay_idle_for_its_owners_minutes(owner, settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    _settings(owner, kinds=["devices_idle"], idle_minutes=15)
+    [host] = simulate_hosts(hosts=1, gpus_per_host=2)
+    run = Run.objects.create(owner=owner, name="idle", dataset=make_dataset_row(owner), network="lenet",
+                             state=Run.State.RUNNING, attempt=1)  # fmt: skip
+    Device.objects.filter(host=host).update(run=run, utilization_percent=0.0)
+    events.notice_pass()
+    assert not Notice.objects.exists()  # idle since now: not yet for 15 minutes
+    cache.set(f"notices-idle-since:{run.pk}:1", time.time() - 16 * 60)
+    events.notice_pass()
+    assert Notice.objects.get().subject == f"Run #{run.pk} idle holds idle GPUs"
+    Device.objects.filter(host=host).update(utilization_percent=85.0)  # busy again: the clock starts over
+    events.notice_pass()
+    assert cache.get(f"notices-idle-since:{run.pk}:1") is None
