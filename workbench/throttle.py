@@ -16,17 +16,22 @@ only ask `login_locked()` first to show the "too many attempts" message instead 
 from __future__ import annotations
 
 import hashlib
+import logging
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.signals import user_login_failed
 from django.core.cache import cache
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied, SuspiciousOperation
+from django.urls import reverse
+from requests import RequestException
 
 from workbench.directory.ldap import ldap_authenticate, ldap_enabled
 from workbench.directory.oidc import DirectoryOIDCBackend, oidc_enabled
 
+log = logging.getLogger(__name__)
 LOCKED_MESSAGE = "Too many failed sign-in attempts. Wait {minutes} minutes and try again."
 
 
@@ -127,11 +132,20 @@ class ThrottledOIDCBackend(ModelBackend):
     def authenticate(self, request, **kwargs):
         if not oidc_enabled() or request is None or not {"code", "state"} <= set(request.GET):
             return None
+        if request.path != reverse("oidc_authentication_callback"):
+            return None  # a login page or token request with ?code=&state= is no provider's answer
         ip = client_ip(request)
         key = f"openid:{ip}"
         if not attempt_allowed(username=key, ip=ip):
             raise PermissionDenied(locked_message())
-        user = DirectoryOIDCBackend().authenticate(request, **kwargs)
+        try:
+            user = DirectoryOIDCBackend().authenticate(request, **kwargs)
+        except (SuspiciousOperation, ImproperlyConfigured, RequestException) as error:
+            # A forged or stale answer, a provider that does not answer: a failed sign-in (the
+            # callback sends the user back to the login page with words), never a server error.
+            log.warning("OpenID sign-in failed: %s", error)
+            user_login_failed.send(sender=__name__, credentials={"username": key}, request=request)
+            return None
         if user is not None:
             login_succeeded(username=key, ip=ip)
         return user

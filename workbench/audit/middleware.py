@@ -18,6 +18,7 @@ SAFE_METHODS = {"GET", "HEAD", "OPTIONS", "TRACE"}
 NOT_CHANGES = {
     "api-token": "asking for a token is a sign-in: recorded by the sign-in signals",
     "login": "a sign-in: recorded by the sign-in signals",
+    "logout": "a sign-out: recorded by the sign-out signal (the request ends signed out)",
 }
 
 
@@ -48,15 +49,18 @@ class AuditMiddleware:
         refused = str(status) if status >= 400 else None
         # An excused door (a sign-in) writes no row of its own, but what its services recorded
         # (the memberships a directory's groups gave) is written all the same.
-        excused = match.url_name in NOT_CHANGES or request.method in SAFE_METHODS
-        rows = context.pending or ([] if excused else [_request_row(match)])
+        # Anonymous requests change nothing (the login requirement sends them away): no row of
+        # their own, so nobody signed out can fill the trail.
+        signed_in = user is not None and user.is_authenticated
+        excused = match.url_name in NOT_CHANGES or request.method in SAFE_METHODS or not signed_in
+        rows = context.pending or ([] if excused else [_request_row(match, status)])
         for row in rows:
             if refused and row["outcome"] == "done":
                 row["outcome"] = refused
             write(door=context.door, address=context.address, request_actor=user, **row)
 
 
-def _request_row(match) -> dict:
+def _request_row(match, status: int) -> dict:
     """A row for a request whose services recorded nothing: `api-run-abort` -> action `run.abort`,
     the target's kind `run` and its id from the URL (`pk`, `slug`, or the one id it names)."""
     name = (match.url_name or match.route).removeprefix("api-")
@@ -71,5 +75,7 @@ def _request_row(match) -> dict:
         "target_name": "",
         "before": None,
         "after": None,
-        "outcome": "done",
+        # What the request answered: nothing says whether it changed anything (a page answers a
+        # refusal with a message and a redirect), so the row says the status, never "done".
+        "outcome": str(status),
     }

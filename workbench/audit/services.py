@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import models
+from django.db import models, transaction
 
 from workbench.audit.context import current, process_door
 from workbench.audit.models import AuditEntry
@@ -46,16 +46,25 @@ def record(
 
 
 def write(*, door: str, address: str | None, request_actor, actor, **row) -> AuditEntry | None:
-    who = actor if actor is not None else request_actor
+    # The request's user did it; `actor` speaks for a change made outside a request (a command's
+    # --as, a sign-in's new account). An editor's train-best is the editor's, not the search owner's.
+    request_signed_in = request_actor is not None and getattr(request_actor, "is_authenticated", False)
+    who = request_actor if request_signed_in else actor
     signed_in = who is not None and getattr(who, "is_authenticated", False)
+    fields = {key: value for key, value in row.items() if key in _FIELDS}
+    for key, limit in _LIMITS.items():
+        if isinstance(fields.get(key), str):
+            fields[key] = fields[key][:limit]
     try:
-        return AuditEntry.objects.create(
-            door=door,
-            address=address,
-            actor=who if signed_in else None,
-            actor_name=row.pop("actor_name", "") or (who.get_username() if signed_in else ""),
-            **{key: value for key, value in row.items() if key in _FIELDS},
-        )
+        # A savepoint: on PostgreSQL a failed insert would otherwise break the caller's transaction.
+        with transaction.atomic():
+            return AuditEntry.objects.create(
+                door=door,
+                address=address,
+                actor=who if signed_in else None,
+                actor_name=(row.get("actor_name", "") or (who.get_username() if signed_in else ""))[:150],
+                **fields,
+            )
     except Exception:
         # The trail must not turn a change that happened into an error the user sees.
         log.exception("could not write the audit row for %s", row.get("action"))
@@ -63,3 +72,4 @@ def write(*, door: str, address: str | None, request_actor, actor, **row) -> Aud
 
 
 _FIELDS = {"action", "target_kind", "target_id", "target_name", "before", "after", "outcome"}
+_LIMITS = {"action": 80, "target_kind": 40, "target_id": 80, "target_name": 200, "outcome": 16}

@@ -37,7 +37,8 @@ class BenchmarkConsumer(AccessWatch, AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.watch_access(user)
         fresh = await _payload_for(user, payload["id"])
-        fresh.pop("group", None)
+        if fresh is not None:  # gone or out of sight meanwhile: the first read stands
+            fresh.pop("group", None)
         await self.send_json({"type": "snapshot", **(fresh or payload)})
 
     async def disconnect(self, code):

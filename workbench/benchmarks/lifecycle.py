@@ -16,6 +16,7 @@ from django.utils import timezone
 from trainer.bench import table as bench_table
 from workbench.benchmarks.models import Benchmark, BenchmarkCell
 from workbench.core.groups import group_publish
+from workbench.projects.quotas import record_use
 from workbench.workers.models import Device
 
 # Sent (on commit) when a benchmark ended and gave its GPUs back.
@@ -41,6 +42,10 @@ def benchmark_finish(*, benchmark: Benchmark, state: str, reason: str) -> bool:
         if ended:
             benchmark.refresh_from_db()
             publish_state(benchmark)
+            if benchmark.started_at is not None:  # it held its GPUs until now: the quotas' ledger
+                record_use(owner_id=benchmark.owner_id, project_id=benchmark.project_id, job_kind="benchmark",
+                           job_id=benchmark.pk, start=benchmark.started_at, end=benchmark.finished_at,
+                           gpus=len(benchmark.device_labels))  # fmt: skip
     if ended:
         # GPUs are free again: runs and benchmarks waiting for them may start (receivers.py).
         transaction.on_commit(lambda: benchmark_ended.send(sender=Benchmark, benchmark_id=benchmark.pk))

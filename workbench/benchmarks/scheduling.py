@@ -16,7 +16,6 @@ from datetime import datetime
 
 from celery import current_app
 from django.db import DatabaseError, transaction
-from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -143,12 +142,10 @@ class BenchmarkJobs:
         return reserve(job.row, placement)
 
     def gpu_stretches(self, *, since: datetime, now: datetime) -> list[Stretch]:
-        """From its start to its end (now, while it runs), times the GPUs it held."""
-        held = Benchmark.objects.exclude(started_at=None).filter(Q(finished_at=None) | Q(finished_at__gt=since))
+        """The running ones', from their start to now (an ended one's is in the quotas' ledger)."""
+        held = Benchmark.objects.exclude(started_at=None).filter(finished_at=None)
         return [
-            Stretch(b.owner_id, b.project_id, b.started_at, b.finished_at or now, len(b.device_labels))
-            for b in held
-            if b.device_labels
+            Stretch(b.owner_id, b.project_id, b.started_at, now, len(b.device_labels)) for b in held if b.device_labels
         ]
 
     def wait(self, job: Job, *, reason: str, estimate: datetime | None, holder: Job | None) -> None:

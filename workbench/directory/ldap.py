@@ -8,12 +8,11 @@ import logging
 
 import ldap3
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from ldap3.core.exceptions import LDAPException
 from ldap3.utils.conv import escape_filter_chars
 from ldap3.utils.dn import escape_rdn
 
-from workbench.directory.mapping import apply_groups, parse_group_map
+from workbench.directory.mapping import account_for, apply_groups, parse_group_map
 
 log = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 5
@@ -26,11 +25,9 @@ def ldap_enabled() -> bool:
 def ldap_authenticate(username: str, password: str):
     """The local account of the directory's `username` when `password` is theirs, else None.
     A directory that does not answer is None too (logged): the local accounts still sign in."""
+    username = username.strip().lower()  # as the directory compares names: "Alice " is alice
     if not ldap_enabled() or not password or not username:
         return None  # an empty password would be an anonymous bind, which LDAP accepts
-    local = get_user_model().objects.filter(username=username).first()
-    if local is not None and local.has_usable_password():
-        return None  # a local account's own password answers for it, never the directory's namesake
     dn = settings.LDAP_USER_DN.format(username=escape_rdn(username))
     server = ldap3.Server(settings.LDAP_URL, connect_timeout=TIMEOUT_SECONDS)
     try:
@@ -43,11 +40,13 @@ def ldap_authenticate(username: str, password: str):
     except LDAPException as error:
         log.warning("the LDAP directory did not answer: %s", type(error).__name__)
         return None
-    user = _account(username, person)
-    apply_groups(
-        user, groups, parse_group_map(settings.DIRECTORY_GROUPS), directory_account=not user.has_usable_password()
-    )
-    return user
+
+    def refresh(user):
+        _update(user, person)
+        apply_groups(user, groups, parse_group_map(settings.DIRECTORY_GROUPS), directory_account=True)
+        return user
+
+    return account_for(source="ldap", key=dn.lower(), username=username, refresh=refresh)
 
 
 def _read(connection: ldap3.Connection, dn: str) -> dict:
@@ -66,11 +65,7 @@ def _groups(connection: ldap3.Connection, dn: str) -> list[str]:
     return [entry.entry_dn for entry in connection.entries]
 
 
-def _account(username: str, person: dict):
-    users = get_user_model().objects
-    user = users.filter(username=username).first()
-    if user is None:
-        user = users.create_user(username=username)  # no usable password: only the directory answers for it
+def _update(user, person: dict) -> None:
     fields = {
         "email": person.get("mail", ""),
         "first_name": person.get("givenName", ""),
@@ -81,4 +76,3 @@ def _account(username: str, person: dict):
         setattr(user, name, fields[name])
     if changed:
         user.save(update_fields=changed)
-    return user

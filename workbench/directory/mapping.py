@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from workbench.audit import services as audit
 from workbench.core.groups import publish_access_changed
 from workbench.core.ownership import ROLES
+from workbench.directory.models import ExternalIdentity
 from workbench.projects.models import Membership, Project
 
 log = logging.getLogger(__name__)
@@ -97,3 +99,21 @@ def _audit(user, project: Project, *, before: str | None, role: str | None) -> N
         before=None if before is None else {"user": user.get_username(), "role": before, "source": "directory"},
         after=None if role is None else {"user": user.get_username(), "role": role, "source": "directory"},
     )  # fmt: skip
+
+
+def account_for(*, source: str, key: str, username: str, refresh) -> object | None:
+    """The local account of this directory identity: the one it made before, else a new one named
+    `username`; None when that name is another account's (a local one, or another source's): a
+    namesake never answers for an account, nor for an inactive one. `refresh(user)` brings the
+    account's name, mail and groups in line."""
+    identity = ExternalIdentity.objects.select_related("user").filter(source=source, key=key).first()
+    if identity is not None:
+        return refresh(identity.user) if identity.user.is_active else None
+    users = get_user_model().objects
+    if users.filter(username__iexact=username).exists():
+        log.warning("%s sign-in refused: %r is another account's name", source, username)
+        return None
+    with transaction.atomic():
+        user = users.create_user(username=username)  # no usable password: only the directory answers for it
+        ExternalIdentity.objects.create(user=user, source=source, key=key)
+    return refresh(user)

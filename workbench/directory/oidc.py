@@ -19,7 +19,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationRequestView
 
-from workbench.directory.mapping import apply_groups, parse_group_map
+from workbench.directory.mapping import account_for, apply_groups, parse_group_map
 
 log = logging.getLogger(__name__)
 DISCOVERY_SECONDS = 3600
@@ -83,20 +83,15 @@ class DirectoryOIDCBackend(OIDCAuthenticationBackend):
             raise SuspiciousOperation("the ID token has expired")
         return payload
 
-    def filter_users_by_claims(self, claims):
-        # By the provider's username, never by an email a provider may not have verified.
-        return self.UserModel.objects.filter(username=_username(claims))
-
     def get_or_create_user(self, access_token, id_token, payload):
-        local = self.UserModel.objects.filter(username=_username(self.get_userinfo(access_token, id_token, payload)))
-        if local.exists() and local.first().has_usable_password():
-            log.warning("OpenID sign-in refused: %r is a local account", local.first().username)
-            return None  # a local account's own password answers for it, never the provider's namesake
-        return super().get_or_create_user(access_token, id_token, payload)
-
-    def create_user(self, claims):
-        user = self.UserModel.objects.create_user(username=_username(claims))  # no usable password
-        return self.update_user(user, claims)
+        # The account of this issuer's `sub` (the pair OpenID Connect makes unique), never one
+        # found by a username or an email the provider lets its users change.
+        claims = self.get_userinfo(access_token, id_token, payload)
+        if claims.get("sub") != payload.get("sub"):
+            raise SuspiciousOperation("the userinfo is not the ID token's user")
+        key = f"{payload['iss']} {payload['sub']}"
+        return account_for(source="oidc", key=key, username=_username(claims),
+                           refresh=lambda user: self.update_user(user, claims))  # fmt: skip
 
     def update_user(self, user, claims):
         fields = {"email": claims.get("email", ""), "first_name": claims.get("given_name", ""),

@@ -92,7 +92,9 @@ def _quotas(now) -> None:
         shown = usage(quota, now=now)
         if shown["used_gpu_hours"] < QUOTA_SHARE * quota.gpu_hours or not quota.gpu_hours:
             continue
-        key = f"quota:{quota.pk}:{period_start(quota, now):%Y-%m-%dT%H}:80"
+        # Once per calendar month; a rolling window (whose start moves every moment) once a week.
+        period = f"{period_start(quota, now):%Y-%m}" if quota.period == Quota.Period.MONTH else f"{now:%G-W%V}"
+        key = f"quota:{quota.pk}:{period}:80"
         people = [quota.user] if quota.user_id else [m.user for m in quota.project.memberships.select_related("user")]
         used, allowed = shown["used_gpu_hours"], quota.gpu_hours
         subject = f"{used:.1f} of {allowed:g} GPU-hours used for {quota.holder_words}"

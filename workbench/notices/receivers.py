@@ -1,5 +1,6 @@
-"""The notices app at each housekeeping pass of a worker: find new events (events.py) and send
-what is due (services.deliver_due). Its failure is logged and never reaches the worker."""
+"""The notices app at each housekeeping pass of a worker: find new events (events.py) and queue
+the sending of what is due (services.queue_due: the tasks send it). Its failure is logged and
+never reaches the worker."""
 
 from __future__ import annotations
 
@@ -17,6 +18,6 @@ log = logging.getLogger(__name__)
 def notices_pass(sender, hostname: str, **kwargs) -> None:
     try:
         events.notice_pass()
-        services.deliver_due()
+        services.queue_due()
     except Exception:
         log.exception("the notices' pass failed; the next one tries again")

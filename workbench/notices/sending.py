@@ -70,12 +70,21 @@ def _webhook(notice: Notice, delivery: Delivery, *, secret: str) -> None:
         headers[SIGNATURE_HEADER] = signature(body, secret)
     request = urllib.request.Request(delivery.target, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:  # noqa: S310 (http(s) only: validators)
+        with _NO_REDIRECTS.open(request, timeout=TIMEOUT_SECONDS) as answer:
             answer.read(1024)
     except urllib.error.HTTPError as error:
         raise SendError(f"the webhook answered {error.code}") from None
     except (urllib.error.URLError, OSError) as error:
         raise SendError(f"the webhook did not answer: {type(error).__name__}") from None
+
+
+class _Refuse(urllib.request.HTTPRedirectHandler):
+    # A webhook answers where it was asked: a redirect is an error, never followed elsewhere.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_Refuse)
 
 
 def _apprise(notice: Notice, url: str) -> None:

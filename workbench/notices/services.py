@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from celery import current_app
 from django.conf import settings as django_settings
@@ -40,14 +41,25 @@ def settings_for(user) -> NoticeSettings:
 def settings_update(*, by, data: dict) -> NoticeSettings:
     cleaned = validators.clean_settings(data)
     notice_settings = settings_for(by)
-    before = {name: getattr(notice_settings, name) for name in cleaned if name != "webhook_secret"}
+    before = {name: _shown(name, getattr(notice_settings, name)) for name in cleaned}
     for name, value in cleaned.items():
         setattr(notice_settings, name, value)
     notice_settings.save()
-    after = {name: value for name, value in cleaned.items() if name != "webhook_secret"}
+    after = {name: _shown(name, value) for name, value in cleaned.items()}
     audit.record(action="notices.settings", actor=by, target_kind="user", target_id=by.pk,
                  target_name=by.get_username(), before=before, after=after)  # fmt: skip
     return notice_settings
+
+
+def _shown(name: str, value):
+    """A setting as the audit trail keeps it: URLs carry tokens (a Slack hook, an apprise URL's
+    password) and the secret is a secret, so they are kept as whether set, scheme and host."""
+    if name == "webhook_secret":
+        return "set" if value else ""
+    if name in ("webhook_url", "apprise_url") and value:
+        parts = urlsplit(value)
+        return f"{parts.scheme}://{parts.hostname or ''}/..."
+    return value
 
 
 def notify(*, user, kind: str, key: str, subject: str, body: str, data: dict | None = None) -> Notice | None:
@@ -86,6 +98,18 @@ def _queue_delivery(notice_id: int) -> None:
     except Exception:
         # No broker now: the next housekeeping pass sends it (deliver_due).
         log.warning("could not queue notice %s; the housekeeping pass sends it", notice_id, exc_info=True)
+
+
+def queue_due() -> int:
+    """Queues a delivery task for each notice with a delivery due: the housekeeping pass asks for
+    sending, never sends itself, so a slow webhook holds up one task, not every worker's pass."""
+    now = timezone.now()
+    due = Delivery.objects.filter(next_at__lte=now, state=Delivery.State.PENDING)
+    stale = Delivery.objects.filter(state=Delivery.State.SENDING, claimed_at__lt=now - timedelta(seconds=CLAIM_SECONDS))
+    notice_ids = sorted(set((due | stale).values_list("notice_id", flat=True)[:100]))
+    for notice_id in notice_ids:
+        _queue_delivery(notice_id)
+    return len(notice_ids)
 
 
 def deliver_due(*, notice_id: int | None = None) -> int:

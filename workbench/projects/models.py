@@ -86,3 +86,25 @@ class Quota(models.Model):
     @property
     def holder_words(self) -> str:
         return f"project {self.project.slug}" if self.project_id else f"user {self.user.get_username()}"
+
+
+class GpuUsage(models.Model):
+    """One stretch of GPUs a job held, written when the stretch ended: the ledger the quotas count
+    (projects/quotas.py). Kept whatever becomes of the job (deleted, moved to another project):
+    use is charged to whom and where it was when it happened, never undone or moved after."""
+
+    # Whose use it was: the job's owner then.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The project the job was in then (an id, not a key: a deleted project's use stays counted nowhere).
+    project_id_then = models.IntegerField(null=True, blank=True)
+    job_kind = models.CharField(max_length=16)  # "run", "benchmark"
+    job_id = models.IntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField(db_index=True)
+    gpus = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["end"]
+
+    def __str__(self) -> str:
+        return f"{self.job_kind} {self.job_id}: {self.gpus} GPUs {self.start:%Y-%m-%d %H:%M} to {self.end:%H:%M}"

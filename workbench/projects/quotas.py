@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
-from workbench.projects.models import Quota
+from workbench.projects.models import GpuUsage, Quota
 
 # The start of every wait reason a quota gives: a viewer who may not see the job reads this alone.
 OVER_QUOTA = "over quota"
@@ -103,6 +103,20 @@ _SOURCES: list[Callable[..., list[Stretch]]] = []
 
 # Called once a quota changes: the queue registers a pass, so held jobs start when they now may.
 _ON_CHANGE: list[Callable[[], None]] = []
+
+
+def record_use(*, owner_id: int, project_id: int | None, job_kind: str, job_id: int, start: datetime, end: datetime,
+               gpus: int) -> None:  # fmt: skip
+    """Writes one ended stretch of GPU use to the ledger (a job's end, pause or interruption)."""
+    if gpus > 0 and end > start:
+        GpuUsage.objects.create(user_id=owner_id, project_id_then=project_id, job_kind=job_kind, job_id=job_id,
+                                start=start, end=end, gpus=gpus)  # fmt: skip
+
+
+def ledger_stretches(*, since: datetime) -> list[Stretch]:
+    """The ended stretches of the ledger that reach past `since`."""
+    rows = GpuUsage.objects.filter(end__gt=since).values_list("user_id", "project_id_then", "start", "end", "gpus")
+    return [Stretch(*row) for row in rows]
 
 
 def register_source(source: Callable[..., list[Stretch]], *, on_change: Callable[[], None]) -> None:

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from trainer import protocol
 from workbench.core.groups import group_publish, run_group_name, user_group_name
+from workbench.projects.quotas import record_use
 from workbench.runs.models import Run, RunEvent, RunTransition
 from workbench.runs.series import event_payload
 from workbench.workers.models import Device
@@ -105,12 +106,25 @@ def run_transition(
         if current not in from_states or (on_attempt is not None and current_attempt != on_attempt):
             return False
         Run.objects.filter(pk=run.pk).update(state=to_state, **fields)
+        if current == Run.State.RUNNING and to_state != Run.State.RUNNING:
+            _record_gpu_use(run.pk)
         RunTransition.objects.create(run_id=run.pk, from_state=current, to_state=to_state, reason=reason)
         status = {"type": protocol.STATUS, "time": time.time(), "state": to_state, "message": reason}
         run_events_append(run_id=run.pk, events=[{**status, "source": "workbench"}])
         run.refresh_from_db()
         transaction.on_commit(lambda: publish_dashboard(run))
     return True
+
+
+def _record_gpu_use(run_id: int) -> None:
+    """The stretch of `running` that ends now, into the quotas' ledger (projects.quotas.record_use),
+    charged to the run's owner and the project it is in now."""
+    run = Run.objects.get(pk=run_id)
+    wanted = run.devices_wanted
+    started = run.transitions.filter(to_state=Run.State.RUNNING).order_by("-at").values_list("at", flat=True).first()
+    if started is not None and wanted.names_gpus:
+        record_use(owner_id=run.owner_id, project_id=run.project_id, job_kind="run", job_id=run.pk, start=started,
+                   end=timezone.now(), gpus=wanted.device_count * run.nodes)  # fmt: skip
 
 
 def devices_release(*, run: Run) -> int:

@@ -47,6 +47,10 @@ class RunError(ValueError):
 # ------------------------------------------------------------------------------- user actions
 
 
+# run_create's default project: the dataset's (project_of_new_work), told apart from None (none).
+DATASETS_PROJECT = object()
+
+
 def run_create(
     *,
     owner,
@@ -59,14 +63,16 @@ def run_create(
     sweep: str = "",
     executor: str = Run.Executor.LOCAL,
     nodes: int = 1,
+    project=DATASETS_PROJECT,
 ) -> Run:
-    """A new run in the queue; its config has been validated by the caller (run_submit, sweep_create)."""
+    """A new run in the queue; its config has been validated by the caller (run_submit, sweep_create).
+    `project`: the project it goes into; by default its dataset's, when its owner is a member."""
     if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
         raise RequestError("dataset", f"{dataset.name!r} is {dataset.status}; build it again or choose another")
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner,
-            project=project_of_new_work(owner=owner, dataset=dataset),
+            project=project_of_new_work(owner=owner, dataset=dataset) if project is DATASETS_PROJECT else project,
             dataset=dataset,
             name=name,
             network=network,
@@ -103,6 +109,7 @@ def run_submit(
     priority: int = 0,
     executor: str | None = None,
     nodes: int | str | None = 1,
+    project=DATASETS_PROJECT,
 ) -> Run:
     """Validates a run request (executor, devices per node, trainer config) and queues it;
     RequestError names the field."""
@@ -123,6 +130,7 @@ def run_submit(
         config=config,
         device_request=request,
         priority=priority,
+        project=project,
     )
 
 

@@ -454,4 +454,6 @@ def _submit_with(search: Search, *, params: dict, name: str, epochs: float | Non
         priority=base.get("priority") or 0,
         executor=base.get("executor"),
         nodes=base.get("nodes") or 1,
+        # The search's project, not the dataset's: a search taken out of a project keeps its trials out.
+        project=search.project,
     )

@@ -151,8 +151,11 @@ class UploadScheme:
 
     def describe(self, reference: Reference, *, viewer, run_dir: Path) -> dict | None:
         weights = UploadedWeights.objects.filter(pk=reference.pk).first()
-        # The name is the uploader's; the run's page is seen by its owner and staff only.
-        return {"kind": "upload", "name": weights.name if weights else f"upload #{reference.pk} (deleted)"}
+        if weights is None:
+            return {"kind": "upload", "name": f"upload #{reference.pk} (deleted)"}
+        # The name is the uploader's: a project member who sees the run may not see the upload.
+        name = weights.name if weights.is_visible_to(viewer) else f"upload #{reference.pk}"
+        return {"kind": "upload", "name": name}
 
     def preprocessing(self, reference: Reference) -> dict:
         return {}

@@ -13,6 +13,7 @@ from tests.conftest import PASSWORD
 from tests.support.factories import make_dataset_row
 from workbench.audit import context
 from workbench.audit.models import AuditEntry
+from workbench.projects.models import Membership, Project
 from workbench.runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -107,3 +108,34 @@ def test_it_tells_a_typed_command_from_the_workbench_itself(monkeypatch):
     monkeypatch.setattr("sys.argv", ["manage.py", "runworkbench"])
     context.declare_door("system")
     assert context.process_door() == "system"
+
+
+def test_it_records_sign_out_and_never_a_signed_out_request_of_its_own(owner):
+    client = Client()
+    client.post("/accounts/login/", {"username": "alice", "password": PASSWORD})
+    client.post("/accounts/logout/")
+    assert AuditEntry.objects.filter(action="signout", actor_name="alice").exists()
+    before = AuditEntry.objects.count()
+    Client().post("/runs/1/abort/")  # signed out: sent to the login page, nothing of its own kept
+    assert AuditEntry.objects.count() == before
+
+
+def test_it_keeps_no_secret_of_the_notice_settings(owner):
+    hook = "https://hooks.slack.example/services/T000/B000/XXXXSECRET"
+    body = {
+        "webhook_url": hook,
+        "webhook_secret": "a secret of 32 characters, really",
+        "apprise_url": "json://u:pw@host/x",
+    }
+    assert _as(owner).put("/api/notices/settings/", body, content_type="application/json").status_code == 200
+    entry = AuditEntry.objects.get(action="notices.settings")
+    assert "SECRET" not in str(entry.after) and "pw@" not in str(entry.after) and "really" not in str(entry.after)
+    assert entry.after["webhook_url"] == "https://hooks.slack.example/..."
+
+
+def test_it_names_the_user_who_acted_not_the_owner_of_what_they_acted_on(owner, other_user):
+    project = Project.objects.create(name="p", slug="p")
+    Membership.objects.create(project=project, user=other_user, role="editor")
+    run = Run.objects.create(owner=owner, name="r", dataset=make_dataset_row(owner), network="lenet", project=project)
+    assert _as(other_user).post(f"/api/runs/{run.pk}/abort/").status_code == 200
+    assert AuditEntry.objects.get(action="run.abort").actor_name == "bob"

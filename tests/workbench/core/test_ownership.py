@@ -28,6 +28,8 @@ NOT_OWNERSHIP = {
     ("projects", "Quota", "set_by"): "which staff member set it",
     ("notices", "NoticeSettings", "user"): "one's own settings, read through services.settings_for(request.user)",
     ("notices", "Notice", "user"): "whom it was sent to; read only as Notice.objects.filter(user=request.user)",
+    ("projects", "GpuUsage", "user"): "whose GPU use the quotas count; read only by the quotas' arithmetic",
+    ("directory", "ExternalIdentity", "user"): "the account a directory identity signs in as; read only at sign-in",
     ("projects", "Membership", "user"): "the member: the row the one rule reads to share, not an owned row",
 }
 

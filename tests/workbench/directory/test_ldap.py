@@ -106,3 +106,13 @@ def test_it_reads_the_group_mapping_and_names_a_bad_entry(settings):
     settings.DIRECTORY_GROUPS = "vision vision-lab"
     with pytest.raises(SystemCheckError, match="WORKBENCH_DIRECTORY_GROUPS: 'vision vision-lab'"):
         call_command("check")
+
+
+def test_it_never_answers_for_an_account_it_did_not_make(lab, django_user_model):
+    # An account staff made with no password (or another source made) is not the directory's
+    # "dora": the directory answers only for the accounts it made, by their DN.
+    django_user_model.objects.create_user("dora", is_superuser=True, is_staff=True)
+    assert not _sign_in("dora", "dora-password").signed_in
+    assert _sign_in("eve", "eve-password").signed_in
+    assert _sign_in(" EVE", "eve-password").signed_in  # the directory's name, however typed: one account
+    assert django_user_model.objects.filter(username__iexact="eve").count() == 1

@@ -94,3 +94,11 @@ def test_it_has_no_provider_doors_without_an_issuer(settings):
 
 def test_it_offers_the_provider_on_the_login_page(lab):
     assert "Sign in with the lab&#x27;s sign-in" in Client().get("/accounts/login/").content.decode()
+
+
+def test_it_never_lets_the_provider_answer_for_an_account_it_did_not_make(lab, django_user_model):
+    django_user_model.objects.create_user("olga", is_superuser=True)  # no password: not the provider's olga
+    workbench = Client()
+    start = workbench.get("/oidc/authenticate/")
+    landed = workbench.get(_provider_code(start["Location"]).removeprefix("http://testserver"))
+    assert landed["Location"] == "/accounts/login/?signin=failed"

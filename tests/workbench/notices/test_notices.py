@@ -15,11 +15,12 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.support.factories import make_dataset_row
+from tests.workbench.projects.test_quotas import _ran
 from workbench.notices import events, services
 from workbench.notices.models import Delivery, Notice
 from workbench.notices.sending import DELIVERY_HEADER, SIGNATURE_HEADER
 from workbench.projects.models import Quota
-from workbench.runs.models import Run, RunEvent, RunTransition
+from workbench.runs.models import Run, RunEvent
 from workbench.workers.models import Device
 from workbench.workers.simulation import simulate_hosts
 
@@ -110,12 +111,7 @@ def test_it_notices_a_run_that_reported_no_metric_for_its_owners_minutes(owner):
 
 def test_it_notices_a_quota_at_80_percent_once_per_period(owner, settings):
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    dataset = make_dataset_row(owner)
-    run = Run.objects.create(owner=owner, name="big", dataset=dataset, network="lenet", state=Run.State.DONE,
-                             device_request={"kind": "count", "count": 1}, finished_at=timezone.now())  # fmt: skip
-    RunTransition.objects.create(run=run, from_state="queued", to_state="running")
-    RunTransition.objects.create(run=run, from_state="running", to_state="done")
-    RunTransition.objects.filter(run=run, to_state="running").update(at=timezone.now() - timedelta(hours=9))
+    _ran(owner, make_dataset_row(owner), gpus=1, hours=9)
     Quota.objects.create(user=owner, gpu_hours=10)
     _settings(owner, kinds=["quota_80"])
     events.notice_pass()

@@ -3,17 +3,13 @@ and on the project page, the staff's form there and their page of every quota.""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
 from tests.support.factories import make_dataset_row
+from tests.workbench.projects.test_quotas import _ran
 from workbench.projects.models import Quota
-from workbench.runs.devices import DeviceRequest
-from workbench.runs.models import Run, RunTransition
 
 pytestmark = pytest.mark.django_db
 
@@ -50,12 +46,7 @@ def test_it_shows_a_users_quota_and_their_projects_on_home(owner, viewer, other_
 
 def test_it_shows_the_gpu_hours_used_and_when_a_spent_quota_allows_again(owner, viewer, project):
     # alice's run in the project held 2 GPUs for 1.5 hours, ending now: 3 GPU-hours of 2 allowed.
-    start, end = timezone.now() - timedelta(hours=1.5), timezone.now()
-    run = Run.objects.create(owner=owner, name="done", dataset=make_dataset_row(owner, project=project),
-                             network="lenet", project=project, device_request=DeviceRequest.gpus(2).to_dict(),
-                             state=Run.State.DONE, started_at=start, finished_at=end)  # fmt: skip
-    RunTransition.objects.create(run=run, from_state="queued", to_state="running", at=start)
-    RunTransition.objects.create(run=run, from_state="running", to_state="done", at=end)
+    _ran(owner, make_dataset_row(owner, project=project), gpus=2, hours=1.5, project=project)
     Quota.objects.create(project=project, gpu_hours=2, period=Quota.Period.ROLLING, window_days=7)
     for url in (reverse("home"), reverse("project-detail", args=["vision-lab"])):
         html = _as(viewer).get(url).content.decode()

@@ -16,6 +16,8 @@ from tests.support.factories import make_dataset_row
 from workbench.projects.models import Quota
 from workbench.projects.quotas import Stretch, allowed_again_at, hold, used_hours
 from workbench.runs.devices import DeviceRequest
+from workbench.runs.executors.slurm.reconcile import submit_when_ready
+from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run, RunTransition
 from workbench.runs.scheduler import queue_for, schedule
 from workbench.runs.scheduler.quotas import gpu_stretches
@@ -54,15 +56,13 @@ def test_it_says_when_a_rolling_window_has_room_again(owner):
 
 
 def _ran(owner, dataset, *, gpus: int, hours: float, project=None) -> Run:
-    """A finished run that held `gpus` simulated GPUs for `hours`, ending now."""
-    start, end = timezone.now() - timedelta(hours=hours), timezone.now()
+    """A run that held `gpus` GPUs for `hours` and has just ended, through the lifecycle (which
+    writes the stretch into the quotas' ledger)."""
     run = Run.objects.create(owner=owner, name="done", dataset=dataset, network="lenet", project=project,
-                             device_request=DeviceRequest.gpus(gpus).to_dict(), state=Run.State.DONE,
-                             started_at=start, finished_at=end)  # fmt: skip
+                             device_request=DeviceRequest.gpus(gpus).to_dict(), state=Run.State.RUNNING)  # fmt: skip
     RunTransition.objects.create(run=run, from_state="queued", to_state="running")
-    RunTransition.objects.create(run=run, from_state="running", to_state="done")
-    RunTransition.objects.filter(run=run, to_state="running").update(at=start)
-    RunTransition.objects.filter(run=run, to_state="done").update(at=end)
+    RunTransition.objects.filter(run=run).update(at=timezone.now() - timedelta(hours=hours))
+    run_finish(run=run, to_state=Run.State.DONE, reason="test")
     return run
 
 
@@ -146,3 +146,28 @@ def test_it_sets_and_lists_quotas_from_the_shell(staff_user, owner, project):
     listing = StringIO()
     call_command("quota", "--as", "alice", "list", stdout=listing)
     assert listing.getvalue() == "user alice: 0.0 of 10 GPU-hours this month\n"
+
+
+def test_it_keeps_the_use_where_and_whose_it_was_when_the_run_is_deleted_or_moved(owner, project):
+    dataset = make_dataset_row(owner, project=project)
+    run = _ran(owner, dataset, gpus=2, hours=1.0, project=project)
+    quota = Quota.objects.create(project=project, gpu_hours=10)
+    used = used_hours(quota, gpu_stretches(now=timezone.now()), timezone.now())
+    assert used == pytest.approx(2.0, abs=0.01)
+    Run.objects.filter(pk=run.pk).update(project=None)  # taken out of the project afterwards
+    run.delete()  # and deleted: the hours were spent all the same
+    assert used_hours(quota, gpu_stretches(now=timezone.now()), timezone.now()) == pytest.approx(used)
+    mine = _ran(owner, make_dataset_row(owner), gpus=4, hours=1.0)
+    Run.objects.filter(pk=mine.pk).update(project=project)  # shared after it ran: not the project's use
+    assert used_hours(quota, gpu_stretches(now=timezone.now()), timezone.now()) == pytest.approx(used)
+
+
+def test_it_holds_a_slurm_run_over_quota_before_submitting_it(owner, project):
+    dataset = make_dataset_row(owner, project=project)
+    _ran(owner, dataset, gpus=2, hours=1.5, project=project)
+    Quota.objects.create(project=project, gpu_hours=2)
+    run = Run.objects.create(owner=owner, name="on slurm", dataset=dataset, network="lenet", project=project,
+                             executor=Run.Executor.SLURM, device_request=DeviceRequest.gpus(1).to_dict())  # fmt: skip
+    submit_when_ready(run)  # would call sbatch if the quota allowed it: there is no cluster here
+    run.refresh_from_db()
+    assert run.slurm_job_id == "" and run.wait_reason.startswith("over quota: 3.0 of 2 GPU-hours")

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q, QuerySet
 
 from workbench.projects.models import Quota
-from workbench.projects.quotas import OVER_QUOTA, Stretch, hold
+from workbench.projects.quotas import OVER_QUOTA, Stretch, hold, ledger_stretches
 from workbench.runs.models import Run
 from workbench.runs.scheduler.jobs import Job, kinds
 
@@ -43,9 +43,9 @@ def run_gpu_stretches(runs: QuerySet[Run], *, since: datetime, now: datetime) ->
 
 
 def gpu_stretches(*, now: datetime) -> list[Stretch]:
-    """Every kind's, for the longest period a quota counts."""
+    """The ledger's ended stretches and every kind's open ones, for the longest period a quota counts."""
     since = now - LONGEST_PERIOD
-    return [stretch for kind in kinds() for stretch in kind.gpu_stretches(since=since, now=now)]
+    return ledger_stretches(since=since) + [s for kind in kinds() for s in kind.gpu_stretches(since=since, now=now)]
 
 
 def hold_over_quota(jobs: Iterable[Job], *, now: datetime) -> None:
@@ -59,6 +59,15 @@ def hold_over_quota(jobs: Iterable[Job], *, now: datetime) -> None:
         held = hold(owner_id=job.owner_id, project_id=job.project_id, stretches=stretches, now=now)
         if held is not None:
             job.held, job.held_until = held
+
+
+def run_held(run: Run, *, now: datetime) -> tuple[str, datetime] | None:
+    """Why a GPU run of the Slurm executor may not be submitted now (its owner's or project's
+    quota is spent), and until when; None when it may. The local queue holds jobs in its pass
+    (hold_over_quota); Slurm runs are submitted outside it, so they ask here."""
+    if not run.devices_wanted.names_gpus or not Quota.objects.exists():
+        return None
+    return hold(owner_id=run.owner_id, project_id=run.project_id, stretches=gpu_stretches(now=now), now=now)
 
 
 def anonymous_reason(reason: str) -> str:

@@ -206,7 +206,9 @@ class RunJobs:
         return reclaimed
 
     def gpu_stretches(self, *, since: datetime, now: datetime) -> list[Stretch]:
-        return run_gpu_stretches(Run.objects.all(), since=since, now=now)
+        # Only the stretches still open: the ended ones are in the quotas' ledger (lifecycle).
+        running = run_gpu_stretches(Run.objects.filter(state=Run.State.RUNNING), since=since, now=now)
+        return [stretch for stretch in running if stretch.end == now]
 
     def describe(self, job: Job, *, viewer) -> Shown:
         run: Run = job.row
@@ -218,7 +220,7 @@ class RunJobs:
             url=reverse("run-detail", args=[run.pk]) if visible else None,
             state=run.state,
             requested_devices=run.device_request_text(),
-            wait_reason=run.wait_reason_for(viewer) if visible else anonymous_reason(run.wait_reason),
+            wait_reason=run.wait_reason_for(viewer) if visible else anonymous_reason(run.wait_reason_for(viewer)),
             estimated_start=run.estimated_start,
             progress=run.progress,
             executor=run.executor,

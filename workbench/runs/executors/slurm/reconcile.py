@@ -28,6 +28,7 @@ from workbench.runs.attempts.ingest import (
 from workbench.runs.executors.slurm import jobs as slurm_jobs
 from workbench.runs.lifecycle import run_finish, run_transition
 from workbench.runs.models import Run
+from workbench.runs.scheduler.quotas import run_held
 from workbench.runs.slurm_status import parse_job_name
 from workbench.slurm import commands, words
 from workbench.slurm.commands import Job
@@ -94,6 +95,10 @@ def submit_when_ready(run: Run) -> None:
     if dataset == "building":
         Run.objects.filter(pk=run.pk).update(wait_reason="dataset still building")
     elif dataset == "ready":
+        held = run_held(run, now=timezone.now())
+        if held is not None:  # a spent quota: it waits, unsubmitted, and says why and until when
+            Run.objects.filter(pk=run.pk).update(wait_reason=held[0], estimated_start=held[1])
+            return
         slurm_jobs.submit(run)
 
 
