@@ -19,7 +19,7 @@ from workbench.runs.devices import DeviceRequest
 from workbench.runs.executors.slurm.reconcile import submit_when_ready
 from workbench.runs.lifecycle import run_finish
 from workbench.runs.models import Run, RunTransition
-from workbench.runs.scheduler import queue_for, schedule
+from workbench.runs.scheduler import placement_preview, queue_for, schedule
 from workbench.runs.scheduler.quotas import gpu_stretches
 from workbench.runs.services import run_create
 from workbench.workers.models import Device
@@ -171,3 +171,14 @@ def test_it_holds_a_slurm_run_over_quota_before_submitting_it(owner, project):
     submit_when_ready(run)  # would call sbatch if the quota allowed it: there is no cluster here
     run.refresh_from_db()
     assert run.slurm_job_id == "" and run.wait_reason.startswith("over quota: 3.0 of 2 GPU-hours")
+
+
+def test_it_says_in_the_preview_that_a_spent_quota_would_hold_the_run(owner):
+    simulate_hosts(hosts=1, gpus_per_host=2)
+    _ran(owner, make_dataset_row(owner), gpus=1, hours=2.0)
+    assert placement_preview(user=owner, request=DeviceRequest.gpus(1))["start_now"] is True
+    Quota.objects.create(user=owner, gpu_hours=1)
+    preview = placement_preview(user=owner, request=DeviceRequest.gpus(1))
+    assert preview["start_now"] is False
+    assert preview["message"].endswith("over quota: 2.0 of 1 GPU-hours this month for user alice.")
+    assert placement_preview(user=owner, request=DeviceRequest.cpu())["start_now"] is True

@@ -73,7 +73,11 @@ def placement_preview(*, user, request: DeviceRequest | dict) -> dict:
     )
     probe_run.pk = -1
     probe = run_jobs.run_job(probe_run)
-    order = queue_order([*pending_jobs(), probe])
+    pending = pending_jobs()
+    # As the pass holds them: its owner's spent quota holds the new run too (a project's is known
+    # once the run has its dataset, and said in its wait reason then).
+    hold_over_quota([*pending, probe], now=timezone.now())
+    order = queue_order([*pending, probe])
     step = next(step for step in plan(Inventory.load(), order) if step.job is probe)
     if step.outcome == "start":
         where = ", ".join(device.label for device in step.placement.devices)
@@ -81,6 +85,8 @@ def placement_preview(*, user, request: DeviceRequest | dict) -> dict:
         return {"start_now": True, "position": None, "queue_length": len(order) - 1, "message": message}
     if step.outcome == "behind":
         why = "behind runs of higher priority"
+    elif step.outcome == "held":
+        why = step.reason
     else:
         holder = step.holder.row if step.holder is not None and step.holder.kind == RUN else None
         why = wait_text_for(step.reason, holder=holder, viewer=user)
