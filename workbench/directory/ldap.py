@@ -12,7 +12,7 @@ from ldap3.core.exceptions import LDAPException
 from ldap3.utils.conv import escape_filter_chars
 from ldap3.utils.dn import escape_rdn
 
-from workbench.directory.mapping import account_for, apply_groups, parse_group_map
+from workbench.directory.mapping import account_for, apply_groups, parse_group_map, refresh_profile
 
 log = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 5
@@ -42,7 +42,8 @@ def ldap_authenticate(username: str, password: str):
         return None
 
     def refresh(user):
-        _update(user, person)
+        refresh_profile(user, email=person.get("mail", ""), first_name=person.get("givenName", ""),
+                        last_name=person.get("sn", ""))  # fmt: skip
         apply_groups(user, groups, parse_group_map(settings.DIRECTORY_GROUPS), directory_account=True)
         return user
 
@@ -63,16 +64,3 @@ def _groups(connection: ldap3.Connection, dn: str) -> list[str]:
     query = f"(&(objectClass=groupOfNames)(member={escape_filter_chars(dn)}))"
     connection.search(settings.LDAP_GROUP_BASE, query, search_scope=ldap3.SUBTREE, attributes=[])
     return [entry.entry_dn for entry in connection.entries]
-
-
-def _update(user, person: dict) -> None:
-    fields = {
-        "email": person.get("mail", ""),
-        "first_name": person.get("givenName", ""),
-        "last_name": person.get("sn", ""),
-    }
-    changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
-    for name in changed:
-        setattr(user, name, fields[name])
-    if changed:
-        user.save(update_fields=changed)

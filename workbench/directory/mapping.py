@@ -117,3 +117,13 @@ def account_for(*, source: str, key: str, username: str, refresh) -> object | No
         user = users.create_user(username=username)  # no usable password: only the directory answers for it
         ExternalIdentity.objects.create(user=user, source=source, key=key)
     return refresh(user)
+
+
+def refresh_profile(user, *, email: str, first_name: str, last_name: str) -> None:
+    """The account's mail and names as the directory has them now (a value it left empty is kept)."""
+    fields = {"email": email, "first_name": first_name, "last_name": last_name}
+    changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
+    for name in changed:
+        setattr(user, name, fields[name])
+    if changed:
+        user.save(update_fields=changed)

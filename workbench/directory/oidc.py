@@ -19,7 +19,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationRequestView
 
-from workbench.directory.mapping import account_for, apply_groups, parse_group_map
+from workbench.directory.mapping import account_for, apply_groups, parse_group_map, refresh_profile
 
 log = logging.getLogger(__name__)
 DISCOVERY_SECONDS = 3600
@@ -94,13 +94,8 @@ class DirectoryOIDCBackend(OIDCAuthenticationBackend):
                            refresh=lambda user: self.update_user(user, claims))  # fmt: skip
 
     def update_user(self, user, claims):
-        fields = {"email": claims.get("email", ""), "first_name": claims.get("given_name", ""),
-                  "last_name": claims.get("family_name", "")}  # fmt: skip
-        changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
-        for name in changed:
-            setattr(user, name, fields[name])
-        if changed:
-            user.save(update_fields=changed)
+        refresh_profile(user, email=claims.get("email", ""), first_name=claims.get("given_name", ""),
+                        last_name=claims.get("family_name", ""))  # fmt: skip
         groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
         apply_groups(user, [str(group) for group in groups], parse_group_map(settings.DIRECTORY_GROUPS),
                      directory_account=True)  # fmt: skip
