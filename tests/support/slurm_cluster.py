@@ -1,7 +1,8 @@
 """A real two-node Slurm cluster on this machine, for the tests of the Slurm executor.
 
 One `munged` with its own key and socket, one `slurmctld` and two `slurmd -N n1|n2` on
-127.0.0.1 with distinct ports, every config, state, spool and log file in one folder. Each node
+127.0.0.1 with distinct ports, and the accounting a lab's cluster keeps (sacct): a `slurmdbd`
+over its own MariaDB server; every config, state, spool, database and log file in one folder. Each node
 declares GPUs as GRES over placeholder files: there is no CUDA behind them, so the workbench
 runs with simulated GPUs (the trainer uses gloo on the CPU) exactly as its setting says.
 
@@ -38,14 +39,28 @@ URGENT_PARTITION = "wb-urgent"
 KILL_WAIT_SECONDS = 60
 
 
+_TOOLS = ("munged", "slurmctld", "slurmd", "slurmdbd", "sbatch", "squeue", "scontrol", "sacct", "sacctmgr")
+
+
+def _tool(name: str) -> str | None:
+    # Debian puts the daemons in /usr/sbin, which a non-root PATH may lack.
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+
+
 def slurm_available() -> bool:
-    return all(shutil.which(tool) for tool in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol"))
+    return all(_tool(tool) for tool in (*_TOOLS, "mariadbd", "mariadb-install-db"))
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass
@@ -72,7 +87,7 @@ class SlurmCluster:
     def write_config(self) -> None:
         for sub in ("state", "log", "gpu", *(f"spool/{node}" for node in NODES)):
             (self.folder / sub).mkdir(parents=True, exist_ok=True)
-        for name in ("ctld", *NODES):
+        for name in ("ctld", "dbd", "mariadb", *NODES):
             self.ports.setdefault(name, _free_port())
         for node in NODES:
             # Named like NVIDIA's device files (Slurm reads the GPU's index from the name), and
@@ -109,7 +124,13 @@ class SlurmCluster:
             "ReturnToService=2",
             "SlurmdParameters=config_overrides",
             "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStoragePort={self.ports['dbd']}",
+            # The munge socket for slurmdbd's connections (AuthInfo's is not used for them).
+            f"AccountingStoragePass={folder / 'munge.socket'}",
+            # sacct's AllocTRES names the GPUs a job held only where they are accounted.
+            "AccountingStorageTRES=gres/gpu",
             "JobCompType=jobcomp/none",
             "SwitchType=switch/none",
             "LaunchType=launch/slurm",
@@ -138,6 +159,16 @@ class SlurmCluster:
             for node in NODES
         ]
         (self.folder / "gres.conf").write_text("AutoDetect=off\n" + "\n".join(gres) + "\n")
+        dbd = [
+            f"AuthType=auth/munge\nAuthInfo=socket={folder / 'munge.socket'}",
+            f"DbdHost=localhost\nDbdAddr=127.0.0.1\nDbdPort={self.ports['dbd']}\nSlurmUser=root",
+            f"PidFile={folder / 'slurmdbd.pid'}\nLogFile={folder / 'log' / 'slurmdbd.log'}",
+            "StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStorageUser=root",
+            f"StoragePort={self.ports['mariadb']}\nStorageLoc=slurm_acct_db",
+        ]
+        dbd_conf = self.folder / "slurmdbd.conf"
+        dbd_conf.write_text("\n".join(dbd) + "\n")
+        dbd_conf.chmod(0o600)  # slurmdbd refuses a config others may read
 
     # ---------------------------------------------------------------- daemons
 
@@ -166,6 +197,31 @@ class SlurmCluster:
             ],
         )
         self._wait(lambda: (self.folder / "munge.socket").exists(), "munged did not create its socket")
+
+    def start_accounting(self) -> None:
+        """A MariaDB server of its own (no grant tables: only this folder's slurmdbd talks to it)
+        and slurmdbd over it; the cluster registered, as `sacctmgr add cluster` does."""
+        data = self.folder / "mariadb"
+        if not data.exists():
+            made = subprocess.run(
+                [_tool("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert made.returncode == 0, f"mariadb-install-db: {made.stdout[-2000:]}{made.stderr[-2000:]}"
+        self._spawn(
+            "mariadbd",
+            [_tool("mariadbd"), "--no-defaults", f"--datadir={data}", "--user=root", "--skip-grant-tables",
+             "--bind-address=127.0.0.1", f"--port={self.ports['mariadb']}", f"--socket={data / 'mysqld.sock'}",
+             f"--pid-file={data / 'mysqld.pid'}", "--innodb-buffer-pool-size=32M", "--skip-log-bin",
+             f"--log-error={self.folder / 'log' / 'mariadb.log'}"],
+        )  # fmt: skip
+        self._wait(lambda: _port_open(self.ports["mariadb"]), "MariaDB does not answer")
+        self._spawn("slurmdbd", [_tool("slurmdbd"), "-D", "-s"])
+        self._wait(lambda: _port_open(self.ports["dbd"]), "slurmdbd does not answer", timeout=120)
+        self.command("sacctmgr", "-i", "add", "cluster", "workbench-test", check=False)  # or it was already
+        registered = self.command("sacctmgr", "-nP", "list", "cluster", "format=cluster").stdout
+        assert "workbench-test" in registered, registered
 
     def start_controller(self) -> None:
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
@@ -216,6 +272,7 @@ class SlurmCluster:
     def start(self) -> SlurmCluster:
         self.write_config()
         self.start_munge()
+        self.start_accounting()
         self.start_controller()
         self.start_nodes()
         return self
@@ -228,7 +285,7 @@ class SlurmCluster:
 
     def stop(self) -> None:
         self.command("scancel", "--user=root", check=False, timeout=10) if "slurmctld" in self.processes else None
-        for name in [*(f"slurmd-{node}" for node in NODES), "slurmctld", "munged"]:
+        for name in [*(f"slurmd-{node}" for node in NODES), "slurmctld", "slurmdbd", "mariadbd", "munged"]:
             self._stop(name)
 
     def _stop(self, name: str) -> None:

@@ -103,6 +103,18 @@ class GpuUsage(models.Model):
     end = models.DateTimeField(db_index=True)
     gpus = models.PositiveIntegerField()
 
+    class AccountedBy(models.TextChoices):
+        # Devices x time as the workbench saw them: local runs and benchmarks, and a Slurm job's
+        # stretch where the cluster keeps no accounting.
+        WORKBENCH = "workbench"
+        # A Slurm job's stretch as the follower saw it, until sacct's record replaces it: the
+        # follower sees a start and an end a poll late, sacct has the cluster's own.
+        ESTIMATE = "estimate"
+        SACCT = "sacct"  # Slurm's accounting: elapsed x the GPUs it allocated (AllocTRES gres/gpu)
+
+    accounted_by = models.CharField(max_length=16, choices=AccountedBy.choices, default=AccountedBy.WORKBENCH)
+    slurm_job_id = models.CharField(max_length=32, blank=True, default="", db_index=True)
+
     class Meta:
         ordering = ["end"]
 

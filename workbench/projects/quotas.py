@@ -1,6 +1,7 @@
 """The arithmetic of GPU-hour quotas, on stretches of use the queue gathers (runs/quotas.py):
 the period a quota counts, what was used in it, whether a job is held, and when it is allowed
-again. No queries but the quotas' own: the stretches are given.
+again. No queries but the quotas' own: the stretches are given. And the ledger they read, with
+the Slurm jobs' estimates that sacct's records replace.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.db import transaction
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from workbench.projects.models import GpuUsage, Quota
@@ -106,11 +109,61 @@ _ON_CHANGE: list[Callable[[], None]] = []
 
 
 def record_use(*, owner_id: int, project_id: int | None, job_kind: str, job_id: int, start: datetime, end: datetime,
-               gpus: int) -> None:  # fmt: skip
-    """Writes one ended stretch of GPU use to the ledger (a job's end, pause or interruption)."""
+               gpus: int, slurm_job_id: str = "") -> None:  # fmt: skip
+    """Writes one ended stretch of GPU use to the ledger (a job's end, pause or interruption). A
+    Slurm job's is an estimate until settle_from_sacct replaces it with the cluster's record."""
+    accounted_by = GpuUsage.AccountedBy.ESTIMATE if slurm_job_id else GpuUsage.AccountedBy.WORKBENCH
     if gpus > 0 and end > start:
         GpuUsage.objects.create(user_id=owner_id, project_id_then=project_id, job_kind=job_kind, job_id=job_id,
-                                start=start, end=end, gpus=gpus)  # fmt: skip
+                                start=start, end=end, gpus=gpus, accounted_by=accounted_by,
+                                slurm_job_id=slurm_job_id)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One of sacct's records of a job: it held `gpus` GPUs from `start` to `end` (a job that
+    Slurm requeued has one per time it ran); `gpus` None where the cluster does not account GPUs."""
+
+    start: datetime
+    end: datetime
+    gpus: int | None
+
+
+def estimated_slurm_jobs(*, limit: int = 200) -> dict[str, tuple[datetime, datetime]]:
+    """The Slurm jobs whose use the ledger holds as the follower's estimate, oldest first: when
+    the follower first saw each running, and last saw it end."""
+    rows = (
+        GpuUsage.objects.filter(accounted_by=GpuUsage.AccountedBy.ESTIMATE)
+        .values("slurm_job_id")
+        .annotate(first_start=Min("start"), last_end=Max("end"))
+        .order_by("last_end")
+    )
+    return {row["slurm_job_id"]: (row["first_start"], row["last_end"]) for row in rows[:limit]}
+
+
+def settle_from_sacct(*, slurm_job_id: str, allocations: list[Allocation] | None) -> None:
+    """Replaces a Slurm job's estimated stretches with sacct's records of it, charged to the same
+    owner and project; given None (the cluster keeps no accounting, or never recorded the job),
+    the estimate stays as the workbench's own measure."""
+    with transaction.atomic():
+        estimates = GpuUsage.objects.select_for_update().filter(
+            slurm_job_id=slurm_job_id, accounted_by=GpuUsage.AccountedBy.ESTIMATE
+        )
+        first = estimates.first()
+        if first is None:  # another follower settled it first
+            return
+        if allocations is None:
+            estimates.update(accounted_by=GpuUsage.AccountedBy.WORKBENCH)
+            return
+        gpus_seen = max(row.gpus for row in estimates)
+        estimates.delete()
+        for allocation in allocations:
+            gpus = gpus_seen if allocation.gpus is None else allocation.gpus
+            if gpus > 0 and allocation.end > allocation.start:
+                GpuUsage.objects.create(user_id=first.user_id, project_id_then=first.project_id_then,
+                                        job_kind=first.job_kind, job_id=first.job_id, start=allocation.start,
+                                        end=allocation.end, gpus=gpus, accounted_by=GpuUsage.AccountedBy.SACCT,
+                                        slurm_job_id=slurm_job_id)  # fmt: skip
 
 
 def ledger_stretches(*, since: datetime) -> list[Stretch]:

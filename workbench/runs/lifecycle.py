@@ -118,13 +118,15 @@ def run_transition(
 
 def _record_gpu_use(run_id: int) -> None:
     """The stretch of `running` that ends now, into the quotas' ledger (projects.quotas.record_use),
-    charged to the run's owner and the project it is in now."""
+    charged to the run's owner and the project it is in now; a Slurm run's is an estimate until
+    sacct's record of its job replaces it (executors/slurm/accounting.py)."""
     run = Run.objects.get(pk=run_id)
     wanted = run.devices_wanted
     started = run.transitions.filter(to_state=Run.State.RUNNING).order_by("-at").values_list("at", flat=True).first()
     if started is not None and wanted.names_gpus:
         record_use(owner_id=run.owner_id, project_id=run.project_id, job_kind="run", job_id=run.pk, start=started,
-                   end=timezone.now(), gpus=wanted.device_count * run.nodes)  # fmt: skip
+                   end=timezone.now(), gpus=wanted.device_count * run.nodes,
+                   slurm_job_id=run.slurm_job_id if run.executor == Run.Executor.SLURM else "")  # fmt: skip
 
 
 def devices_release(*, run: Run) -> int:

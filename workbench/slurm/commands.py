@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import getpass
 import logging
+import os
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -76,9 +77,12 @@ class Node:
 def run_tool(argv: list[str], *, timeout: float | None = None) -> str:
     """stdout of a Slurm tool; SlurmUnavailable or SlurmError with Slurm's first line of stderr."""
     try:
+        # TZ=UTC: Slurm prints times in the local zone of the process, which need not be the
+        # workbench's; in UTC they are read without knowing the machine's zone.
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout or settings.SLURM_COMMAND_TIMEOUT_SECONDS
-        )
+            argv, capture_output=True, text=True, timeout=timeout or settings.SLURM_COMMAND_TIMEOUT_SECONDS,
+            env={**os.environ, "TZ": "UTC"},
+        )  # fmt: skip
     except FileNotFoundError:
         raise SlurmUnavailable(f"Slurm's {argv[0]} is not installed on this worker") from None
     except subprocess.TimeoutExpired:
@@ -105,7 +109,7 @@ def _time(text: str) -> datetime | None:
     if not text or text in ("N/A", "Unknown", "None"):
         return None
     try:
-        moment = timezone.make_aware(datetime.fromisoformat(text))
+        moment = datetime.fromisoformat(text).replace(tzinfo=UTC)
     except ValueError:
         return None
     return None if moment - timezone.now() > HORIZON else moment
@@ -161,6 +165,46 @@ def accounting(job_ids: Iterable[str]) -> dict[str, Job]:
         # "CANCELLED by 0": the state's first word; the rest is who.
         reason = "" if reason in ("None", "") else reason
         found[job_id] = Job(job_id, name, state.split()[0], reason, _time(start), nodes, 0, exit_code)
+    return found
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One of sacct's records of a job: a job Slurm requeued has one per time it ran."""
+
+    job_id: str
+    state: str
+    start: datetime | None
+    end: datetime | None  # None while it runs
+    elapsed_seconds: int
+    gpus: int | None  # AllocTRES's gres/gpu; None where the cluster does not account GPUs
+
+
+def allocations(job_ids: Iterable[str]) -> dict[str, list[Allocation]] | None:
+    """sacct's records of the jobs' allocations, every time each ran (--duplicates), by job id;
+    None where the cluster keeps no accounting. GPUs are counted where slurm.conf's
+    AccountingStorageTRES names gres/gpu."""
+    ids = ",".join(sorted(set(job_ids)))
+    if not ids:
+        return {}
+    try:
+        out = run_tool(
+            ["sacct", "--noheader", "--parsable2", "--allocations", "--duplicates", f"--jobs={ids}"]
+            + ["--format=JobID,State,Start,End,ElapsedRaw,AllocTRES"]
+        )
+    except SlurmError as error:  # "Slurm accounting storage is disabled"
+        log.info("sacct: %s", error)
+        return None
+    found: dict[str, list[Allocation]] = {}
+    for job_id, state, start, end, elapsed, tres in _rows(out, 6):
+        gpus = None
+        for item in tres.split(","):
+            name, _, count = item.partition("=")
+            if name == "gres/gpu" and count.isdigit():
+                gpus = int(count)
+        found.setdefault(job_id, []).append(
+            Allocation(job_id, state.split()[0], _time(start), _time(end), _int(elapsed), gpus)
+        )
     return found
 
 

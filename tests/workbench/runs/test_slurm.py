@@ -28,6 +28,7 @@ from tests.support.waiting import wait_for_state, wait_until
 from tests.workbench.runs.conftest import TINY_CONFIG
 from tests.workbench.runs.test_worker_runs import metric_steps
 from trainer.checkpoint import CheckpointStore
+from workbench.projects.models import GpuUsage
 from workbench.runs.models import Run
 from workbench.runs.services import run_abort, run_pause, run_resume, run_submit
 from workbench.slurm import commands, words
@@ -126,6 +127,16 @@ def test_it_trains_over_two_nodes_to_the_weights_of_one_process(slurm, owner, ma
     assert {gpu["index"] for sample in samples for gpu in sample["gpus"]} == {0, 1, 2, 3}
     assert any("host_cpu_percent" in sample for sample in samples)
     assert any("node1_host_cpu_percent" in sample for sample in samples)
+    # Its GPU-hours in the quotas' ledger are what the cluster's accounting says (elapsed x
+    # AllocTRES gres/gpu), not the follower's estimate, which is a poll late at each end.
+    used = GpuUsage.objects.filter(job_kind="run", job_id=spanning.pk)
+    wait_until(lambda: used.filter(accounted_by="sacct").exists(), what=lambda: list(used.values()), timeout=60)
+    sacct = slurm.command("sacct", "-nPXD", f"-j{spanning.slurm_job_id}", "--format=ElapsedRaw,AllocTRES").stdout
+    elapsed, tres = sacct.split()[0].split("|")
+    assert "gres/gpu=4" in tres.split(","), sacct
+    assert sum((row.end - row.start).total_seconds() * row.gpus for row in used) == pytest.approx(
+        int(elapsed) * 4, rel=0.01
+    )
 
     # The same training in this process, one rank of the whole batch: the four ranks of two nodes
     # see exactly its samples (trainer/data.py's ShardedSampler), so they reach its weights, as

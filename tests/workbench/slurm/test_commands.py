@@ -73,3 +73,32 @@ def test_it_reads_jobs_from_squeue(tmp_path, monkeypatch):
     assert jobs["12"].is_running and jobs["12"].nodes == "n[1-2]" and jobs["12"].reason == ""
     # A start a year away is Slurm's "when a job without a time limit ends": no estimate.
     assert jobs["13"].state == "PENDING" and jobs["13"].start is None and jobs["13"].restarts == 1
+
+
+def test_it_reads_each_time_a_job_held_its_gpus_from_sacct_in_utc(tmp_path, monkeypatch):
+    # The real sacct over slurmdbd is tested in tests/workbench/runs/test_slurm.py; here a job
+    # Slurm requeued (two records), one still running, and one on a cluster that counts no GPUs.
+    rows = [
+        "21|REQUEUED|2026-12-01T10:00:00|2026-12-01T10:30:00|1800|billing=2,cpu=2,gres/gpu=2,node=1",
+        "21|COMPLETED|2026-12-01T10:31:00|2026-12-01T11:31:00|3600|billing=4,cpu=4,gres/gpu=4,node=2",
+        "22|RUNNING|2026-12-01T10:00:00|Unknown|60|cpu=1,gres/gpu=1,node=1",
+        "23|CANCELLED by 0|2026-12-01T10:00:00|2026-12-01T10:00:10|10|cpu=1,node=1",
+    ]
+    # The rows as a machine in another zone prints them would be wrong: sacct is asked in UTC.
+    fake_tool(tmp_path, "sacct", "[ \"$TZ\" = UTC ] || exit 3; printf '%s\\n' " + " ".join(f"'{r}'" for r in rows))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    found = commands.allocations(["21", "22", "23"])
+    assert [(a.state, a.elapsed_seconds, a.gpus) for a in found["21"]] == [
+        ("REQUEUED", 1800, 2),
+        ("COMPLETED", 3600, 4),
+    ]
+    assert found["21"][1].start.isoformat() == "2026-12-01T10:31:00+00:00"
+    assert found["22"][0].end is None and found["23"][0].gpus is None and found["23"][0].state == "CANCELLED"
+
+
+def test_it_says_when_the_cluster_keeps_no_accounting(tmp_path, monkeypatch):
+    fake_tool(tmp_path, "sacct", "echo 'sacct: error: Slurm accounting storage is disabled' >&2; exit 1")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert commands.allocations(["21"]) is None
+    assert commands.allocations([]) == {}

@@ -6,7 +6,8 @@ starts and restarts beside web and worker while WORKBENCH_SLURM=1. Two threads i
   numbers, the ledger that makes it exactly once, replay and downsampling downstream);
 - the control thread asks squeue every SLURM_POLL_SECONDS and brings each run in line with its
   job (reconcile.py): submits, Slurm's pending reason and start estimate, running,
-  requeued, stopped, ended.
+  requeued, stopped, ended; and it replaces the ended jobs' estimated GPU-hours in the quotas'
+  ledger with sacct's records of them (accounting.py).
 
 Two threads, so that a controller that hangs (squeue waits out its timeout) does not hold up the
 live curves: the events are on shared storage and need no controller. One follower acts at a
@@ -27,7 +28,7 @@ from django.core.cache import cache
 from django.db import close_old_connections
 
 from workbench.runs.attempts.ingest import ingest_current_attempt, snapshot
-from workbench.runs.executors.slurm import reconcile
+from workbench.runs.executors.slurm import accounting, reconcile
 from workbench.runs.models import Run
 from workbench.runs.series import SNAPSHOT_ROWS
 from workbench.runs.slurm_status import controller_status, partition_snapshot, record_controller, record_partition
@@ -69,6 +70,7 @@ def control_pass() -> None:
         jobs = commands.jobs(name_prefix=f"{settings.SLURM_JOB_PREFIX}-run")
         reconcile.reconcile(jobs)
         _record_partition()
+        accounting.settle_pass()
     except commands.SlurmUnavailable as error:
         if controller_status().get("answers", True):
             log.warning("Slurm: %s; the runs keep their state until it answers", error)
