@@ -16,6 +16,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -191,13 +193,15 @@ def celery_worker(django_db_setup, django_db_blocker):
     worker.stop()
 
 
-@pytest.fixture(scope="session")
-def live_server_url(django_db_setup):
-    port = free_port()
+@contextmanager
+def web_server(*, name: str = "daphne", port: int | None = None, **env: str) -> Iterator[str]:
+    """The workbench's web process as the suite runs it (daphne, this suite's settings and test
+    database), with `env` added to its environment; its URL while it runs."""
+    port = port or free_port()
     server = ServiceProcess(
-        "daphne",
+        name,
         [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "workbench.asgi:application"],
-        child_env(),
+        child_env(**env),
     )
     url = f"http://127.0.0.1:{port}"
     started = time.monotonic()
@@ -219,11 +223,15 @@ def live_server_url(django_db_setup):
 
     try:
         wait_until(answers, what=lambda: f"daphne to answer:\n{server.tail()}", timeout=120)
-    except BaseException:  # pytest.fail's exception is no Exception: daphne must not outlive it
+        yield url
+    finally:  # pytest.fail's exception is no Exception: daphne must not outlive it
         server.stop()
-        raise
-    yield url
-    server.stop()
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup):
+    with web_server() as url:
+        yield url
 
 
 class SharedChromium:

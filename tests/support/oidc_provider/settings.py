@@ -29,6 +29,10 @@ TEMPLATES = [
 ]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": FOLDER / "provider.sqlite3"}}
 USE_TZ = True
+# A browser keeps cookies per host, not per port: the workbench on 127.0.0.1 beside this provider
+# would lose its session (and the sign-in's state in it) to a provider's cookie of the same name.
+SESSION_COOKIE_NAME = "provider_sessionid"
+CSRF_COOKIE_NAME = "provider_csrftoken"
 LOGIN_URL = "/accounts/login/"
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 OAUTH2_PROVIDER = {

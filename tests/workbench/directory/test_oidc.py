@@ -38,7 +38,7 @@ def _provider_code(start: str, *, password: str = "olga-password") -> str:
     """What a browser does at the provider: the authorize URL, its login page, back with a code."""
     browser = requests.Session()
     answer = browser.get(start, allow_redirects=True)
-    token = browser.cookies["csrftoken"]
+    token = browser.cookies["provider_csrftoken"]
     form = {"username": "olga", "password": password, "csrfmiddlewaretoken": token,
             "next": parse_qs(urlsplit(answer.url).query)["next"][0]}  # fmt: skip
     back = browser.post(answer.url, data=form, headers={"Referer": answer.url}, allow_redirects=False)
