@@ -8,11 +8,13 @@ import logging
 
 from django.db import transaction
 
+from datasets.models import Dataset
 from workbench.audit import services as audit
 from workbench.benchmarks.lifecycle import benchmark_finish
 from workbench.benchmarks.models import Benchmark
 from workbench.benchmarks.validators import largest_batch_request, validate_benchmark_request
 from workbench.core.errors import RequestError
+from workbench.projects.selectors import project_of_new_work
 
 # Benchmarks wait in the runs' one queue: a pass of it places them too.
 from workbench.runs.services import queue_scheduling
@@ -23,9 +25,13 @@ log = logging.getLogger(__name__)
 def benchmark_submit(*, owner, request: dict) -> Benchmark:
     """Checks the request (RequestError naming the field) and queues the benchmark."""
     cleaned = validate_benchmark_request(request, owner=owner)
+    # Like a run, a benchmark on a project's dataset goes into that project (its GPU-hours count
+    # there); on synthetic images, its owner's alone.
+    dataset = Dataset.objects.filter(pk=cleaned["dataset"]).first() if cleaned.get("dataset") else None
+    project = project_of_new_work(owner=owner, dataset=dataset) if dataset else None
     with transaction.atomic():
         benchmark = Benchmark.objects.create(
-            owner=owner, name=cleaned.pop("name"), request=cleaned, reason="queued for its GPUs"
+            owner=owner, name=cleaned.pop("name"), request=cleaned, reason="queued for its GPUs", project=project
         )
         transaction.on_commit(queue_scheduling)
         audit.record(action="benchmark.create", actor=owner, target=benchmark, after=cleaned)

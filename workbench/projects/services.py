@@ -78,11 +78,7 @@ def share(*, by, kind: str, pk: int, project_slug: str | None):
         raise Http404(f"no {kind} {pk}")
     if not (by.is_staff or row.owner_id_value() == by.pk):
         raise PermissionDenied(f"only the owner of this {kind} (or staff) may share it or take it out of a project")
-    project = None
-    if project_slug:
-        project = Project.objects.filter(slug=project_slug).first()
-        if project is None or not (by.is_staff or project.memberships.filter(user=by).exists()):
-            raise RequestError("project", f"no project {project_slug!r} of yours")
+    project = validators.project_to_put_into(by, project_slug)
     previous = row.project_id
     model.objects.filter(pk=row.pk).update(project=project)
     before, after = {"project": row.project.slug if previous else None}, {"project": project.slug if project else None}

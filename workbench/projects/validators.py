@@ -63,6 +63,19 @@ def user_named(username: object):
     return user
 
 
+def project_to_put_into(user, slug: object) -> Project | None:
+    """The project `user` may put their work into (a share, or a new run naming one): one they are
+    a member of, any for staff; None for none ("" or None)."""
+    if slug in (None, ""):
+        return None
+    if not isinstance(slug, str):
+        raise RequestError("project", "give a project's slug, or null for none")
+    project = Project.objects.filter(slug=slug).first()
+    if project is None or not (user.is_staff or project.memberships.filter(user=user).exists()):
+        raise RequestError("project", f"no project {slug[:100]!r} of yours")
+    return project
+
+
 def clean_kind(kind: object) -> str:
     if kind not in SHAREABLE:
         raise RequestError("kind", f"{kind!r} cannot be shared; one of {', '.join(SHAREABLE)}")

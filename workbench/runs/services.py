@@ -20,6 +20,7 @@ from trainer import protocol
 from workbench.audit import services as audit
 from workbench.core.errors import RequestError
 from workbench.projects.selectors import project_of_new_work
+from workbench.projects.validators import project_to_put_into
 from workbench.runs.devices import DeviceRequest
 from workbench.runs.executors import check_executor, executor_for, executor_named
 from workbench.runs.lifecycle import run_events_append, run_finish, run_transition
@@ -111,8 +112,10 @@ def run_submit(
     nodes: int | str | None = 1,
     project=DATASETS_PROJECT,
 ) -> Run:
-    """Validates a run request (executor, devices per node, trainer config) and queues it;
-    RequestError names the field."""
+    """Validates a run request (executor, devices per node, trainer config, the project it names:
+    a slug, or None for none; by default its dataset's) and queues it; RequestError names the field."""
+    if project is not DATASETS_PROJECT:
+        project = project_to_put_into(owner, project)
     request, executor, nodes = resolve_placement(gpus=gpus, executor=executor, nodes=nodes)
     # Before the config's weights are resolved (copied out of a run): nothing is written for a refusal.
     memory_known = executor_named(executor).knows_device_memory

@@ -8,7 +8,9 @@ import pytest
 from django.test import Client
 
 from tests.support.factories import make_dataset_row
+from tests.workbench.runs.test_pretrained import REFUSED, run_with_checkpoint
 from workbench.benchmarks.models import Benchmark
+from workbench.benchmarks.services import benchmark_submit
 from workbench.runs.models import Run
 from workbench.runs.services import run_create
 from workbench.weights.models import UploadedWeights
@@ -81,3 +83,47 @@ def test_it_lists_shared_uploads_and_lets_a_viewer_use_but_not_delete_them(owner
     assert [(w["id"], w["owner"], w["project"]) for w in listed] == [(upload.pk, "alice", "vision-lab")]
     refused = _as(viewer).delete(f"/api/pretrained/{upload.pk}/")
     assert refused.status_code == 403 and "you are a viewer" in refused.json()["detail"]
+
+
+def test_it_lets_a_viewer_fine_tune_from_a_shared_run_and_no_stranger(owner, viewer, other_user, shared):
+    dataset = shared[0]
+    source = run_with_checkpoint(owner)  # a run with a best checkpoint, of alice's alone so far
+    body = {"dataset": dataset.pk, "network": "lenet", "epochs": 1, "batch_size": 8, "gpus": "cpu",
+            "config": {"pretrained": f"run:{source.pk}"}}  # fmt: skip
+    refused = _as(viewer).post("/api/runs/", body, content_type="application/json")
+    assert refused.status_code == 400 and refused.json() == {"config": [REFUSED]}, refused.json()
+    Run.objects.filter(pk=source.pk).update(project=dataset.project)  # shared into the project
+    started = _as(viewer).post("/api/runs/", body, content_type="application/json")
+    assert started.status_code == 201, started.json()
+    fine_tuned = Run.objects.get(pk=started.json()["id"])
+    assert (fine_tuned.owner, fine_tuned.project, fine_tuned.config["pretrained"]) == (
+        viewer,
+        dataset.project,
+        f"run:{source.pk}",
+    )
+    stranger = _as(other_user).post("/api/runs/", body, content_type="application/json")
+    assert stranger.status_code == 400 and not Run.objects.filter(owner=other_user).exists()
+
+
+def test_it_puts_a_benchmark_on_a_projects_dataset_into_the_project(viewer, shared):
+    dataset = shared[0]
+    grid = {"networks": ["lenet"], "image_size": 28, "gpus": "1", "batch_sizes": "8", "steps": 3}
+    on_dataset = benchmark_submit(owner=viewer, request={**grid, "data": f"dataset:{dataset.pk}"})
+    assert (on_dataset.owner, on_dataset.project) == (viewer, dataset.project)
+    assert benchmark_submit(owner=viewer, request=grid).project is None  # synthetic images: the viewer's alone
+
+
+def test_it_puts_a_new_run_into_the_project_its_request_names_or_none(owner, viewer, other_user, shared, project):
+    def submit(user, dataset, **fields):
+        body = {"dataset": dataset.pk, "network": "lenet", "gpus": "cpu", **fields}
+        return _as(user).post("/api/runs/", body, content_type="application/json")
+
+    on_shared = shared[0]
+    kept_out = submit(viewer, on_shared, project=None)
+    assert kept_out.status_code == 201 and kept_out.json()["project"] is None
+    mine = make_dataset_row(viewer, name="vic's own")
+    put_in = submit(viewer, mine, project="vision-lab")
+    assert put_in.status_code == 201 and put_in.json()["project"] == "vision-lab"
+    for slug in ("no-such-lab", project.slug):  # one that does not exist, one bob is not in: the same answer
+        refused = submit(other_user, make_dataset_row(other_user, name=f"bob's {slug}"), project=slug)
+        assert refused.status_code == 400 and refused.json() == {"project": [f"no project {slug!r} of yours"]}

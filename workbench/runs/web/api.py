@@ -108,6 +108,7 @@ def _run_create(request):
             priority=data["priority"],
             executor=data["executor"],
             nodes=data["nodes"],
+            project=data["project"] if "project" in data else services.DATASETS_PROJECT,
         )
     except RequestError as error:
         raise drf_error(_as_sent(error, request.data)) from None

@@ -164,6 +164,11 @@ class RunCreateSerializer(serializers.Serializer):
         required=False, default=1, min_value=1, max_value=MAX_NODES, help_text="nodes the run spans (Slurm only)"
     )
     priority = PriorityValue(required=False, default=0)
+    project = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=200,
+        help_text="the project it goes into (a slug of one you are a member of), or null for none; "
+        "left out: its dataset's project, when you are a member of it",
+    )  # fmt: skip
     config = serializers.DictField(
         required=False,
         default=dict,

@@ -16,7 +16,7 @@ from workbench.core.commands import command_owner, require_running_workbench
 from workbench.core.errors import RequestError
 from workbench.core.ids import parse_id
 from workbench.runs.models import Run
-from workbench.runs.services import run_submit
+from workbench.runs.services import DATASETS_PROJECT, run_submit
 from workbench.runs.validators import check_priority
 from workbench.weights.files import WeightsError
 from workbench.weights.uploads import weights_upload
@@ -47,6 +47,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--name", default="")
         parser.add_argument("--priority", type=int, default=0, help="-100 to 100, higher first (default 0)")
+        parser.add_argument(
+            "--project", help="the project it goes into (a slug; '' for none); default: its dataset's, for a member"
+        )
         parser.add_argument("--config", type=Path, help="a JSON file of further trainer settings (docs/formats.md)")
         parser.add_argument(
             "--pretrained", help="weights to start from: upload:<id>, run:<id> or run:<id>:last, as the owner may use"
@@ -100,6 +103,7 @@ class Command(BaseCommand):
                 priority=priority,
                 executor=options["executor"],
                 nodes=options["nodes"],
+                project=DATASETS_PROJECT if options["project"] is None else options["project"],
             )
         except RequestError as error:
             raise command_error(error) from None
