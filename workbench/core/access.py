@@ -1,14 +1,17 @@
 """An object socket closes the moment its user may no longer see the object (removed from the
 project it is shared in), instead of streaming on until the browser reconnects.
 
-Removing a member publishes `access.changed` to the user's access group (core.groups); each
-socket of that user reads its row again through the one rule (`still_visible`) and closes with
-4403 when the row is gone from the user's sight. Sockets on the default channel layer join the
+Removing a member, or the directory taking staff away, publishes `access.changed` to the user's
+access group (core.groups); each socket of that user reads the user (staff, active) and its row
+again through the one rule (`still_visible`) and closes with 4403 when the row is gone from the
+user's sight. Sockets on the default channel layer join the
 group there (`AccessWatch`); the run sockets, which have no channel of their own, are told
 through the live layer's fan-out (`AccessRelay`).
 """
 
 from __future__ import annotations
+
+from channels.db import database_sync_to_async
 
 from workbench.core.groups import access_group_name
 
@@ -29,7 +32,7 @@ class AccessWatch:
             await self.channel_layer.group_discard(self.access_group, self.channel_name)
 
     async def access_changed(self, message) -> None:  # core.groups.ACCESS_CHANGED, as Channels names handlers
-        if not await self.still_visible():
+        if not await visible_now(self):
             await self.close(code=ACCESS_REVOKED)
 
     async def still_visible(self) -> bool:  # pragma: no cover - each consumer says
@@ -44,8 +47,19 @@ class AccessRelay:
         self.socket = socket
 
     async def relay(self, text: str) -> None:
-        if not await self.socket.still_visible():
+        if not await visible_now(self.socket):
             await self.socket.close(code=ACCESS_REVOKED)
 
     async def close(self, code: int | None = None) -> None:
         await self.socket.close(code=code)
+
+
+async def visible_now(socket) -> bool:
+    """Whether the socket's row is still in its user's sight, the user read again first: the one
+    the socket connected as may have been staff, or active, then."""
+    user = socket.scope["user"]
+    if user.is_authenticated:
+        await database_sync_to_async(user.refresh_from_db)(fields=["is_staff", "is_active"])
+        if not user.is_active:
+            return False
+    return await socket.still_visible()

@@ -84,6 +84,7 @@ def apply_groups(user, groups: list[str], mapping: GroupMap, *, directory_accoun
                 removed = True
         is_staff = any(group.lower() in mapping.staff for group in groups)
         if directory_account and user.is_staff != is_staff:
+            removed = removed or not is_staff  # what they saw as staff alone, their sockets included
             user.is_staff = is_staff
             user.save(update_fields=["is_staff"])
             audit.record(action="user.staff", actor=user, target_kind="user", target_id=user.pk,

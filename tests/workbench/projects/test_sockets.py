@@ -9,8 +9,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.support.factories import make_dataset_row
 from tests.workbench.test_websocket import session_cookie
 from workbench.core.access import ACCESS_REVOKED
+from workbench.directory.mapping import apply_groups, parse_group_map
 from workbench.projects.models import Project
 from workbench.projects.services import member_remove
 
@@ -63,3 +65,24 @@ def test_it_refuses_a_non_members_sockets(live_server_url, transactional_db, oth
         return refused.value.response.status_code
 
     assert [asyncio.run(attempt(path)) for path in paths] == [403] * len(paths)
+
+
+def test_it_closes_the_sockets_a_user_opened_as_staff_when_the_directory_takes_staff_away(
+    live_server_url, transactional_db, owner, django_user_model
+):
+    dora = django_user_model.objects.create_user("dora", is_staff=True)  # a directory's account: no password
+    cookie = session_cookie(dora)
+    path = f"/ws/datasets/{make_dataset_row(owner, name='alice private').pk}/"  # shared with no one
+
+    async def watch() -> int:
+        socket = await _open(live_server_url, path, cookie)
+        await asyncio.wait_for(socket.recv(), 10)  # staff see it: its state on connect
+        # Her next sign-in finds her out of the admins' group.
+        await asyncio.to_thread(apply_groups, dora, ["vision"], parse_group_map("admins -> staff"),
+                                directory_account=True)  # fmt: skip
+        with pytest.raises(ConnectionClosed):
+            while True:
+                await asyncio.wait_for(socket.recv(), 10)
+        return socket.close_code
+
+    assert asyncio.run(watch()) == ACCESS_REVOKED
