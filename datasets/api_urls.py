@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from datasets import api
+from datasets import api, api_duplicates
 
 urlpatterns = [
     path("", api.dataset_collection, name="api-dataset-list"),
@@ -14,4 +14,5 @@ urlpatterns = [
     path("<int:pk>/rebuild/", api.dataset_rebuild_api, name="api-dataset-rebuild"),
     path("<int:pk>/gallery/", api.dataset_gallery_api, name="api-dataset-gallery"),
     path("<int:pk>/labels/", api.dataset_labels_api, name="api-dataset-labels"),
+    path("<int:pk>/duplicates/", api_duplicates.dataset_duplicates_api, name="api-dataset-duplicates"),
 ]

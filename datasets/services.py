@@ -15,11 +15,14 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 
 from datasets.building import remove_partial_build, this_build
+from datasets.doctor import report as doctor_report
+from datasets.doctor.checks import duplicates_run
 from datasets.events import publish
 from datasets.models import Dataset
-from datasets.tasks import build_dataset
+from datasets.tasks import build_dataset, check_duplicates
 from datasets.uploads import upload_delete
 from workbench.audit import services as audit
+from workbench.core.errors import RequestError
 from workbench.workers.inventory import lost_worker
 from workbench.workers.models import WorkerHost
 
@@ -184,3 +187,27 @@ def dataset_skipped(*, dataset: Dataset, limit: int | None = None) -> list[dict]
         return []
     items = json.loads(path.read_text(encoding="utf-8"))
     return items[:limit] if limit is not None else items
+
+
+# ------------------------------------------------------------------ the data doctor (datasets/doctor)
+
+
+def duplicates_check(*, dataset: Dataset, by) -> bool:
+    """Asks a worker for the dataset's duplicates report (again); False while one is being made."""
+    if dataset.status != Dataset.Status.READY:
+        raise RequestError(None, f"dataset {dataset.pk} is {dataset.status}, not ready")
+    if doctor_report.checking(dataset.path):
+        return False
+    doctor_report.mark_checking(dataset.path)
+    audit.record(action="dataset.check_duplicates", actor=by, target=dataset)
+    pk = dataset.pk
+    transaction.on_commit(lambda: check_duplicates.delay(pk))
+    return True
+
+
+def duplicates_check_now(*, dataset: Dataset, by) -> dict:
+    """The same check in this process (the command line's): its report."""
+    if dataset.status != Dataset.Status.READY:
+        raise RequestError(None, f"dataset {dataset.pk} is {dataset.status}, not ready")
+    audit.record(action="dataset.check_duplicates", actor=by, target=dataset)
+    return duplicates_run(dataset_id=dataset.pk) or {}

@@ -12,4 +12,5 @@ urlpatterns = [
     path("<int:pk>/cancel/", views.dataset_cancel_view, name="dataset-cancel"),
     path("<int:pk>/rebuild/", views.dataset_rebuild_view, name="dataset-rebuild"),
     path("<int:pk>/delete/", views.dataset_delete_view, name="dataset-delete"),
+    path("<int:pk>/duplicates/", views.dataset_duplicates_check_view, name="dataset-check-duplicates"),
 ]

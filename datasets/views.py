@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from datasets.archives import ArchiveError
+from datasets.doctor.checks import duplicates_for_page
 from datasets.forms import DatasetForm
 from datasets.labels import LabelError
 from datasets.labels.registry import format_choices, reads_label_files
@@ -21,9 +22,11 @@ from datasets.services import (
     dataset_delete,
     dataset_rebuild,
     dataset_skipped,
+    duplicates_check,
 )
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text, resize_modes_by_task, resize_modes_for
+from workbench.core.errors import RequestError
 from workbench.projects.selectors import filtered_by_query
 
 SKIPPED_ON_PAGE = 500
@@ -151,6 +154,7 @@ def dataset_detail(request, pk: int):
         "label_data": dataset_labels(dataset) if reads_label_files(dataset.task) else None,
         "counts_title": dataset.task_row.counts_title,
         "source_words": _source_words(dataset),
+        "duplicates": duplicates_for_page(dataset),
     }
     return render(request, "datasets/dataset_detail.html", context)
 
@@ -209,3 +213,18 @@ def dataset_delete_view(request, pk: int):
             return redirect("dataset-list")
     status = 409 if (request.method == "POST" and runs) else 200
     return render(request, "datasets/dataset_delete.html", {"dataset": dataset, "runs": runs}, status=status)
+
+
+@require_POST
+def dataset_duplicates_check_view(request, pk: int):
+    dataset = dataset_for(request.user, pk)
+    try:
+        asked = duplicates_check(dataset=dataset, by=request.user)
+    except RequestError as error:
+        messages.error(request, "; ".join(text for _, text in error.errors))
+        return redirect("dataset-detail", pk=dataset.pk)
+    if asked:
+        messages.success(request, "A worker checks the dataset for duplicates and leaks; the report appears here.")
+    else:
+        messages.info(request, "The dataset is being checked already.")
+    return redirect("dataset-detail", pk=dataset.pk)

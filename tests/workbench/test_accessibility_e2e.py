@@ -76,6 +76,7 @@ NOT_PAGES: dict[str, str] = {
     "dataset-skipped": "JSON download",
     "dataset-cancel": "POST only",
     "dataset-rebuild": "POST only",
+    "dataset-check-duplicates": "POST only",
     "inference-job-csv": "CSV download",
     "inference-mistake": "PNG",
     "inference-top": "PNG",
