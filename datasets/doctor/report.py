@@ -12,7 +12,10 @@ import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from datasets.doctor.duplicates import find_pairs, fingerprint
 from datasets.gallery import thumbnail_data_url
@@ -20,14 +23,15 @@ from trainer.datum import DatumError, DatumLMDB, decode_datum
 
 SPLITS = ("train", "val", "test")
 MAX_PAIRS = 2000
+MAX_IMAGES = 200_000
 REPORT = Path("doctor") / "duplicates.json"
 # A check that began this long ago and wrote nothing died with its worker: it may be asked again.
 CHECK_EXPIRES_SECONDS = 3600
 
 
-def _records(folder: Path) -> tuple[list[dict], list]:
-    """(where each image is: split, index, key, label) and the images as HxWxC arrays, in order."""
-    places, images = [], []
+def _records(folder: Path, places: list[dict]) -> Iterator[np.ndarray]:
+    """The stored images as HxWxC arrays, one at a time (a large dataset is never held whole),
+    appending where each one is (split, index, key, label) to `places` as it goes."""
     for split in SPLITS:
         path = folder / f"{split}_db"
         if not (path / "data.mdb").is_file():
@@ -37,17 +41,33 @@ def _records(folder: Path) -> tuple[list[dict], list]:
             for index, key in enumerate(db.keys()):
                 chw, label = decode_datum(db.raw(index), key=key)
                 places.append({"split": split, "index": index, "key": key.decode("ascii", "replace"), "label": label})
-                images.append(chw.transpose(1, 2, 0))
+                yield chw.transpose(1, 2, 0)
         finally:
             db.close()
-    return places, images
+
+
+def _count(folder: Path) -> int:
+    total = 0
+    for split in SPLITS:
+        path = folder / f"{split}_db"
+        if (path / "data.mdb").is_file():
+            db = DatumLMDB(path)
+            try:
+                total += db.entries()
+            finally:
+                db.close()
+    return total
 
 
 def scan(folder: Path) -> dict:
     """The report of the dataset in `folder` (a built dataset's)."""
     started = time.monotonic()
-    places, images = _records(folder)
-    pairs = find_pairs(fingerprint(images))
+    count = _count(folder)
+    if count > MAX_IMAGES:
+        # Every image is compared with every other: 200,000 images are 2 x 10^10 comparisons.
+        return {"error": f"{count:,} images: the check compares every pair, and is offered up to {MAX_IMAGES:,}"}
+    places: list[dict] = []
+    pairs = find_pairs(fingerprint(_records(folder, places)))
     rows = [
         {"kind": pair.kind, "bits": pair.bits, "correlation": pair.correlation,
          "a": places[pair.first], "b": places[pair.second]}
@@ -56,7 +76,7 @@ def scan(folder: Path) -> dict:
     rows.sort(key=lambda row: row["a"]["split"] == row["b"]["split"])  # leaks first; stable otherwise
     counts = Counter("-".join(sorted((row["a"]["split"], row["b"]["split"]), key=SPLITS.index)) for row in rows)
     return {
-        "images": len(images),
+        "images": len(places),
         "pairs_total": len(rows),
         "leaks": sum(row["a"]["split"] != row["b"]["split"] for row in rows),
         "exact": sum(row["kind"] == "exact" for row in rows),

@@ -182,8 +182,8 @@ class Allocation:
 
 def allocations(job_ids: Iterable[str]) -> dict[str, list[Allocation]] | None:
     """sacct's records of the jobs' allocations, every time each ran (--duplicates), by job id;
-    None where the cluster keeps no accounting. GPUs are counted where slurm.conf's
-    AccountingStorageTRES names gres/gpu."""
+    None where the cluster keeps no accounting, {} while its accounting does not answer. GPUs
+    are counted where slurm.conf's AccountingStorageTRES names gres/gpu."""
     ids = ",".join(sorted(set(job_ids)))
     if not ids:
         return {}
@@ -192,9 +192,16 @@ def allocations(job_ids: Iterable[str]) -> dict[str, list[Allocation]] | None:
             ["sacct", "--noheader", "--parsable2", "--allocations", "--duplicates", f"--jobs={ids}"]
             + ["--format=JobID,State,Start,End,ElapsedRaw,AllocTRES"]
         )
-    except SlurmError as error:  # "Slurm accounting storage is disabled"
-        log.info("sacct: %s", error)
-        return None
+    except SlurmError as error:
+        if "disabled" in str(error).lower():  # "Slurm accounting storage is disabled"
+            return None
+        log.warning("sacct: %s", error)
+        return {}
+    except SlurmUnavailable as error:
+        # slurmdbd or its database down ("connection refused" is not the controller's here):
+        # nothing is known now, and nothing is decided on it; the controller may be fine.
+        log.warning("sacct: %s", error)
+        return {}
     found: dict[str, list[Allocation]] = {}
     for job_id, state, start, end, elapsed, tres in _rows(out, 6):
         gpus = None

@@ -37,3 +37,11 @@ def test_it_reports_a_leak_between_splits_first_and_counts_per_pair_of_splits(le
     assert (leak["a"]["split"], leak["a"]["index"], leak["b"]["split"], leak["b"]["index"]) == ("train", 7, "val", 10)
     assert (copy["kind"], copy["a"]["index"], copy["b"]["index"]) == ("exact", 3, 30)
     assert leak["a"]["key"] == "00000007_1" and leak["a"]["label"] == 1
+
+
+@pytest.mark.django_db
+def test_it_declines_a_dataset_too_large_to_compare_every_pair_with_the_reason(leaky_dataset, monkeypatch):
+    monkeypatch.setattr(report, "MAX_IMAGES", 41)
+    assert report.scan(leaky_dataset.path) == {
+        "error": "42 images: the check compares every pair, and is offered up to 41"
+    }

@@ -102,3 +102,9 @@ def test_it_says_when_the_cluster_keeps_no_accounting(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert commands.allocations(["21"]) is None
     assert commands.allocations([]) == {}
+
+
+def test_it_decides_nothing_while_the_accounting_does_not_answer(tmp_path, monkeypatch):
+    fake_tool(tmp_path, "sacct", "echo 'sacct: error: Problem talking to the database: Connection refused' >&2; exit 1")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert commands.allocations(["21"]) == {}  # not None: the estimates wait for it
