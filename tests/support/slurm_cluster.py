@@ -270,11 +270,15 @@ class SlurmCluster:
         return all(states.get(node, "").startswith(("idle", "mix", "alloc")) for node in NODES)
 
     def start(self) -> SlurmCluster:
-        self.write_config()
-        self.start_munge()
-        self.start_accounting()
-        self.start_controller()
-        self.start_nodes()
+        try:
+            self.write_config()
+            self.start_munge()
+            self.start_accounting()
+            self.start_controller()
+            self.start_nodes()
+        except BaseException:  # pytest.fail's is no Exception: no daemon outlives a start that failed
+            self.stop()
+            raise
         return self
 
     def cancel_all(self) -> None:
