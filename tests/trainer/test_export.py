@@ -248,3 +248,15 @@ def test_it_writes_a_detector_readme_that_rebuilds_the_trained_detectors_sizes(n
     exec(code, scope)  # the README's builder, as a user runs it
     rebuilt, trained = scope["model"].transform, detector.model.transform
     assert (rebuilt.min_size, rebuilt.max_size) == (trained.min_size, trained.max_size)
+
+
+def test_it_compares_a_detectors_boxes_whatever_order_equal_scores_come_in():
+    from trainer.tasks.detection_export import _compare
+
+    boxes = np.array([[0.0, 0.0, 10.0, 10.0], [20.0, 20.0, 30.0, 30.0]], dtype=np.float32)
+    want = [{"boxes": torch.tensor(boxes), "scores": torch.tensor([0.5, 0.5]), "labels": torch.tensor([1, 1])}]
+    swapped = [{"boxes": boxes[::-1].copy(), "scores": np.array([0.5, 0.5], np.float32), "labels": np.array([1, 1])}]
+    assert _compare(swapped, want, "ONNX")["max_box_diff"] == 0.0  # NMS may order ties either way
+    moved = [{"boxes": boxes + np.float32(6.0), "scores": np.array([0.5, 0.5], np.float32), "labels": np.array([1, 1])}]
+    with pytest.raises(RuntimeError, match="disagrees with PyTorch: boxes 6 px"):
+        _compare(moved, want, "ONNX")

@@ -94,6 +94,25 @@ def _reference(detector: Detector, x: torch.Tensor) -> list[dict[str, torch.Tens
     return [{k: v.float() if k != "labels" else v for k, v in d.items()} for d in detector.model(list(x))]
 
 
+def _closest(g: dict, keep_g: np.ndarray, w: dict, keep_w: np.ndarray, what: str) -> tuple[float, float]:
+    """The worst box and score difference from each of PyTorch's boxes to the other model's
+    closest box of the same class. Not position by position: boxes of equal scores (an untrained
+    detector scores many alike) may come out of NMS in either order, and paired by position two
+    right answers looked 5 px apart."""
+    got_boxes, got_scores, got_labels = g["boxes"][keep_g], g["scores"][keep_g], g["labels"][keep_g]
+    want_boxes, want_scores = w["boxes"].numpy()[keep_w], w["scores"].numpy()[keep_w]
+    worst_box = worst_score = 0.0
+    for box, score, label in zip(want_boxes, want_scores, w["labels"].numpy()[keep_w], strict=True):
+        same = got_labels == label
+        if not same.any():
+            raise RuntimeError(f"the {what} model gives other classes than PyTorch")
+        distance = np.abs(got_boxes[same] - box).max(axis=1)
+        nearest = int(distance.argmin())
+        worst_box = max(worst_box, float(distance[nearest]))
+        worst_score = max(worst_score, float(abs(got_scores[same][nearest] - score)))
+    return worst_box, worst_score
+
+
 def _compare(got: list[dict[str, np.ndarray]], want: list[dict[str, torch.Tensor]], what: str) -> dict:
     worst_box = worst_score = 0.0
     for g, w in zip(got, want, strict=True):
@@ -103,10 +122,8 @@ def _compare(got: list[dict[str, np.ndarray]], want: list[dict[str, torch.Tensor
                 f"the {what} model finds {int(keep_g.sum())} boxes where PyTorch finds {int(keep_w.sum())}"
             )
         if keep_w.any():
-            worst_box = max(worst_box, float(np.abs(g["boxes"][keep_g] - w["boxes"].numpy()[keep_w]).max()))
-            worst_score = max(worst_score, float(np.abs(g["scores"][keep_g] - w["scores"].numpy()[keep_w]).max()))
-            if not (g["labels"][keep_g] == w["labels"].numpy()[keep_w]).all():
-                raise RuntimeError(f"the {what} model gives other classes than PyTorch")
+            box, score = _closest(g, keep_g, w, keep_w, what)
+            worst_box, worst_score = max(worst_box, box), max(worst_score, score)
     if worst_box > BOX_TOLERANCE or worst_score > SCORE_TOLERANCE:
         raise RuntimeError(
             f"the {what} model disagrees with PyTorch: boxes {worst_box:.3g} px, scores {worst_score:.3g}"
