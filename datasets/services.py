@@ -192,10 +192,14 @@ def dataset_skipped(*, dataset: Dataset, limit: int | None = None) -> list[dict]
 # ------------------------------------------------------------------ the data doctor (datasets/doctor)
 
 
-def duplicates_check(*, dataset: Dataset, by) -> bool:
-    """Asks a worker for the dataset's duplicates report (again); False while one is being made."""
+def _require_ready(dataset: Dataset) -> None:
     if dataset.status != Dataset.Status.READY:
         raise RequestError(None, f"dataset {dataset.pk} is {dataset.status}, not ready")
+
+
+def duplicates_check(*, dataset: Dataset, by) -> bool:
+    """Asks a worker for the dataset's duplicates report (again); False while one is being made."""
+    _require_ready(dataset)
     if doctor_report.checking(dataset.path):
         return False
     doctor_report.mark_checking(dataset.path)
@@ -207,7 +211,6 @@ def duplicates_check(*, dataset: Dataset, by) -> bool:
 
 def duplicates_check_now(*, dataset: Dataset, by) -> dict:
     """The same check in this process (the command line's): its report."""
-    if dataset.status != Dataset.Status.READY:
-        raise RequestError(None, f"dataset {dataset.pk} is {dataset.status}, not ready")
+    _require_ready(dataset)
     audit.record(action="dataset.check_duplicates", actor=by, target=dataset)
     return duplicates_run(dataset_id=dataset.pk) or {}

@@ -149,13 +149,13 @@ def settle_from_sacct(*, slurm_job_id: str, allocations: list[Allocation] | None
         estimates = GpuUsage.objects.select_for_update().filter(
             slurm_job_id=slurm_job_id, accounted_by=GpuUsage.AccountedBy.ESTIMATE
         )
-        first = estimates.first()
-        if first is None:  # another follower settled it first
+        rows = list(estimates)  # read once, every row locked (first() locked one)
+        if not rows:  # another follower settled it first
             return
         if allocations is None:
             estimates.update(accounted_by=GpuUsage.AccountedBy.WORKBENCH)
             return
-        gpus_seen = max(row.gpus for row in estimates)
+        first, gpus_seen = rows[0], max(row.gpus for row in rows)
         estimates.delete()
         for allocation in allocations:
             gpus = gpus_seen if allocation.gpus is None else allocation.gpus

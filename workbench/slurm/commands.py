@@ -192,12 +192,9 @@ def allocations(job_ids: Iterable[str]) -> dict[str, list[Allocation]] | None:
             ["sacct", "--noheader", "--parsable2", "--allocations", "--duplicates", f"--jobs={ids}"]
             + ["--format=JobID,State,Start,End,ElapsedRaw,AllocTRES"]
         )
-    except SlurmError as error:
-        if "disabled" in str(error).lower():  # "Slurm accounting storage is disabled"
+    except (SlurmError, SlurmUnavailable) as error:
+        if isinstance(error, SlurmError) and "disabled" in str(error).lower():  # "accounting storage is disabled"
             return None
-        log.warning("sacct: %s", error)
-        return {}
-    except SlurmUnavailable as error:
         # slurmdbd or its database down ("connection refused" is not the controller's here):
         # nothing is known now, and nothing is decided on it; the controller may be fine.
         log.warning("sacct: %s", error)
