@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from datasets import api, api_duplicates
+from datasets import api, api_duplicates, api_versions
 
 urlpatterns = [
     path("", api.dataset_collection, name="api-dataset-list"),
@@ -15,4 +15,6 @@ urlpatterns = [
     path("<int:pk>/gallery/", api.dataset_gallery_api, name="api-dataset-gallery"),
     path("<int:pk>/labels/", api.dataset_labels_api, name="api-dataset-labels"),
     path("<int:pk>/duplicates/", api_duplicates.dataset_duplicates_api, name="api-dataset-duplicates"),
+    path("<int:pk>/versions/", api_versions.dataset_versions_api, name="api-dataset-versions"),
+    path("<int:pk>/versions/<int:number>/", api_versions.dataset_version_api, name="api-dataset-version"),
 ]

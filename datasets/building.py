@@ -31,6 +31,7 @@ from datasets.models import Dataset
 from datasets.names import os_error_text, readable, without_paths
 from datasets.sources import Plan, SourceError, SplitOptions, plan_folder, plan_text_lists, unwrap_single_folder
 from datasets.uploads import upload_delete
+from datasets.versions import first_version, write_records
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ def _build_into(dataset: Dataset, temp: Path, scratch: Path, internal: dict[str,
 
 def _publish_folder(dataset: Dataset, temp: Path, result: BuildResult, skipped: list[dict]) -> None:
     """Rename the finished folder into place and mark the row ready, unless this try lost it."""
+    write_records(temp)  # each record's digest: version 1's, and what later versions are told by
     size = _folder_size(temp)
     final = dataset.path
     if final.exists():
@@ -187,7 +189,10 @@ def _publish_folder(dataset: Dataset, temp: Path, result: BuildResult, skipped: 
     )
     if not finished:  # cancelled or deleted between the last check and now
         shutil.rmtree(final, ignore_errors=True)
-    elif dataset.kind == Dataset.Kind.ARCHIVE and dataset.source.get("upload"):
+        return
+    dataset.refresh_from_db()
+    first_version(dataset)
+    if dataset.kind == Dataset.Kind.ARCHIVE and dataset.source.get("upload"):
         upload_delete(user_id=dataset.owner_id, token=dataset.source["upload"])
 
 

@@ -168,3 +168,48 @@ class Dataset(OwnedModel):
             row["total"] = row["train"] + row["val"] + row["test"]
             rows.append(row)
         return rows
+
+
+class DatasetVersion(OwnedModel):
+    """An immutable state of a dataset's images and labels (docs/design.md, "Dataset versions"):
+    version 1 is the build; each later one is its parent with fixes (datasets/versions.py).
+    Seen and changed by whoever may see and change its dataset."""
+
+    owner_field = "dataset__owner"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    # trainer.versions.version_digest: of the images and labels it holds, whatever led to them.
+    digest = models.CharField(max_length=32)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The fixes made on the parent, as validated (datasets.validators.clean_fixes).
+    fixes = models.JSONField(default=list, blank=True)
+    # Dataset.splits' shape: {"train": {"count": n, "class_counts": [...]}, ...}
+    splits = models.JSONField(default=dict, blank=True)
+    note = models.CharField(max_length=300, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["dataset", "number"]
+        constraints = [models.UniqueConstraint(fields=["dataset", "number"], name="one_number_per_dataset_version")]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name} v{self.number}"
+
+    @property
+    def path(self) -> Path:
+        """The folder its runs train from: the build's for version 1."""
+        if self.number == 1:
+            return self.dataset.path
+        return self.dataset.path / "versions" / str(self.number)
+
+    @property
+    def short_digest(self) -> str:
+        return self.digest[:12]
+
+    @property
+    def image_count(self) -> int:
+        return sum(int(s.get("count", 0)) for s in (self.splits or {}).values())

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from datasets.models import Dataset
+from datasets.versions import first_version
 from workbench.core.ownership import row_to_change
 
 
@@ -54,3 +55,16 @@ def dataset_labels(dataset: Dataset) -> dict:
         if dataset.status == Dataset.Status.READY and path.is_file():
             out[key] = json.loads(path.read_text(encoding="utf-8"))
     return out
+
+
+def versions_of(dataset: Dataset) -> list:
+    """The dataset's versions, oldest first, each with `run_count` (runs trained on it); version 1
+    (the build) is made here for a dataset built before versions existed."""
+    if dataset.status == Dataset.Status.READY:
+        first_version(dataset)
+    return list(dataset.versions.annotate(run_count=Count("runs")).order_by("number"))
+
+
+def version_of(dataset: Dataset, number: int):
+    """The dataset's version `number`, or Http404."""
+    return get_object_or_404(dataset.versions, number=number)

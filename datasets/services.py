@@ -14,13 +14,15 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
+from datasets import versions
 from datasets.building import remove_partial_build, this_build
 from datasets.doctor import report as doctor_report
 from datasets.doctor.checks import duplicates_run
 from datasets.events import publish
-from datasets.models import Dataset
+from datasets.models import Dataset, DatasetVersion
 from datasets.tasks import build_dataset, check_duplicates
 from datasets.uploads import upload_delete
+from datasets.validators import clean_fixes
 from workbench.audit import services as audit
 from workbench.core.errors import RequestError
 from workbench.workers.inventory import lost_worker
@@ -214,3 +216,101 @@ def duplicates_check_now(*, dataset: Dataset, by) -> dict:
     _require_ready(dataset)
     audit.record(action="dataset.check_duplicates", actor=by, target=dataset)
     return duplicates_run(dataset_id=dataset.pk) or {}
+
+
+# ------------------------------------------------------------------ dataset versions (datasets/versions.py)
+
+
+class VersionInUse(Exception):
+    """Deleting a version is refused because runs trained on it."""
+
+
+def _latest_version(dataset: Dataset) -> DatasetVersion:
+    if versions.first_version(dataset) is None:
+        raise RequestError(None, f"dataset {dataset.pk}'s build cannot be read: build it again")
+    return dataset.versions.order_by("-number").first()
+
+
+def version_create(
+    *, dataset: Dataset, by, fixes, base: DatasetVersion | None = None, note: str = ""
+) -> DatasetVersion:
+    """A new version: `base` (by default the latest) with `fixes` (datasets.validators.clean_fixes);
+    its folder is written whole before its row exists. RequestError names a fix that cannot be
+    made, and a version that would hold what an existing one holds."""
+    _require_ready(dataset)
+    cleaned = clean_fixes(fixes, task=dataset.task, labels=dataset.labels or [])
+    with transaction.atomic():
+        # Numbers are taken one at a time per dataset (a lock on its row; SQLite's writer lock).
+        Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
+        latest = _latest_version(dataset)
+        base = base or latest
+        records = versions.records_of(dataset)
+        contents = versions.apply_fixes(
+            versions.contents_of(base, records), cleaned, records=records, number=base.number
+        )
+        digest = versions.digest_of(contents, records)
+        same = dataset.versions.filter(digest=digest).first()
+        if same is not None:
+            raise RequestError("fixes", f"version {same.number} already holds exactly these images and labels")
+        splits = versions.split_counts(contents, records, classes=len(dataset.labels or []), task=dataset.task)
+        if "train" not in splits:
+            raise RequestError("fixes", "the version would have no training images")
+        number = latest.number + 1
+        versions.write_folder(dataset, number, contents, splits)
+        version = DatasetVersion.objects.create(
+            dataset=dataset, number=number, digest=digest, parent=base, fixes=cleaned, splits=splits,
+            note=note[:300], created_by=by,
+        )  # fmt: skip
+        after = {"version": number, "from": base.number, "digest": digest, "fixes": len(cleaned)}
+        audit.record(action="dataset.version", actor=by, target=dataset, after=after)
+    return version
+
+
+def version_drop_leaks(*, dataset: Dataset, by) -> DatasetVersion:
+    """A new version without the training split's copies of validation and test images, as the
+    duplicates report lists them (datasets/doctor), from the latest version."""
+    _require_ready(dataset)
+    found = doctor_report.read(dataset.path)
+    if not found or "error" in found:
+        raise RequestError(None, "check the dataset for duplicates first: its report lists the leaks")
+    latest = _latest_version(dataset)
+    where = versions.contents_of(latest).where()
+    drops = {}
+    for pair in found.get("pairs", []):
+        a, b = (pair["a"]["split"], pair["a"]["index"]), (pair["b"]["split"], pair["b"]["index"])
+        for copy, original in ((a, b), (b, a)):
+            if where.get(copy) == "train" and where.get(original) in ("val", "test"):
+                drops[copy] = {"op": "drop", "split": copy[0], "index": copy[1]}
+    if not drops:
+        raise RequestError(
+            None, f"version {latest.number}'s training split holds no copy of a validation or test image"
+        )
+    listed = sum(1 for pair in found.get("pairs", []) if pair["a"]["split"] != pair["b"]["split"])
+    more = (
+        f" (the report lists {listed:,} of its {found.get('leaks', 0):,} leaks)"
+        if found.get("leaks", 0) > listed
+        else ""
+    )
+    note = f"dropped {len(drops)} training copies of validation and test images{more}"
+    return version_create(dataset=dataset, by=by, fixes=list(drops.values()), base=latest, note=note)
+
+
+def version_delete(*, dataset: Dataset, version: DatasetVersion, by) -> None:
+    """Deletes a version and its folder; refused for the build itself and while runs use it."""
+    if version.number == 1:
+        raise RequestError(None, "version 1 is the build itself: delete the dataset instead")
+    runs = list(version.runs.select_related("owner"))
+    if runs:
+        count = len(runs)
+        runs_use = f"{count} run trained" if count == 1 else f"{count} runs trained"
+        raise VersionInUse(
+            f"{runs_use} on version {version.number} ({_whose(runs, dataset)}); they must be deleted first"
+        )
+    before = {"version": version.number, "digest": version.digest}
+    try:
+        with transaction.atomic():
+            version.delete()
+            audit.record(action="dataset.version_delete", actor=by, target=dataset, before=before)
+    except ProtectedError as exc:  # a run was created meanwhile
+        raise VersionInUse(f"a run uses version {version.number}; it must be deleted first") from exc
+    versions.remove_folder(version)

@@ -13,4 +13,6 @@ urlpatterns = [
     path("<int:pk>/rebuild/", views.dataset_rebuild_view, name="dataset-rebuild"),
     path("<int:pk>/delete/", views.dataset_delete_view, name="dataset-delete"),
     path("<int:pk>/duplicates/", views.dataset_duplicates_check_view, name="dataset-check-duplicates"),
+    path("<int:pk>/duplicates/drop-leaks/", views.dataset_drop_leaks_view, name="dataset-drop-leaks"),
+    path("<int:pk>/versions/<int:number>/delete/", views.dataset_version_delete_view, name="dataset-version-delete"),
 ]

@@ -20,7 +20,10 @@ from datasets.labels.files import within_roots
 from datasets.labels.registry import FORMAT_TASK, LABEL_TASKS, reads_label_files
 from datasets.preview import archive_member_names, source_classes
 from datasets.sources import SourceError
-from trainer.protocol import CLASSIFICATION, TASKS
+from datasets.versions import first_version
+from trainer.messages import shown
+from trainer.protocol import CLASSIFICATION, TASK_TRAITS, TASKS
+from workbench.core.errors import RequestError
 from workbench.core.numbers import NumberError, bounded_number
 
 # Images per class, as the build's options store them (a 32-bit column: a larger number was a 500
@@ -231,3 +234,74 @@ def validate_label_source(
         counts = ", ".join(f"{n} {kind}" for kind, n in check["report"]["counts"].items())
         raise ValidationError(f"no usable annotated image in the source ({counts or 'no images'})")
     return check
+
+
+FIX_OPS = ("drop", "relabel", "move")
+MAX_FIXES = 100_000
+FIX_SPLITS = ("train", "val", "test")
+
+
+def _fix_index(value, where: str):
+    if type(value) is not int or value < 0:
+        raise RequestError(where, f"{shown(value)} is not an image's index (a whole number, 0 or more)")
+    return value
+
+
+def clean_fixes(raw, *, task: str, labels: list[str]) -> list[dict]:
+    """Fixes for a new dataset version, as the API, the pages and the command send them: a list
+    of {"op": "drop" | "relabel" | "move", "split", "index"} naming an image by its place in the
+    build (what the duplicates report and the suspects list name), with "label" (a class index or
+    name; classification only) to relabel and "to" (a split) to move. RequestError names the fix."""
+    if not isinstance(raw, list) or not raw:
+        raise RequestError("fixes", "give a list of fixes, each {op, split, index[, label | to]}")
+    if len(raw) > MAX_FIXES:
+        raise RequestError("fixes", f"{len(raw):,} fixes; at most {MAX_FIXES:,} make one version")
+    cleaned = []
+    for number, fix in enumerate(raw):
+        where = f"fixes.{number}"
+        if not isinstance(fix, dict):
+            raise RequestError(where, "each fix is an object {op, split, index[, label | to]}")
+        op = fix.get("op")
+        if op not in FIX_OPS:
+            raise RequestError(f"{where}.op", f"{shown(op)} is not one of {', '.join(FIX_OPS)}")
+        split = fix.get("split")
+        if split not in FIX_SPLITS:
+            raise RequestError(f"{where}.split", f"{shown(split)} is not one of {', '.join(FIX_SPLITS)}")
+        item = {"op": op, "split": split, "index": _fix_index(fix.get("index"), f"{where}.index")}
+        if op == "relabel":
+            if TASK_TRAITS[task].targets_db:  # boxes or a mask, not one label in the image's record
+                raise RequestError(f"{where}.op", f"a {task} dataset's images have no one label to change")
+            item["label"] = _fix_label(fix.get("label"), labels, f"{where}.label")
+        if op == "move":
+            to = fix.get("to")
+            if to not in FIX_SPLITS or to == split:
+                others = ", ".join(s for s in FIX_SPLITS if s != split)
+                raise RequestError(f"{where}.to", f"{shown(to)} is not another split ({others})")
+            item["to"] = to
+        unknown = set(fix) - {"op", "split", "index", "label", "to"}
+        if unknown:
+            raise RequestError(where, f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        cleaned.append(item)
+    return cleaned
+
+
+def _fix_label(value, labels: list[str], where: str) -> int:
+    if isinstance(value, str) and value in labels:
+        return labels.index(value)
+    if type(value) is int and 0 <= value < len(labels):
+        return value
+    raise RequestError(where, f"{shown(value)} is not one of the dataset's {len(labels)} classes (an index or a name)")
+
+
+def version_to_train_on(dataset, number):
+    """The dataset's version `number` (a run's `dataset_version`); RequestError names the ones it has."""
+    if type(number) is not int or number < 1:
+        raise RequestError("dataset_version", f"{shown(number)} is not a version number (1, 2, ...)")
+    if number == 1 and dataset.status == dataset.Status.READY:
+        first_version(dataset)  # a dataset built before versions existed
+    version = dataset.versions.filter(number=number).first()
+    if version is None:
+        numbers = list(dataset.versions.values_list("number", flat=True))
+        has = f"its versions: {', '.join(map(str, numbers))}" if numbers else "it is not built yet"
+        raise RequestError("dataset_version", f"dataset {dataset.name!r} has no version {number} ({has})")
+    return version

@@ -14,15 +14,26 @@ from datasets.labels import LabelError
 from datasets.labels.registry import format_choices, reads_label_files
 from datasets.models import Dataset
 from datasets.preview import cap_proposal, resize_preview
-from datasets.selectors import dataset_for, dataset_labels, dataset_runs_for, dataset_to_change, datasets_visible_to
+from datasets.selectors import (
+    dataset_for,
+    dataset_labels,
+    dataset_runs_for,
+    dataset_to_change,
+    datasets_visible_to,
+    version_of,
+    versions_of,
+)
 from datasets.services import (
     DatasetInUse,
+    VersionInUse,
     dataset_cancel,
     dataset_create,
     dataset_delete,
     dataset_rebuild,
     dataset_skipped,
     duplicates_check,
+    version_delete,
+    version_drop_leaks,
 )
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text, resize_modes_by_task, resize_modes_for
@@ -155,6 +166,7 @@ def dataset_detail(request, pk: int):
         "counts_title": dataset.task_row.counts_title,
         "source_words": _source_words(dataset),
         "duplicates": duplicates_for_page(dataset),
+        "versions": versions_of(dataset),
     }
     return render(request, "datasets/dataset_detail.html", context)
 
@@ -221,10 +233,40 @@ def dataset_duplicates_check_view(request, pk: int):
     try:
         asked = duplicates_check(dataset=dataset, by=request.user)
     except RequestError as error:
-        messages.error(request, "; ".join(text for _, text in error.errors))
+        messages.error(request, _said(error))
         return redirect("dataset-detail", pk=dataset.pk)
     if asked:
         messages.success(request, "A worker checks the dataset for duplicates and leaks; the report appears here.")
     else:
         messages.info(request, "The dataset is being checked already.")
+    return redirect("dataset-detail", pk=dataset.pk)
+
+
+def _said(error: RequestError) -> str:
+    return "; ".join(text for _, text in error.errors)
+
+
+@require_POST
+def dataset_drop_leaks_view(request, pk: int):
+    dataset = dataset_to_change(request.user, pk)
+    try:
+        version = version_drop_leaks(dataset=dataset, by=request.user)
+    except RequestError as error:
+        messages.error(request, _said(error))
+    else:
+        messages.success(request, f"Version {version.number} made: {version.note}. New runs train on it.")
+    return redirect("dataset-detail", pk=dataset.pk)
+
+
+@require_POST
+def dataset_version_delete_view(request, pk: int, number: int):
+    dataset = dataset_to_change(request.user, pk)
+    try:
+        version_delete(dataset=dataset, version=version_of(dataset, number), by=request.user)
+    except RequestError as error:
+        messages.error(request, _said(error))
+    except VersionInUse as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Version {number} was deleted.")
     return redirect("dataset-detail", pk=dataset.pk)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from trainer.datum import DatumError, DatumLMDB, decode_datum, read_mean_blobproto
 from trainer.protocol import CLASSIFICATION, TASK_TRAITS, TASKS
+from trainer.versions import OverlayError, SplitOverlay, read_overlay
 
 FORMAT_VERSION = 1
 RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
@@ -38,6 +39,8 @@ class SplitInfo:
     # `<split>_names.json`: each image's source path in key order, where the build knew it (not
     # for imported LMDBs); a test's galleries name the images by it.
     names: Path | None = None
+    # A dataset version's split (trainer/versions.py): which of the build's images it holds.
+    overlay: SplitOverlay | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,12 @@ def _from_json(root: Path) -> DatasetInfo:
     }
     if "train" not in splits:
         raise DatasetFolderError(f"{where}: no train split")
+    if meta.get("overlay"):
+        try:
+            overlays = read_overlay(root, str(meta["overlay"]))
+        except OverlayError as exc:
+            raise DatasetFolderError(str(exc)) from None
+        splits = {split: replace(info, overlay=overlays.get(split)) for split, info in splits.items()}
     mean = meta.get("mean") or {}
 
     def mean_path(kind: str) -> Path | None:
@@ -189,6 +198,7 @@ _KNOWN_KEYS = {
     "splits",
     "mean",
     "task",
+    "overlay",
 }
 
 

@@ -77,6 +77,7 @@ def objects(owner):
         "searches": search.pk,
         "pretrained": weights.pk,
         "datasets": dataset.pk,
+        "versions": 1,
         "runs": run.pk,
         "jobs": job.pk,
         "uploads": upload_start(user_id=owner.pk, filename="a.zip", size=10),

@@ -12,11 +12,11 @@ from torch import nn
 from trainer.config import NETWORKS, TrainConfig
 from trainer.data import LMDBImageDataset, Normalize, mean_tensor, weights_normalize
 from trainer.dataset_folder import DatasetInfo
-from trainer.datum import DatumLMDB
 from trainer.networks import InputSpec, build_model
 from trainer.preprocess import uint8_batch
 from trainer.protocol import CLASSIFICATION, TASK_METRICS, TASK_TRAITS
 from trainer.tasks.base import model_from_state
+from trainer.versions import open_images
 
 
 class TopK:
@@ -56,7 +56,7 @@ class ClassificationTask:
         return build_model(name, spec)
 
     def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> LMDBImageDataset:
-        db = DatumLMDB(info.splits[split].db)
+        db = open_images(info.splits[split])
         if not train:
             return LMDBImageDataset(db, crop_size=cfg.data.crop_size)
         flips = {"hflip": cfg.data.random_flip, "vflip": cfg.data.vertical_flip}

@@ -31,6 +31,7 @@ from trainer.preprocess import uint8_batch
 from trainer.protocol import DETECTION, TASK_METRICS, TASK_NETWORKS, TASK_TRAITS
 from trainer.targets import decode_boxes
 from trainer.tasks.base import as_rgb, image_tensor, model_from_state, seeded, with_seed
+from trainer.versions import OverlaidLMDB, open_images, open_targets
 
 # Below this score a detection does not count as one in the run's words ("no box scored above").
 SCORE_FLOOR = 0.05
@@ -79,7 +80,9 @@ def build_detector(name: str, spec: InputSpec) -> nn.Module:
 class DetectionDataset(Dataset):
     """Items: (uint8 C x H x W image, {"boxes": N x 4 xyxy, "labels": N, "ignore": N bool})."""
 
-    def __init__(self, images: DatumLMDB, targets: DatumLMDB, *, transform: v2.Transform | None) -> None:
+    def __init__(
+        self, images: DatumLMDB | OverlaidLMDB, targets: DatumLMDB | OverlaidLMDB, *, transform: v2.Transform | None
+    ) -> None:
         self.images, self.targets, self.transform = images, targets, transform
 
     def __len__(self) -> int:
@@ -212,7 +215,7 @@ class DetectionTask:
     def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> DetectionDataset:
         where = info.splits[split]
         transform = train_transform(cfg, info.image_height, info.image_width) if train else None
-        return DetectionDataset(DatumLMDB(where.db), DatumLMDB(where.targets_db), transform=transform)
+        return DetectionDataset(open_images(where), open_targets(where), transform=transform)
 
     def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Normalize:
         # The detectors normalise with their own mean and std inside; they take 0..1 pixels.

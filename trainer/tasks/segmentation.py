@@ -28,6 +28,7 @@ from trainer.preprocess import uint8_batch
 from trainer.protocol import IGNORE_INDEX, SEGMENTATION, TASK_METRICS, TASK_NETWORKS, TASK_TRAITS
 from trainer.targets import decode_mask
 from trainer.tasks.base import as_rgb, image_tensor, model_from_state, seeded, with_seed
+from trainer.versions import OverlaidLMDB, open_images, open_targets
 
 # ImageNet statistics: torchvision's segmentation networks do not normalise inside (the
 # detectors do), and these are the statistics their published recipes train with.
@@ -57,7 +58,9 @@ class Standardize(Normalize):
 class SegmentationDataset(Dataset):
     """Items: (uint8 C x H x W image, uint8 H x W mask of class indexes)."""
 
-    def __init__(self, images: DatumLMDB, masks: DatumLMDB, *, transform: v2.Transform | None) -> None:
+    def __init__(
+        self, images: DatumLMDB | OverlaidLMDB, masks: DatumLMDB | OverlaidLMDB, *, transform: v2.Transform | None
+    ) -> None:
         self.images, self.masks, self.transform = images, masks, transform
 
     def __len__(self) -> int:
@@ -161,7 +164,7 @@ class SegmentationTask:
     def dataset(self, info: DatasetInfo, split: str, *, cfg: TrainConfig, train: bool) -> SegmentationDataset:
         where = info.splits[split]
         transform = train_transform(cfg, info.image_height, info.image_width) if train else None
-        return SegmentationDataset(DatumLMDB(where.db), DatumLMDB(where.targets_db), transform=transform)
+        return SegmentationDataset(open_images(where), open_targets(where), transform=transform)
 
     def normalize(self, info: DatasetInfo, cfg: TrainConfig) -> Standardize:
         return Standardize(channels_last=cfg.channels_last)

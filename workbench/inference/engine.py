@@ -278,7 +278,8 @@ def predict_split(
     from trainer.data import LMDBImageDataset  # torch: loaded only where this runs
     from trainer.datum import DatumLMDB  # torch: loaded only where this runs
 
-    db = DatumLMDB(db_path)
+    # A path, or an opened database (a dataset version's split, trainer.versions).
+    db = db_path if hasattr(db_path, "raw") else DatumLMDB(db_path)
     try:
         dataset = LMDBImageDataset(db, crop_size=classifier.preprocessing.get("crop"))
         total = len(dataset)

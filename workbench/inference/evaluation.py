@@ -40,26 +40,28 @@ LABEL_PAD = 1
 
 def test_split(
     predictor,
-    images_db: str,
-    targets_db: str,
+    images_db,
+    targets_db,
     out: Path,
     names: list[str] | None = None,
     *,
     progress: Progress | None = None,
 ) -> dict:
     """The test result of the predictor's task over a split (images and their boxes or masks);
-    `names`, the images' source names in key order, name the worst images (else their numbers)."""
+    `names`, the images' source names in key order, name the worst images (else their numbers).
+    The databases are paths, or opened ones (a dataset version's split, trainer.versions)."""
+    images_db, targets_db = (db if hasattr(db, "raw") else DatumLMDB(db) for db in (images_db, targets_db))
     if isinstance(predictor, Detector):
-        dataset = DetectionDataset(DatumLMDB(images_db), DatumLMDB(targets_db), transform=None)
+        dataset = DetectionDataset(images_db, targets_db, transform=None)
         test = _test_detector
     elif isinstance(predictor, Segmenter):
-        dataset = SegmentationDataset(DatumLMDB(images_db), DatumLMDB(targets_db), transform=None)
+        dataset = SegmentationDataset(images_db, targets_db, transform=None)
         test = _test_segmenter
     else:
         raise InferenceInputError("this split holds boxes or masks; the run's model is a classifier")
     try:
         if not len(dataset):
-            raise InferenceInputError(f"{Path(images_db).name}: the split is empty")
+            raise InferenceInputError("the split is empty")
         result = test(predictor, dataset, out, progress)
         if names is not None and len(names) == len(dataset):
             for item in result["worst"]:

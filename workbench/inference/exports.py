@@ -165,21 +165,21 @@ def _check_on_dataset(*, run: Run, checkpoint: Path, folder: Path, fmt: str) -> 
 
     from trainer.data import LMDBImageDataset  # torch: loaded only where this runs
     from trainer.dataset_folder import DatasetFolderError, load_dataset_folder  # torch: loaded only where this runs
-    from trainer.datum import DatumLMDB  # torch: loaded only where this runs
     from trainer.export import judged  # torch: loaded only where this runs
     from trainer.inference import load_checkpoint_classifier  # torch: loaded only where this runs
+    from trainer.versions import open_images  # torch: loaded only where this runs
 
     if fmt == "bundle":
         return None
     try:
-        info = load_dataset_folder(run.dataset.path)
+        info = load_dataset_folder(run.dataset_folder)
     except (DatasetFolderError, OSError):
         return None  # the dataset was deleted: the random-input check of the export still holds
     split = next((name for name in ("val", "test", "train") if name in info.splits), None)
     if split is None:
         return None
     classifier = load_checkpoint_classifier(checkpoint)
-    db = DatumLMDB(info.splits[split].db)
+    db = open_images(info.splits[split])
     try:
         images = LMDBImageDataset(db, crop_size=classifier.preprocessing.get("crop"))
         count = min(CHECK_IMAGES, len(images))
@@ -218,16 +218,16 @@ def _dataset_images(run: Run):
     import numpy as np  # torch: loaded only where this runs
 
     from trainer.dataset_folder import DatasetFolderError, load_dataset_folder  # torch: loaded only where this runs
-    from trainer.datum import DatumLMDB  # torch: loaded only where this runs
+    from trainer.versions import open_images  # torch: loaded only where this runs
 
     try:
-        info = load_dataset_folder(run.dataset.path)
+        info = load_dataset_folder(run.dataset_folder)
     except (DatasetFolderError, OSError):
         return None  # the dataset was deleted: the export is checked on random images
     split = next((name for name in ("val", "test", "train") if name in info.splits), None)
     if split is None:
         return None
-    db = DatumLMDB(info.splits[split].db)
+    db = open_images(info.splits[split])
     try:
         return np.stack([db[i][0] for i in range(min(TASK_CHECK_IMAGES, len(db)))])
     finally:

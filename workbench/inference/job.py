@@ -43,6 +43,18 @@ def split_names(spec: dict[str, Any]) -> list[str] | None:
     return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
 
 
+def split_sources(spec: dict[str, Any]) -> tuple[Any, Any]:
+    """The split's images and targets: LMDB paths, or for a dataset version's split its
+    databases opened through the version's overlay (trainer/versions.py)."""
+    if not spec.get("version_folder"):
+        return spec.get("split_db"), spec.get("targets_db")
+    from trainer.dataset_folder import load_dataset_folder  # only a version's split needs it
+    from trainer.versions import open_images, open_targets  # only a version's split needs it
+
+    split = load_dataset_folder(spec["version_folder"]).splits[spec["split"]]
+    return open_images(split), open_targets(split) if split.targets_db is not None else None
+
+
 def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """One background job. spec: {kind: classify|detect|segment|test, checkpoint, out, input
     (folder) | split_db (+ targets_db for a detector's or segmentation network's split)}."""
@@ -57,13 +69,14 @@ def run_job(spec: dict[str, Any], progress: Progress) -> dict[str, Any]:
             return renderers.segment_folder(segmenter, Path(spec["input"]), out, progress=progress)
         predictor = load_predictor(spec["checkpoint"])
         names = split_names(spec)
-        return evaluation.test_split(predictor, spec["split_db"], spec["targets_db"], out, names, progress=progress)
+        images, targets = split_sources(spec)
+        return evaluation.test_split(predictor, images, targets, out, names, progress=progress)
     classifier = load_classifier(spec["checkpoint"])
     if spec["kind"] == "classify":
         return classify_folder(classifier, Path(spec["input"]), out, progress=progress)
     labels = classifier.labels
     if spec.get("split_db"):
-        y, probs, seen = predict_split(classifier, spec["split_db"], progress=progress)
+        y, probs, seen = predict_split(classifier, split_sources(spec)[0], progress=progress)
         names, skipped = split_names(spec), []
         names = names if names is not None and len(names) == len(y) else None
     else:

@@ -236,11 +236,13 @@ def _prepare_input(job: InferenceJob) -> dict:
         # torch (with the trainer) is loaded only where this runs, never by every web process
         from trainer.dataset_folder import load_dataset_folder  # torch: loaded only where this runs
 
-        info = load_dataset_folder(job.run.dataset.path)
+        info = load_dataset_folder(job.run.dataset_folder)
         if job.source not in info.splits:
             raise InferenceError("source", f"dataset {job.run.dataset.name!r} has no {job.source} split")
         split = info.splits[job.source]
         spec["split_db"] = str(split.db)
+        if split.overlay is not None:  # a dataset version's split: the job reads it through its overlay
+            spec["version_folder"], spec["split"] = str(job.run.dataset_folder), job.source
         if split.names is not None:  # each image's source name, for the test's galleries
             spec["split_names"] = str(split.names)
         if split.targets_db is not None:  # a detection or segmentation split: its boxes or masks

@@ -105,6 +105,15 @@ class DeviceRequest:
         return self.gpus(1) if gpus_online else self.cpu()
 
     @property
+    def spec(self) -> str:
+        """As submitted (runs.validators.parse_device_request reads it back): auto, cpu, 2, host:0,1."""
+        if self.kind == self.COUNT:
+            return str(self.count)
+        if self.is_specific:
+            return f"{self.host}:{','.join(str(i) for i in self.indices)}"
+        return self.kind
+
+    @property
     def text(self) -> str:
         """In words, for pages and the API ("the CPU", "2 GPUs", "GPU 0, 1 on host")."""
         if self.is_cpu:

@@ -49,6 +49,11 @@ class Run(OwnedModel):
     )
     name = models.CharField(max_length=200)
     dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="runs")
+    # The version of the dataset it trains on (datasets.DatasetVersion); null: the build, for a
+    # run submitted before its dataset was built (or before versions existed).
+    dataset_version = models.ForeignKey(
+        "datasets.DatasetVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     network = models.CharField(max_length=64)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     # Higher starts first; users get 0, staff may raise or lower it.
@@ -136,6 +141,17 @@ class Run(OwnedModel):
     @property
     def run_dir(self) -> Path:
         return Path(settings.DATA_DIR) / "runs" / str(self.pk)
+
+    @property
+    def dataset_folder(self) -> Path:
+        """The folder it trains from: its dataset version's (the build's for version 1)."""
+        if self.dataset_version_id is not None:
+            return self.dataset_version.path
+        return self.dataset.path
+
+    @property
+    def dataset_version_number(self) -> int:
+        return self.dataset_version.number if self.dataset_version_id is not None else 1
 
     @property
     def log_path(self) -> Path:

@@ -22,7 +22,7 @@ from workbench.slurm.commands import expand_hostlist
 
 
 def runs_visible_to(user) -> QuerySet[Run]:
-    return Run.objects.select_related("owner", "dataset", "host").visible_to(user)
+    return Run.objects.select_related("owner", "dataset", "dataset_version", "host").visible_to(user)
 
 
 def run_for(user, pk: int) -> Run:

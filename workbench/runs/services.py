@@ -8,6 +8,7 @@ imports this module.
 
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import uuid
@@ -15,7 +16,9 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from datasets.models import Dataset
+from datasets.models import Dataset, DatasetVersion
+from datasets.validators import version_to_train_on
+from datasets.versions import latest_version
 from trainer import protocol
 from workbench.audit import services as audit
 from workbench.core.errors import RequestError
@@ -65,9 +68,11 @@ def run_create(
     executor: str = Run.Executor.LOCAL,
     nodes: int = 1,
     project=DATASETS_PROJECT,
+    dataset_version: DatasetVersion | None = None,
 ) -> Run:
     """A new run in the queue; its config has been validated by the caller (run_submit, sweep_create).
-    `project`: the project it goes into; by default its dataset's, when its owner is a member."""
+    `project`: the project it goes into; by default its dataset's, when its owner is a member.
+    `dataset_version`: by default the dataset's latest (none yet while it builds: its build's)."""
     if dataset.status in (Dataset.Status.FAILED, Dataset.Status.CANCELLED):
         raise RequestError("dataset", f"{dataset.name!r} is {dataset.status}; build it again or choose another")
     with transaction.atomic():
@@ -75,6 +80,7 @@ def run_create(
             owner=owner,
             project=project_of_new_work(owner=owner, dataset=dataset) if project is DATASETS_PROJECT else project,
             dataset=dataset,
+            dataset_version=dataset_version or latest_version(dataset),
             name=name,
             network=network,
             config=config,
@@ -111,11 +117,14 @@ def run_submit(
     executor: str | None = None,
     nodes: int | str | None = 1,
     project=DATASETS_PROJECT,
+    dataset_version: int | None = None,
 ) -> Run:
     """Validates a run request (executor, devices per node, trainer config, the project it names:
-    a slug, or None for none; by default its dataset's) and queues it; RequestError names the field."""
+    a slug, or None for none; by default its dataset's; the dataset's version, by default its
+    latest) and queues it; RequestError names the field."""
     if project is not DATASETS_PROJECT:
         project = project_to_put_into(owner, project)
+    version = version_to_train_on(dataset, dataset_version) if dataset_version is not None else None
     request, executor, nodes = resolve_placement(gpus=gpus, executor=executor, nodes=nodes)
     # Before the config's weights are resolved (copied out of a run): nothing is written for a refusal.
     memory_known = executor_named(executor).knows_device_memory
@@ -134,6 +143,26 @@ def run_submit(
         device_request=request,
         priority=priority,
         project=project,
+        dataset_version=version,
+    )
+
+
+def run_retrain(*, run: Run, by, version: DatasetVersion) -> Run:
+    """`run` again, as it was submitted, on another version of its dataset (its config, network,
+    devices and executor), submitted by `by` and checked as any submission is."""
+    if version.dataset_id != run.dataset_id:
+        raise RequestError("dataset_version", f"version {version.number} is not of dataset {run.dataset.name!r}")
+    return run_submit(
+        owner=by,
+        dataset=run.dataset,
+        name=f"{run.name} (v{version.number})"[:200],
+        network=run.network,
+        config=copy.deepcopy(run.config),
+        gpus=DeviceRequest.of(run.device_request).spec,
+        priority=run.priority if by.is_staff else 0,
+        executor=run.executor,
+        nodes=run.nodes,
+        dataset_version=version.number,
     )
 
 

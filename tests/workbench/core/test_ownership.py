@@ -22,6 +22,7 @@ from workbench.core.ownership import OwnedModel, OwnedQuerySet
 # row; each is listed here with its reason, so that a new one is a decision, not an accident.
 NOT_OWNERSHIP = {
     ("weights", "StoredWeights", "created_by"): "a library every user may start a run from; staff file it",
+    ("datasets", "DatasetVersion", "created_by"): "who made the version; it is its dataset's (owner_field)",
     ("projects", "Project", "created_by"): "who made it; members see a project (projects.selectors), nobody owns it",
     ("audit", "AuditEntry", "actor"): "who made the change; staff read the trail (audit.selectors), nobody owns it",
     ("projects", "Quota", "user"): "whose GPU-hours it limits; staff set it (projects.services.quota_set)",

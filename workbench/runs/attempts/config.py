@@ -47,7 +47,7 @@ def run_config(run: Run) -> dict:
     config = copy.deepcopy(run.config)
     config["run_dir"] = str(run.run_dir)
     config["network"] = run.network
-    config.setdefault("data", {})["dataset"] = str(run.dataset.path)
+    config.setdefault("data", {})["dataset"] = str(run.dataset_folder)
     if config.get("pretrained"):
         # The run stores the reference (weights:, upload:, run:); the file is resolved here, at
         # launch, by the one door of the grammar: the path exists only in the launch file.

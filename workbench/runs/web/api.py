@@ -109,6 +109,7 @@ def _run_create(request):
             executor=data["executor"],
             nodes=data["nodes"],
             project=data["project"] if "project" in data else services.DATASETS_PROJECT,
+            dataset_version=data.get("dataset_version"),
         )
     except RequestError as error:
         raise drf_error(_as_sent(error, request.data)) from None

@@ -90,6 +90,8 @@ def run_label(run: Run) -> str:
         parts.append(f"batch {settings['batch_size']}")
     if settings["lr"] is not None:
         parts.append(f"lr {settings['lr']:g}")
+    if run.dataset_version_number > 1:  # a fixed dataset: the legend tells the runs of a retrain apart
+        parts.append(f"dataset v{run.dataset_version_number}")
     return f"{run.name} (#{run.pk}: {', '.join(parts)})"
 
 
@@ -155,6 +157,8 @@ def run_detail(request, pk: int):
         "devices": run.devices.select_related("host").order_by("kind", "index"),
         "transitions": run.transitions.all(),
         "weights_source": weights_source_for(request.user, run),
+        # The dataset's latest version, when it is newer than the one the run trained on.
+        "newer_version": run.dataset.versions.filter(number__gt=run.dataset_version_number).order_by("-number").first(),
         "slurm_partition": django_settings.SLURM_PARTITION,
     }
     return render(request, "runs/run_detail.html", context)

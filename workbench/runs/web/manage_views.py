@@ -11,10 +11,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from trainer import protocol
+from workbench.core.errors import RequestError
 from workbench.core.ownership import refusal_words
 from workbench.runs import services
 from workbench.runs.models import Run, RunEvent
-from workbench.runs.selectors import held_at, run_to_change, runs_visible_to, weights_rule
+from workbench.runs.selectors import held_at, run_for, run_to_change, runs_visible_to, weights_rule
 from workbench.runs.web.forms import RunEditForm
 
 SPARK_POINTS = 40
@@ -137,6 +138,25 @@ def run_abort(request, pk: int):
     else:
         messages.success(request, f"Run #{run.pk} {run.name}: abort requested.")
     return _back(request)
+
+
+@require_POST
+def run_retrain(request, pk: int):
+    """The run again on its dataset's latest version (or the `version` posted); then both compared."""
+    run = run_for(request.user, pk)
+    wanted = request.POST.get("version", "")
+    versions = run.dataset.versions.order_by("-number")
+    version = versions.filter(number=int(wanted)).first() if wanted.isdigit() else versions.first()
+    if version is None:
+        messages.error(request, f"Dataset {run.dataset.name!r} has no version {wanted or 'to train on'}.")
+        return redirect("run-detail", pk=run.pk)
+    try:
+        again = services.run_retrain(run=run, by=request.user, version=version)
+    except RequestError as error:
+        messages.error(request, "; ".join(text for _, text in error.errors))
+        return redirect("run-detail", pk=run.pk)
+    messages.success(request, f"Run #{again.pk} trains {run.name!r}'s settings on version {version.number}.")
+    return redirect(f"{reverse('run-compare')}?runs={run.pk},{again.pk}")
 
 
 # ----------------------------------------------------------------------------- many runs

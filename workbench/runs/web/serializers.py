@@ -38,6 +38,7 @@ class RunSerializer(serializers.ModelSerializer):
         slug_field="slug", read_only=True, allow_null=True, help_text="its project's slug, or null"
     )
     dataset_name = serializers.CharField(source="dataset.name")
+    dataset_version = serializers.SerializerMethodField()
     devices = DeviceSerializer(many=True)
     requested_devices = serializers.CharField(source="device_request_text")
     wait_reason = serializers.SerializerMethodField()
@@ -45,11 +46,20 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "name", "owner", "project", "dataset", "dataset_name", "network", "state", "priority",
-            "device_request", "requested_devices", "devices", "progress", "eta_seconds", "wait_reason",
+            "id", "name", "owner", "project", "dataset", "dataset_name", "dataset_version", "network", "state",
+            "priority", "device_request", "requested_devices", "devices", "progress", "eta_seconds", "wait_reason",
             "estimated_start", "attempt", "error", "notes", "sweep", "created_at", "started_at", "finished_at",
             "executor", "nodes", "slurm_job_id", "slurm_state",
         ]  # fmt: skip
+
+    @extend_schema_field(
+        {"type": "object",
+         "properties": {"number": {"type": "integer"}, "digest": {"type": "string", "nullable": True}},
+         "description": "the dataset version it trains on; version 1 is the build (digest null until built)"}
+    )  # fmt: skip
+    def get_dataset_version(self, run: Run) -> dict:
+        version = run.dataset_version
+        return {"number": run.dataset_version_number, "digest": version.digest if version is not None else None}
 
     def get_wait_reason(self, run: Run) -> str:
         return run.wait_reason_for(_viewer(self))
@@ -164,6 +174,12 @@ class RunCreateSerializer(serializers.Serializer):
         required=False, default=1, min_value=1, max_value=MAX_NODES, help_text="nodes the run spans (Slurm only)"
     )
     priority = PriorityValue(required=False, default=0)
+    dataset_version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="the dataset's version to train on; default: its latest",
+    )
     project = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=200,
         help_text="the project it goes into (a slug of one you are a member of), or null for none; "

@@ -15,4 +15,5 @@ urlpatterns = [
     path("<int:pk>/edit/", manage_views.run_edit, name="run-edit"),
     path("<int:pk>/delete/", manage_views.run_delete, name="run-delete"),
     path("<int:pk>/abort/", manage_views.run_abort, name="run-abort"),
+    path("<int:pk>/retrain/", manage_views.run_retrain, name="run-retrain"),
 ]

@@ -31,6 +31,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--dataset", type=int, required=True, help="dataset id")
         parser.add_argument("--network", required=True, choices=ALL_NETWORKS)
+        parser.add_argument(
+            "--dataset-version", type=int, help="the dataset's version to train on (default: its latest)"
+        )
         parser.add_argument("--epochs", type=float, help=f"default {plain_number(default_of('epochs'))}")
         parser.add_argument("--batch-size", type=int, help=f"global batch size (default {default_of('batch_size')})")
         parser.add_argument(
@@ -104,6 +107,7 @@ class Command(BaseCommand):
                 executor=options["executor"],
                 nodes=options["nodes"],
                 project=DATASETS_PROJECT if options["project"] is None else options["project"],
+                dataset_version=options["dataset_version"],
             )
         except RequestError as error:
             raise command_error(error) from None
