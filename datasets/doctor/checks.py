@@ -33,6 +33,16 @@ def duplicates_run(*, dataset_id: int) -> dict | None:
     return found
 
 
+def duplicates_wanted_after_build(*, dataset_id: int) -> bool:
+    """Whether a dataset just built wants its first duplicates check (marked as being checked
+    now, so that its page says so at once); False when it did not build or has a report."""
+    dataset = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.READY).first()
+    if dataset is None or report.read(dataset.path) is not None or report.checking(dataset.path):
+        return False
+    report.mark_checking(dataset.path)
+    return True
+
+
 def duplicates_state(dataset: Dataset) -> dict:
     """{"state": "not checked" | "checking" | "done" | "failed", "report": ... | None}."""
     if dataset.status != Dataset.Status.READY:

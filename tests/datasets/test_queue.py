@@ -55,6 +55,11 @@ def test_it_builds_through_the_worker_and_tells_the_dashboard(celery_worker, own
     updates = [m["payload"] for m in _drain(layer, channel) if m["type"] == "dashboard.update"]
     assert {"kind": "dataset", "id": dataset.pk, "status": "ready", "percent": 100.0} in updates
     assert any(u["status"] == "building" for u in updates)
+    # Version 1, and the duplicates check no one asked for: the leak report is there before a run.
+    assert dataset.versions.get().number == 1 and len(dataset.versions.get().digest) == 32
+    state = lambda: client.get(f"/api/datasets/{dataset.pk}/duplicates/").json()  # noqa: E731
+    wait_until(lambda: state()["state"] == "done", what=lambda: f"the check after the build: {state()}", timeout=60)
+    assert state()["report"]["leaks"] > 0  # one solid colour per class: every image is a copy
 
 
 def test_it_waits_for_the_worker_from_the_command_line(celery_worker, owner, import_root):
