@@ -161,8 +161,14 @@ def latest_version(dataset: Dataset) -> DatasetVersion | None:
 
 def write_folder(dataset: Dataset, number: int, contents: Contents, splits: dict) -> Path:
     """The version's folder, written whole in a temporary folder and renamed into place."""
+    return write_overlay_folder(dataset, dataset.path / "versions" / str(number), contents, splits, number=number)
+
+
+def write_overlay_folder(dataset: Dataset, final: Path, contents: Contents, splits: dict, *, number: int = 0) -> Path:
+    """A dataset folder at `final` (below the build's) that reads the build's LMDBs through an
+    overlay holding `contents`: a version's, or a label check's fold (workbench/labelchecks)."""
     base = _base_meta(dataset.path)
-    up = "../../"  # from versions/<n>/ to the build's folder
+    up = os.path.relpath(dataset.path, final) + "/"  # from the folder to the build's
     specs = base.get("splits", {})
     sources = {split: up + spec["db"] for split, spec in specs.items()}
     targets = {split: up + spec["targets_db"] for split, spec in specs.items() if spec.get("targets_db")}
@@ -179,7 +185,8 @@ def write_folder(dataset: Dataset, number: int, contents: Contents, splits: dict
         }
     meta["mean"] = {kind: up + name for kind, name in (base.get("mean") or {}).items() if name}
     meta["overlay"] = OVERLAY_FILE
-    meta["version"] = number
+    if number:
+        meta["version"] = number
     overlay = {
         "format_version": OVERLAY_FORMAT,
         "sources": sources,
@@ -187,12 +194,10 @@ def write_folder(dataset: Dataset, number: int, contents: Contents, splits: dict
         "splits": {split: [list(p) for p in places] for split, places in contents.entries.items() if places},
         "relabel": [[s, i, label] for (s, i), label in sorted(contents.relabel.items())],
     }
-    root = dataset.path / "versions"
-    root.mkdir(exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{number}-", dir=root))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     (temp / "dataset.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     (temp / OVERLAY_FILE).write_text(json.dumps(overlay), encoding="utf-8")
-    final = root / str(number)
     if final.exists():  # left by a version whose row was never written
         shutil.rmtree(final)
     os.replace(temp, final)

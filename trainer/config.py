@@ -132,6 +132,7 @@ class TrainConfig:
     nodes: int = 1
     precision: str = "fp32"
     channels_last: bool = False
+    heldout_predictions: bool = False  # after training: the validation images' probabilities (trainer/heldout.py)
     compile: bool = False
     seed: int = 0
     val_interval: float = 1.0  # epochs between validations (0 = only at the end)
@@ -459,8 +460,8 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         raise ConfigError("network 'custom' needs a non-empty list of layers", field="custom_layers")
     if cfg.network != "custom" and cfg.custom_layers:
         raise ConfigError(f"only used with network 'custom', not {cfg.network!r}", field="custom_layers")
-    if not isinstance(cfg.compile, bool) or not isinstance(cfg.channels_last, bool):
-        raise ConfigError("must be true or false", field="compile/channels_last")
+    if not all(isinstance(flag, bool) for flag in (cfg.compile, cfg.channels_last, cfg.heldout_predictions)):
+        raise ConfigError("must be true or false", field="compile/channels_last/heldout_predictions")
     check_finetune(cfg)
     if not cfg.run_dir:
         raise ConfigError("required (the folder for checkpoints and events)", field="run_dir")

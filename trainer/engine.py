@@ -28,6 +28,7 @@ from trainer.early_stop import EarlyStopping, early_stop_outcome, early_stopping
 from trainer.ema import checkpoint_models, first_weights, resumed_models, weights_average
 from trainer.events import Events, error_summary, hide_folders
 from trainer.finetune import recipe as finetune
+from trainer.heldout import save_heldout
 from trainer.memory import OutOfMemory, is_oom, oom_message
 from trainer.meter import Meter
 from trainer.networks import InputSpec, load_pretrained
@@ -86,9 +87,6 @@ class Run:
     def autocast(self) -> contextlib.AbstractContextManager:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.cfg.precision)
         return torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
-
-
-# ----------------------------------------------------------------------------------- building
 
 
 def prepare(cfg: TrainConfig) -> tuple[DatasetInfo, InputSpec]:
@@ -440,6 +438,8 @@ def fit(run: Run) -> Outcome:
                 checkpoint_saved=True,
             )
     result = validate_and_maybe_save(run, snapshot=True)
+    if run.cfg.heldout_predictions:  # a label check's fold (trainer/heldout.py)
+        save_heldout(run)
     if run.rank == 0:
         run.events.progress(100.0, 0.0, time.perf_counter() - run.started, step=run.step)
     message = f"finished {run.step} steps ({run.epoch:.2f} epochs)"

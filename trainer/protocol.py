@@ -287,6 +287,8 @@ def layout_refusal(network: str, model_parallel: int) -> str | None:
 # The trainer's stdout and stderr, in the run (or benchmark) folder: the server's side of its log,
 # tracebacks included, which no page, API or socket serves.
 TRAINER_LOG = "trainer.log"
+# A label check fold's held-out predictions in its run folder (trainer/heldout.py).
+HELDOUT_FILE = "heldout.npy"
 
 
 def launch_name(attempt: int) -> str:

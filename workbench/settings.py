@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "workbench.inference",
     "workbench.benchmarks",
     "workbench.searches",
+    "workbench.labelchecks",
     "workbench.notices",
     "drf_spectacular",
     "drf_spectacular_sidecar",

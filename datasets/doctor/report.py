@@ -119,15 +119,15 @@ def checking(folder: Path) -> bool:
     return time.time() - since < CHECK_EXPIRES_SECONDS
 
 
-def with_thumbnails(folder: Path, rows: list[dict]) -> list[dict]:
-    """`rows` (pairs of the report) with each image's thumbnail as `a_src` / `b_src` (None for one
-    that can no longer be read), for the dataset page."""
+def with_thumbnails(folder: Path, rows: list[dict], *, sides: tuple[str, ...] = ("a", "b")) -> list[dict]:
+    """`rows` (pairs of the report, or a label check's suspects with sides=("image",)) with each
+    image's thumbnail as `<side>_src` (None for one that can no longer be read), for the pages."""
     databases: dict[str, DatumLMDB] = {}
     try:
         shown = []
         for row in rows:
             sources = {}
-            for side in ("a", "b"):
+            for side in sides:
                 place = row[side]
                 db = databases.setdefault(place["split"], DatumLMDB(folder / f"{place['split']}_db"))
                 try:

@@ -22,6 +22,7 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from datasets.models import DatasetVersion
 from tests.conftest import log_in
 from tests.support.factories import make_dataset_row
 from trainer.protocol import TASKS
@@ -29,6 +30,7 @@ from workbench.benchmarks.models import Benchmark
 from workbench.core.ownership import ADMIN
 from workbench.core.task_table import task_row
 from workbench.inference.models import InferenceJob
+from workbench.labelchecks.models import LabelCheck, LabelCheckFold
 from workbench.projects.models import Membership, Project, Quota
 from workbench.runs.services import run_create
 from workbench.searches.services import search_create
@@ -80,6 +82,11 @@ NOT_PAGES: dict[str, str] = {
     "dataset-drop-leaks": "POST only",
     "dataset-version-delete": "POST only",
     "run-retrain": "POST only",
+    "label-check-new": "POST only",
+    "label-check-accept": "POST only",
+    "label-check-abort": "POST only",
+    "label-check-pause": "POST only",
+    "label-check-resume": "POST only",
     "inference-job-csv": "CSV download",
     "inference-mistake": "PNG",
     "inference-top": "PNG",
@@ -168,6 +175,10 @@ def _with_data(owner) -> dict[str, str]:
     second = Benchmark.objects.create(owner=owner, name="speed 2", request={})
     urls["benchmark-detail"] = reverse("benchmark-detail", args=[first.pk])
     urls["benchmark-compare"] = reverse("benchmark-compare", args=[first.pk, second.pk])
+    version = DatasetVersion.objects.create(dataset=run.dataset, number=1, digest="0" * 32)
+    check = LabelCheck.objects.create(owner=owner, dataset=run.dataset, version=version, network="lenet", folds=2)
+    LabelCheckFold.objects.create(label_check=check, index=0, run=run, places=[["train", 0]])
+    urls["label-check-detail"] = reverse("label-check-detail", args=[check.pk])
     return urls
 
 
@@ -176,14 +187,14 @@ def _with_data(owner) -> dict[str, str]:
 SIGNED_OUT_PAGES = ("login",)
 EMPTY_PAGES = (
     "home", "gpus", "password_change", "run-list", "run-new", "run-queue", "run-compare", "dataset-list",
-    "dataset-new", "search-list", "benchmark-list", "project-list", "notices",
+    "dataset-new", "search-list", "benchmark-list", "project-list", "notices", "label-check-list",
 )  # fmt: skip
 # The project list again: staff see its New project form; the quotas page lists the data's quotas.
 STAFF_PAGES = ("weights", "audit", "project-list", "project-quotas")
 DATA_PAGES = (
     "dataset-detail", "dataset-delete", "run-detail", "run-edit", "run-delete", "inference-classify",
     "inference-detect", "inference-segment", "inference-test", "inference-inside", "inference-export",
-    "inference-job", "benchmark-detail", "benchmark-compare", "search-detail", "project-detail",
+    "inference-job", "benchmark-detail", "benchmark-compare", "search-detail", "project-detail", "label-check-detail",
 )  # fmt: skip
 # Visited again in the dark theme, with EMPTY_PAGES: a page of each kind of layout.
 DARK_PAGES = ("run-detail", "dataset-detail", "inference-classify", "inference-job classification", "search-detail",

@@ -15,12 +15,13 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
-from datasets.models import Dataset
+from datasets.models import Dataset, DatasetVersion
 from datasets.uploads import upload_start
 from tests.support.factories import make_dataset_row
 from workbench.benchmarks.models import Benchmark
 from workbench.inference.docs import SCHEMA_SETTINGS
 from workbench.inference.models import InferenceJob
+from workbench.labelchecks.models import LabelCheck
 from workbench.projects.models import Membership, Project
 from workbench.runs.services import run_create
 from workbench.searches.models import Search
@@ -68,6 +69,10 @@ def objects(owner):
     # Ended too: its actions answer without reaching Optuna's study.
     search = Search.objects.create(owner=owner, name="s", dataset=dataset, network="lenet", max_trials=1,
                                    study_name="api-bodies", state=Search.State.ABORTED)  # fmt: skip
+    # Ended: its actions answer without reaching a run.
+    version = DatasetVersion.objects.create(dataset=dataset, number=1, digest="0" * 32)
+    check = LabelCheck.objects.create(owner=owner, dataset=dataset, version=version, network="lenet",
+                                      state=LabelCheck.State.ABORTED)  # fmt: skip
     project = Project.objects.create(name="p", slug="p")
     Membership.objects.create(project=project, user=owner, role=Membership.Role.ADMIN)
     return {
@@ -78,6 +83,7 @@ def objects(owner):
         "pretrained": weights.pk,
         "datasets": dataset.pk,
         "versions": 1,
+        "label-checks": check.pk,
         "runs": run.pk,
         "jobs": job.pk,
         "uploads": upload_start(user_id=owner.pk, filename="a.zip", size=10),

@@ -87,6 +87,12 @@ class TaskRow:
     search_objective: str
 
     @property
+    def has_one_label_per_image(self) -> bool:
+        """Whether each image carries one label (in its own record): what a label check doubts
+        (workbench/labelchecks); boxes and masks are the trainer's targets instead."""
+        return not TASK_TRAITS[self.name].targets_db
+
+    @property
     def takes_recipe(self) -> bool:
         """Whether its runs take the classifiers' recipe (the presets and the recipe augmentations)
         and so the new-run page's preview of it: the trainer's trait (TaskTraits.augments, which

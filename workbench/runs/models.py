@@ -54,6 +54,9 @@ class Run(OwnedModel):
     dataset_version = models.ForeignKey(
         "datasets.DatasetVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
+    # A folder under DATA_DIR it trains from instead of its version's, written by the app that
+    # made the run: a label check's fold (workbench/labelchecks/folds.py). Blank for any other run.
+    data_folder = models.CharField(max_length=300, blank=True)
     network = models.CharField(max_length=64)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     # Higher starts first; users get 0, staff may raise or lower it.
@@ -144,7 +147,10 @@ class Run(OwnedModel):
 
     @property
     def dataset_folder(self) -> Path:
-        """The folder it trains from: its dataset version's (the build's for version 1)."""
+        """The folder it trains from: its dataset version's (the build's for version 1), or a
+        label check fold's."""
+        if self.data_folder:
+            return Path(settings.DATA_DIR) / self.data_folder
         if self.dataset_version_id is not None:
             return self.dataset_version.path
         return self.dataset.path

@@ -15,9 +15,11 @@ AFTER = [("runs", "0011_pretrained_references"), ("weights", "0002_uploadedweigh
 
 
 def migrate(targets):
-    """The two apps at `targets`, every other app at its latest (as a live database is)."""
+    """The two apps at `targets`, every other app at its latest (as a live database is), but those
+    whose migrations need a later runs app."""
     executor = MigrationExecutor(connection)
-    others = [leaf for leaf in executor.loader.graph.leaf_nodes() if leaf[0] not in ("runs", "weights")]
+    # Label checks came later: their first migration needs the runs app's latest, not 0010.
+    others = [leaf for leaf in executor.loader.graph.leaf_nodes() if leaf[0] not in ("runs", "weights", "labelchecks")]
     executor.migrate(targets)
     return executor.loader.project_state([*others, *targets]).apps
 

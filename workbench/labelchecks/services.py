@@ -1,0 +1,139 @@
+"""A label check's writes: start it (its folds' folders and runs, through the one queue), follow
+its runs to the suspects, abort, pause or resume them all, and fix the labels it doubts as a new
+dataset version (datasets.services.version_create)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from datasets import versions
+from datasets.models import Dataset, DatasetVersion
+from datasets.services import version_create
+from workbench.audit import services as audit
+from workbench.core.errors import RequestError
+from workbench.labelchecks import folds as fold_files
+from workbench.labelchecks.models import LabelCheck, LabelCheckFold
+from workbench.labelchecks.validators import check_dataset, check_folds, check_network, check_pool
+from workbench.projects.selectors import project_of_new_work
+from workbench.runs import services as runs
+from workbench.runs.models import Run
+
+log = logging.getLogger(__name__)
+
+
+def label_check_start(
+    *, owner, dataset: Dataset, network: str, config: dict, folds=None, gpus="auto", version: int | None = None
+) -> LabelCheck:
+    """Checks the request, writes each fold's folder and submits its run (checked as any run);
+    all or nothing. `version`: the dataset's version to check (default its latest)."""
+    check_dataset(dataset)
+    folds = check_folds(folds)
+    network = check_network(network, task=dataset.task)
+    chosen = versions.latest_version(dataset) if version is None else dataset.versions.filter(number=version).first()
+    if chosen is None:
+        raise RequestError("version", f"dataset {dataset.pk} has no version {version}" if version else "not built yet")
+    records = versions.records_of(dataset)
+    contents = versions.contents_of(chosen, records)
+    pool = fold_files.pool_of(contents)
+    labels = [fold_files.label_of(place, contents, records) for place in pool]
+    check_pool(images=len(pool), classes_used=len(set(labels)), folds=folds)
+    config = {**config, "heldout_predictions": True}
+    with transaction.atomic():
+        project = project_of_new_work(owner=owner, dataset=dataset)
+        check = LabelCheck.objects.create(
+            owner=owner, project=project, dataset=dataset, version=chosen, network=network, folds=folds, config=config
+        )
+        dealt = fold_files.assign(pool, labels, folds, seed=check.pk)
+        for index, held in enumerate(dealt):
+            run = runs.run_submit(
+                owner=owner, dataset=dataset, name=f"label check {check.pk}: fold {index + 1} of {folds}",
+                network=network, config=config, gpus=gpus, dataset_version=chosen.number,
+            )  # fmt: skip
+            run.data_folder, places = fold_files.write_fold(check, index, contents, held, records)
+            run.save(update_fields=["data_folder"])
+            LabelCheckFold.objects.create(label_check=check, index=index, run=run, places=places)
+        after = {"dataset": dataset.pk, "version": chosen.number, "network": network, "folds": folds}
+        audit.record(action="labelcheck.start", actor=owner, target=check, after=after)
+    return check
+
+
+def label_check_refresh(*, check: LabelCheck) -> LabelCheck:
+    """Follows the fold runs: a failed or aborted one fails the check, naming it; once all are
+    done, the suspects. Idempotent: any reader may call it."""
+    if check.is_finished:
+        return check
+    fold_runs = list(check.fold_runs.select_related("run").order_by("index"))
+    for fold in fold_runs:
+        if fold.run.state in (Run.State.FAILED, Run.State.ABORTED, Run.State.PRUNED):
+            why = f"fold {fold.index + 1}'s run #{fold.run.pk} {fold.run.state}"
+            return _finish(check, LabelCheck.State.FAILED, error=f"{why}: {fold.run.error}" if fold.run.error else why)
+    if not fold_runs or any(fold.run.state != Run.State.DONE for fold in fold_runs):
+        return check
+    records = versions.records_of(check.dataset)
+    try:
+        report = fold_files.collect(check, versions.contents_of(check.version, records), records)
+    except (OSError, ValueError) as error:
+        log.exception("label check %s: the held-out predictions cannot be read", check.pk)
+        return _finish(check, LabelCheck.State.FAILED, error=f"the folds' predictions cannot be read ({error})")
+    check.images, check.suspects = report["images"], report["suspects_total"]
+    return _finish(check, LabelCheck.State.DONE)
+
+
+def _finish(check: LabelCheck, state: str, *, error: str = "") -> LabelCheck:
+    updated = LabelCheck.objects.filter(pk=check.pk, state=LabelCheck.State.RUNNING).update(
+        state=state, error=error[:2000], images=check.images, suspects=check.suspects, finished_at=timezone.now()
+    )
+    check.refresh_from_db()
+    if updated:
+        audit.record(action=f"labelcheck.{state}", target=check, after={"suspects": check.suspects, "error": error})
+    return check
+
+
+def label_check_abort(*, check: LabelCheck, by) -> LabelCheck:
+    """Aborts every fold run still going; the check ends aborted."""
+    if check.is_finished:
+        raise RequestError(None, f"label check {check.pk} is {check.state}")
+    for fold in check.fold_runs.select_related("run"):
+        if not fold.run.is_finished:
+            runs.run_abort(run=fold.run, by=by)
+    return _finish(check, LabelCheck.State.ABORTED, error=f"aborted by {by.get_username()}")
+
+
+def label_check_pause(*, check: LabelCheck, by, resume: bool = False) -> int:
+    """Pauses (or resumes) every fold run that can be; how many did."""
+    if check.is_finished:
+        raise RequestError(None, f"label check {check.pk} is {check.state}")
+    changed = 0
+    for fold in check.fold_runs.select_related("run"):
+        try:
+            (runs.run_resume if resume else runs.run_pause)(run=fold.run, by=by)
+            changed += 1
+        except runs.RunError:
+            continue  # done already, or not in a state to pause or resume: the others go on
+    return changed
+
+
+def label_check_accept(*, check: LabelCheck, by, images: list | None = None) -> DatasetVersion:
+    """A new version with the suggested labels of `images` ([split, index] pairs among the
+    check's suspects; None: all it reported), made from the version it checked."""
+    report = fold_files.read_report(check)
+    if check.state != LabelCheck.State.DONE or report is None:
+        raise RequestError(None, f"label check {check.pk} is {check.state}: it has no suspects yet")
+    suggested = {(row["image"]["split"], row["image"]["index"]): row["suggested"] for row in report["suspects"]}
+    wanted = list(suggested) if images is None else [_place(item, suggested) for item in images]
+    if not wanted:
+        raise RequestError("images", "no suspect to relabel")
+    fixes = [
+        {"op": "relabel", "split": split, "index": index, "label": suggested[(split, index)]} for split, index in wanted
+    ]
+    note = f"{len(fixes)} label{'s' if len(fixes) != 1 else ''} from label check {check.pk}"
+    return version_create(dataset=check.dataset, by=by, fixes=fixes, base=check.version, note=note)
+
+
+def _place(item, suggested: dict) -> tuple[str, int]:
+    if isinstance(item, list | tuple) and len(item) == 2 and (item[0], item[1]) in suggested:
+        return item[0], item[1]
+    raise RequestError("images", f"{item!r} is not one of the check's suspects ([split, index])")
