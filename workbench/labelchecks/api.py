@@ -130,9 +130,12 @@ def label_check_resume(request, pk: int):
 
 
 @extend_schema(
-    summary="Relabel suspects with their suggested labels, as a new version of the checked one",
-    request={"application/json": {"type": "object", "properties": {"images": {
-        "type": "array", "items": {"type": "array"}, "description": "[split, index] pairs; left out: every suspect"}}}},
+    summary="Fix suspects (their suggestion, another class, dropped) into a new version of the checked one",
+    request={"application/json": {"type": "object", "properties": {
+        "images": {"type": "array", "items": {"type": "array"},
+                   "description": "[split, index] pairs whose suggestion is taken; with neither field: every suspect"},
+        "decisions": {"type": "array", "items": {"type": "object"}, "description": "instead: [{image: [split, "
+                      "index], action: accept | keep | drop | relabel, label (relabel: a class index or name)}]"}}}},
     responses={201: VERSION_SCHEMA, 400: openapi.bad_request("Not a suspect of the check, or no suspects yet")},
 )  # fmt: skip
 @api_view(["POST"])
@@ -140,7 +143,9 @@ def label_check_accept(request, pk: int):
     check = label_check_for(request.user, pk)
     dataset_to_change(request.user, check.dataset_id)  # a version is a change of the dataset
     try:
-        version = services.label_check_accept(check=check, by=request.user, images=request.data.get("images"))
+        version = services.label_check_accept(
+            check=check, by=request.user, images=request.data.get("images"), decisions=request.data.get("decisions")
+        )
     except RequestError as error:
         raise drf_error(error) from None
     return Response(version_payload(version, runs=0), status=status.HTTP_201_CREATED)

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from datasets import versions
-from datasets.models import Dataset, DatasetVersion
+from datasets.models import Dataset
 from datasets.services import version_create
 from workbench.audit import services as audit
 from workbench.core.errors import RequestError
@@ -116,24 +116,42 @@ def label_check_pause(*, check: LabelCheck, by, resume: bool = False) -> int:
     return changed
 
 
-def label_check_accept(*, check: LabelCheck, by, images: list | None = None) -> DatasetVersion:
-    """A new version with the suggested labels of `images` ([split, index] pairs among the
-    check's suspects; None: all it reported), made from the version it checked."""
+ACTIONS = ("accept", "keep", "drop", "relabel")
+
+
+def label_check_accept(*, check: LabelCheck, by, images: list | None = None, decisions: list | None = None):
+    """A new version of the checked one with the person's decisions on the check's suspects:
+    `decisions` [{"image": [split, index], "action": accept | keep | drop | relabel, "label"?}],
+    or `images` ([split, index] pairs) whose suggestions are accepted; neither: every suggestion."""
     report = fold_files.read_report(check)
     if check.state != LabelCheck.State.DONE or report is None:
         raise RequestError(None, f"label check {check.pk} is {check.state}: it has no suspects yet")
     suggested = {(row["image"]["split"], row["image"]["index"]): row["suggested"] for row in report["suspects"]}
-    wanted = list(suggested) if images is None else [_place(item, suggested) for item in images]
-    if not wanted:
-        raise RequestError("images", "no suspect to relabel")
-    fixes = [
-        {"op": "relabel", "split": split, "index": index, "label": suggested[(split, index)]} for split, index in wanted
-    ]
-    note = f"{len(fixes)} label{'s' if len(fixes) != 1 else ''} from label check {check.pk}"
+    if decisions is None:
+        wanted = list(suggested) if images is None else [_place(item, suggested, "images") for item in images]
+        decisions = [{"image": list(place), "action": "accept"} for place in wanted]
+    if not isinstance(decisions, list):
+        raise RequestError("decisions", "give a list of {image: [split, index], action, label?}")
+    fixes, counts = [], {action: 0 for action in ACTIONS}
+    for number, decision in enumerate(decisions):
+        where = f"decisions.{number}"
+        if not isinstance(decision, dict) or decision.get("action") not in ACTIONS:
+            raise RequestError(where, f"each decision is {{image, action: {' | '.join(ACTIONS)}, label?}}")
+        split, index = _place(decision.get("image"), suggested, f"{where}.image")
+        counts[decision["action"]] += 1
+        if decision["action"] == "drop":
+            fixes.append({"op": "drop", "split": split, "index": index})
+        elif decision["action"] != "keep":
+            label = suggested[(split, index)] if decision["action"] == "accept" else decision.get("label")
+            fixes.append({"op": "relabel", "split": split, "index": index, "label": label})
+    if not fixes:
+        raise RequestError("decisions", "nothing to change: every image keeps its label")
+    said = [f"{counts['accept'] + counts['relabel']} relabelled", f"{counts['drop']} dropped", f"{counts['keep']} kept"]
+    note = f"label check {check.pk}: " + ", ".join(part for part in said if not part.startswith("0 "))
     return version_create(dataset=check.dataset, by=by, fixes=fixes, base=check.version, note=note)
 
 
-def _place(item, suggested: dict) -> tuple[str, int]:
+def _place(item, suggested: dict, field: str) -> tuple[str, int]:
     if isinstance(item, list | tuple) and len(item) == 2 and (item[0], item[1]) in suggested:
         return item[0], item[1]
-    raise RequestError("images", f"{item!r} is not one of the check's suspects ([split, index])")
+    raise RequestError(field, f"{item!r} is not one of the check's suspects ([split, index])")

@@ -81,10 +81,15 @@ def label_check_action(request, pk: int, action: str):
 def label_check_accept(request, pk: int):
     check = label_check_for(request.user, pk)
     dataset_to_change(request.user, check.dataset_id)
-    chosen = [value.split(":", 1) for value in request.POST.getlist("image")]
-    images = [[split, int(index)] for split, index in chosen if index.isdigit()]
+    decisions = []
+    for key, action in request.POST.items():  # fix-<split>-<index>: the suspects page's choices
+        split, _, index = key.removeprefix("fix-").partition("-")
+        if key.startswith("fix-") and index.isdigit():
+            label = request.POST.get(f"label-{split}-{index}", "")
+            decisions.append({"image": [split, int(index)], "action": action,
+                              "label": int(label) if label.isdigit() else label})  # fmt: skip
     try:
-        version = services.label_check_accept(check=check, by=request.user, images=images)
+        version = services.label_check_accept(check=check, by=request.user, decisions=decisions)
     except RequestError as error:
         messages.error(request, _said(error))
         return redirect("label-check-detail", pk=check.pk)

@@ -91,7 +91,7 @@ def test_it_runs_folds_that_cover_every_image_once_and_ranks_the_flipped_labels_
     accepted = client.post(f"/api/label-checks/{check.pk}/accept/", {"images": [["train", FLIPPED[0]]]},
                            content_type="application/json")  # fmt: skip
     assert accepted.status_code == 201, accepted.content
-    assert accepted.json()["number"] == 2 and accepted.json()["note"] == f"1 label from label check {check.pk}"
+    assert accepted.json()["number"] == 2 and accepted.json()["note"] == f"label check {check.pk}: 1 relabelled"
     assert accepted.json()["fixes"][0]["op"] == "relabel"
     assert AuditEntry.objects.filter(action="labelcheck.start").count() == 1
     assert AuditEntry.objects.filter(action="labelcheck.done").count() == 1
