@@ -460,8 +460,9 @@ def validate(cfg: TrainConfig, *, check_paths: bool = True) -> TrainConfig:
         raise ConfigError("network 'custom' needs a non-empty list of layers", field="custom_layers")
     if cfg.network != "custom" and cfg.custom_layers:
         raise ConfigError(f"only used with network 'custom', not {cfg.network!r}", field="custom_layers")
-    if not all(isinstance(flag, bool) for flag in (cfg.compile, cfg.channels_last, cfg.heldout_predictions)):
-        raise ConfigError("must be true or false", field="compile/channels_last/heldout_predictions")
+    for flag in ("compile", "channels_last", "heldout_predictions"):
+        if not isinstance(getattr(cfg, flag), bool):
+            raise ConfigError("must be true or false", field=flag)
     check_finetune(cfg)
     if not cfg.run_dir:
         raise ConfigError("required (the folder for checkpoints and events)", field="run_dir")

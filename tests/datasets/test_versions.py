@@ -139,8 +139,8 @@ def test_it_records_the_version_on_each_run_and_retrains_on_a_newer_one(owner, d
     assert run.dataset_folder == dataset.path
     assert Run.objects.get(pk=latest["id"]).dataset_folder == dataset.path / "versions" / "2"
     page = client.get(f"/runs/{run.pk}/").content.decode()
-    assert f'title="the digest of the images and labels it trained on: {v1["digest"]}"' in page
-    assert 'id="run-retrain">Retrain on version 2</button>' in page
+    assert f"digest {v1['digest']} (the build)" in page
+    assert 'id="run-retrain"' in page and ">Retrain on v2</button>" in page
     answer = client.post(f"/runs/{run.pk}/retrain/", {"version": "2"})
     again = Run.objects.exclude(pk__in=[first["id"], latest["id"]]).get()
     assert answer.status_code == 302 and answer["Location"] == f"/runs/compare/?runs={run.pk},{again.pk}"

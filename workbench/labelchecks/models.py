@@ -64,7 +64,9 @@ class LabelCheckFold(OwnedModel):
 
     label_check = models.ForeignKey(LabelCheck, on_delete=models.CASCADE, related_name="fold_runs")
     index = models.PositiveSmallIntegerField()
-    run = models.OneToOneField("runs.Run", on_delete=models.PROTECT, related_name="label_check_fold")
+    # Null once its run is deleted (runs.services.run_delete takes other apps' rows with the run
+    # or lets go of them): the check then fails, naming the fold.
+    run = models.OneToOneField("runs.Run", null=True, on_delete=models.SET_NULL, related_name="label_check_fold")
     # The build's places of its held-out images, in the order the run predicts them.
     places = models.JSONField(default=list)
 

@@ -26,7 +26,12 @@ def label_check_to_change(user, pk: int) -> LabelCheck:
 
 def fold_rows(check: LabelCheck) -> list[dict]:
     return [
-        {"index": fold.index + 1, "run": fold.run.pk, "state": fold.run.state, "images": len(fold.places)}
+        {
+            "index": fold.index + 1,
+            "run": fold.run_id,
+            "state": fold.run.state if fold.run else "deleted",
+            "images": len(fold.places),
+        }  # fmt: skip
         for fold in check.fold_runs.select_related("run").order_by("index")
     ]
 

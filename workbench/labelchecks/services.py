@@ -35,8 +35,12 @@ def label_check_start(
     chosen = versions.latest_version(dataset) if version is None else dataset.versions.filter(number=version).first()
     if chosen is None:
         raise RequestError("version", f"dataset {dataset.pk} has no version {version}" if version else "not built yet")
-    records = versions.records_of(dataset)
-    contents = versions.contents_of(chosen, records)
+    try:
+        records = versions.records_of(dataset)
+        contents = versions.contents_of(chosen, records)
+    except (OSError, ValueError, KeyError):
+        log.exception("dataset %s: its records cannot be read for a label check", dataset.pk)
+        raise RequestError("dataset", f"dataset {dataset.pk}'s build cannot be read: build it again") from None
     pool = fold_files.pool_of(contents)
     labels = [fold_files.label_of(place, contents, records) for place in pool]
     check_pool(images=len(pool), classes_used=len(set(labels)), folds=folds)
@@ -46,7 +50,8 @@ def label_check_start(
         check = LabelCheck.objects.create(
             owner=owner, project=project, dataset=dataset, version=chosen, network=network, folds=folds, config=config
         )
-        dealt = fold_files.assign(pool, labels, folds, seed=check.pk)
+        # One deal per version and K: a check repeated on the same data trains the same folds.
+        dealt = fold_files.assign(pool, labels, folds, seed=0)
         for index, held in enumerate(dealt):
             run = runs.run_submit(
                 owner=owner, dataset=dataset, name=f"label check {check.pk}: fold {index + 1} of {folds}",
@@ -67,6 +72,8 @@ def label_check_refresh(*, check: LabelCheck) -> LabelCheck:
         return check
     fold_runs = list(check.fold_runs.select_related("run").order_by("index"))
     for fold in fold_runs:
+        if fold.run is None:
+            return _finish(check, LabelCheck.State.FAILED, error=f"fold {fold.index + 1}'s run was deleted")
         if fold.run.state in (Run.State.FAILED, Run.State.ABORTED, Run.State.PRUNED):
             why = f"fold {fold.index + 1}'s run #{fold.run.pk} {fold.run.state}"
             return _finish(check, LabelCheck.State.FAILED, error=f"{why}: {fold.run.error}" if fold.run.error else why)
@@ -97,7 +104,7 @@ def label_check_abort(*, check: LabelCheck, by) -> LabelCheck:
     if check.is_finished:
         raise RequestError(None, f"label check {check.pk} is {check.state}")
     for fold in check.fold_runs.select_related("run"):
-        if not fold.run.is_finished:
+        if fold.run is not None and not fold.run.is_finished:
             runs.run_abort(run=fold.run, by=by)
     return _finish(check, LabelCheck.State.ABORTED, error=f"aborted by {by.get_username()}")
 
@@ -107,7 +114,7 @@ def label_check_pause(*, check: LabelCheck, by, resume: bool = False) -> int:
     if check.is_finished:
         raise RequestError(None, f"label check {check.pk} is {check.state}")
     changed = 0
-    for fold in check.fold_runs.select_related("run"):
+    for fold in check.fold_runs.select_related("run").exclude(run=None):
         try:
             (runs.run_resume if resume else runs.run_pause)(run=fold.run, by=by)
             changed += 1

@@ -19,6 +19,7 @@ from trainer.versions import open_images
 from workbench.audit.models import AuditEntry
 from workbench.labelchecks.models import LabelCheck
 from workbench.runs.models import Run
+from workbench.runs.services import run_delete
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +105,9 @@ def test_it_fails_the_check_naming_the_fold_whose_run_failed_and_aborts_the_rest
     Run.objects.filter(pk=failed.pk).update(state=Run.State.FAILED, error="out of memory")
     answer = client.get(f"/api/label-checks/{check.pk}/").json()
     assert answer["state"] == "failed" and answer["error"] == f"fold 2's run #{failed.pk} failed: out of memory"
+    deleted = LabelCheck.objects.get(pk=_start(client, noisy).json()["id"])
+    run_delete(run=deleted.fold_runs.get(index=0).run, by=owner)
+    assert client.get(f"/api/label-checks/{deleted.pk}/").json()["error"] == "fold 1's run was deleted"
     other = LabelCheck.objects.get(pk=_start(client, noisy).json()["id"])
     aborted = client.post(f"/api/label-checks/{other.pk}/abort/").json()
     assert aborted["state"] == "aborted"
