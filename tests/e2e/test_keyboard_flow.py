@@ -66,15 +66,16 @@ def tab_to(page, selector: str, *, back: bool = False, limit: int = 120) -> None
 
 def choose_file(page, key: str, path: Path) -> None:
     """The focused control opens the native file chooser on `key`, answered with `path`. Pressed
-    a second time when no chooser came in 5 s: on a loaded machine Chromium now and then drops
-    the first (the clean-clone runs at 7c86bea and in a busy tree), and twice without one fails."""
-    for attempt in (1, 2):
+    again when no chooser came in 5 s: on a loaded machine Chromium now and then drops one (the
+    clean-clone runs at 7c86bea and 033f473, each after a second press), and four without one fail."""
+    waits = (5_000, 5_000, 5_000, 15_000)
+    for attempt, wait in enumerate(waits, start=1):
         try:
-            with page.expect_file_chooser(timeout=5_000 if attempt == 1 else 15_000) as chooser:
+            with page.expect_file_chooser(timeout=wait) as chooser:
                 page.keyboard.press(key)
             break
         except PlaywrightTimeout:
-            if attempt == 2:
+            if attempt == len(waits):
                 raise
     chooser.value.set_files(str(path))
 

@@ -5,6 +5,7 @@ dataset version (datasets.services.version_create)."""
 from __future__ import annotations
 
 import logging
+import shutil
 
 from django.db import transaction
 from django.utils import timezone
@@ -45,24 +46,41 @@ def label_check_start(
     labels = [fold_files.label_of(place, contents, records) for place in pool]
     check_pool(images=len(pool), classes_used=len(set(labels)), folds=folds)
     config = {**config, "heldout_predictions": True}
-    with transaction.atomic():
-        project = project_of_new_work(owner=owner, dataset=dataset)
-        check = LabelCheck.objects.create(
-            owner=owner, project=project, dataset=dataset, version=chosen, network=network, folds=folds, config=config
-        )
-        # One deal per version and K: a check repeated on the same data trains the same folds.
-        dealt = fold_files.assign(pool, labels, folds, seed=0)
-        for index, held in enumerate(dealt):
-            run = runs.run_submit(
-                owner=owner, dataset=dataset, name=f"label check {check.pk}: fold {index + 1} of {folds}",
-                network=network, config=config, gpus=gpus, dataset_version=chosen.number,
-            )  # fmt: skip
-            run.data_folder, places = fold_files.write_fold(check, index, contents, held, records)
-            run.save(update_fields=["data_folder"])
-            LabelCheckFold.objects.create(label_check=check, index=index, run=run, places=places)
-        after = {"dataset": dataset.pk, "version": chosen.number, "network": network, "folds": folds}
-        audit.record(action="labelcheck.start", actor=owner, target=check, after=after)
+    check = None
+    try:
+        with transaction.atomic():
+            project = project_of_new_work(owner=owner, dataset=dataset)
+            check = LabelCheck.objects.create(
+                owner=owner,
+                project=project,
+                dataset=dataset,
+                version=chosen,
+                network=network,
+                folds=folds,
+                config=config,
+            )
+            # One deal per version and K: a check repeated on the same data trains the same folds.
+            for index, held in enumerate(fold_files.assign(pool, labels, folds, seed=0)):
+                _queue_fold(check, index, held, contents=contents, records=records, gpus=gpus)
+            after = {"dataset": dataset.pk, "version": chosen.number, "network": network, "folds": folds}
+            audit.record(action="labelcheck.start", actor=owner, target=check, after=after)
+    except BaseException:
+        # A fold run refused (or anything else): the rows roll back, and so do the folds' folders.
+        if check is not None:
+            shutil.rmtree(check.folder, ignore_errors=True)
+        raise
     return check
+
+
+def _queue_fold(check: LabelCheck, index: int, held: list, *, contents, records: dict, gpus) -> None:
+    """Fold `index`'s folder and its run, an ordinary run of the check's owner on that folder."""
+    run = runs.run_submit(
+        owner=check.owner, dataset=check.dataset, name=f"label check {check.pk}: fold {index + 1} of {check.folds}",
+        network=check.network, config=check.config, gpus=gpus, dataset_version=check.version.number,
+    )  # fmt: skip
+    run.data_folder, places = fold_files.write_fold(check, index, contents, held, records)
+    run.save(update_fields=["data_folder"])
+    LabelCheckFold.objects.create(label_check=check, index=index, run=run, places=places)
 
 
 def label_check_refresh(*, check: LabelCheck) -> LabelCheck:
