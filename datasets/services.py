@@ -136,7 +136,9 @@ def reclaim_lost_builds() -> int:
     hosts = {host.hostname: host for host in WorkerHost.objects.all()}
     reclaimed = 0
     for dataset in Dataset.objects.filter(status=Dataset.Status.BUILDING, build_boot_id__isnull=False):
-        why = lost_worker(hosts.get(dataset.build_worker), dataset.build_boot_id)
+        # A build whose row moved lately (its progress) is alive even when its worker's beat is
+        # late: a worker whose cores are all busy can starve its heartbeat (runs keep theirs so too).
+        why = lost_worker(hosts.get(dataset.build_worker), dataset.build_boot_id, watched_at=dataset.updated_at)
         if not why:
             continue
         row = this_build(dataset.pk, dataset.build_attempts)

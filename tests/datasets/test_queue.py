@@ -139,8 +139,10 @@ def _orphan(owner, import_root, *, attempts: int, host_seen_ago: timedelta, same
                              queue=False)  # fmt: skip
     host = WorkerHost.objects.create(hostname=f"gone{attempts}@gpu9", last_seen=timezone.now() - host_seen_ago)
     boot = host.boot_id if same_boot else uuid.uuid4()
+    # Its row last moved when its worker was last seen: a build that still progresses is alive.
     Dataset.objects.filter(pk=dataset.pk).update(status="building", build_worker=host.hostname, build_boot_id=boot,
-                                                 build_attempts=attempts, progress_done=3)  # fmt: skip
+                                                 build_attempts=attempts, progress_done=3,
+                                                 updated_at=timezone.now() - host_seen_ago)  # fmt: skip
     partial = datasets_root() / f".{dataset.pk}.building-dead{attempts}"
     partial.mkdir(parents=True)
     (partial / "data.mdb").write_bytes(b"half an LMDB")
@@ -185,6 +187,17 @@ def test_it_leaves_a_live_workers_build_alone(owner, import_root):
     dataset.refresh_from_db()
     assert dataset.status == "building" and dataset.progress_done == 3
     assert list(datasets_root().glob(f".{dataset.pk}.building-*"))
+
+
+def test_it_leaves_a_build_that_progresses_alone_while_its_workers_beat_is_late(owner, import_root):
+    from datasets.services import reclaim_lost_builds
+
+    # Its worker's last beat is an hour old (all its cores busy), but the build wrote its progress now.
+    dataset = _orphan(owner, import_root, attempts=1, host_seen_ago=timedelta(hours=1), same_boot=True)
+    Dataset.objects.filter(pk=dataset.pk).update(progress_done=4, updated_at=timezone.now())
+    assert reclaim_lost_builds() == 0
+    dataset.refresh_from_db()
+    assert dataset.status == "building" and dataset.build_attempts == 1
 
 
 def test_it_keeps_a_replaced_try_from_writing_the_row(owner, import_root):
