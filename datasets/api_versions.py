@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from datasets.models import DatasetVersion
 from datasets.selectors import dataset_for, dataset_to_change, version_of, versions_of
 from datasets.services import VersionInUse, version_create, version_delete, version_drop_leaks
+from datasets.versions import first_version
 from workbench.core.adapters import drf_error
 from workbench.core.errors import RequestError
 from workbench.core.openapi import bad_request, error
@@ -119,7 +120,7 @@ def _base_version(dataset, number) -> DatasetVersion | None:
 def dataset_version_api(request, pk: int, number: int):
     if request.method == "GET":
         dataset = dataset_for(request.user, pk)
-        versions_of(dataset)  # version 1 of a dataset built before versions existed
+        first_version(dataset)  # version 1 of a dataset built before versions existed
         return Response(version_payload(version_of(dataset, number)))
     dataset = dataset_to_change(request.user, pk)
     version = version_of(dataset, number)

@@ -37,6 +37,7 @@ from datasets.services import (
 )
 from datasets.sources import SourceError
 from datasets.validators import allowed_roots_text, resize_modes_by_task, resize_modes_for
+from workbench.core.adapters import page_message
 from workbench.core.errors import RequestError
 from workbench.projects.selectors import filtered_by_query
 
@@ -233,7 +234,7 @@ def dataset_duplicates_check_view(request, pk: int):
     try:
         asked = duplicates_check(dataset=dataset, by=request.user)
     except RequestError as error:
-        messages.error(request, _said(error))
+        messages.error(request, page_message(error))
         return redirect("dataset-detail", pk=dataset.pk)
     if asked:
         messages.success(request, "A worker checks the dataset for duplicates and leaks; the report appears here.")
@@ -242,17 +243,13 @@ def dataset_duplicates_check_view(request, pk: int):
     return redirect("dataset-detail", pk=dataset.pk)
 
 
-def _said(error: RequestError) -> str:
-    return "; ".join(text for _, text in error.errors)
-
-
 @require_POST
 def dataset_drop_leaks_view(request, pk: int):
     dataset = dataset_to_change(request.user, pk)
     try:
         version = version_drop_leaks(dataset=dataset, by=request.user)
     except RequestError as error:
-        messages.error(request, _said(error))
+        messages.error(request, page_message(error))
     else:
         messages.success(request, f"Version {version.number} made: {version.note}. New runs train on it.")
     return redirect("dataset-detail", pk=dataset.pk)
@@ -264,7 +261,7 @@ def dataset_version_delete_view(request, pk: int, number: int):
     try:
         version_delete(dataset=dataset, version=version_of(dataset, number), by=request.user)
     except RequestError as error:
-        messages.error(request, _said(error))
+        messages.error(request, page_message(error))
     except VersionInUse as error:
         messages.error(request, str(error))
     else:

@@ -36,3 +36,9 @@ def drf_error(error: RequestError) -> APIException:
 def command_error(error: RequestError) -> CommandError:
     """`manage.py` commands print "field: message", the same words as the API."""
     return CommandError(str(error))
+
+
+def page_message(error: RequestError) -> str:
+    """A page's flash message (django.contrib.messages): the messages, without the fields a form
+    would have put them beside."""
+    return "; ".join(text for _, text in error.errors)

@@ -19,10 +19,6 @@ from workbench.labelchecks.selectors import (
 )
 
 
-def _said(error: RequestError) -> str:
-    return "; ".join(f"{field}: {text}" if field else text for field, text in error.by_request_field())
-
-
 @require_GET
 def label_check_list(request):
     checks = label_checks_visible_to(request.user)
@@ -51,7 +47,7 @@ def label_check_new(request):
             folds=request.POST.get("folds") or None, gpus=request.POST.get("gpus") or "auto",
         )  # fmt: skip
     except RequestError as error:
-        messages.error(request, _said(error))
+        messages.error(request, str(error))
         return redirect("dataset-detail", pk=dataset.pk)
     messages.success(request, f"Label check {check.pk}: {check.folds} fold runs are queued.")
     return redirect("label-check-detail", pk=check.pk)
@@ -73,7 +69,7 @@ def label_check_action(request, pk: int, action: str):
         else:
             services.label_check_pause(check=check, by=request.user, resume=action == "resume")
     except RequestError as error:
-        messages.error(request, _said(error))
+        messages.error(request, str(error))
     return redirect("label-check-detail", pk=check.pk)
 
 
@@ -91,7 +87,7 @@ def label_check_accept(request, pk: int):
     try:
         version = services.label_check_accept(check=check, by=request.user, decisions=decisions)
     except RequestError as error:
-        messages.error(request, _said(error))
+        messages.error(request, str(error))
         return redirect("label-check-detail", pk=check.pk)
     messages.success(request, f"Version {version.number} made: {version.note}. New runs train on it.")
     return redirect("dataset-detail", pk=check.dataset_id)

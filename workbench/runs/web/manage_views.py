@@ -11,6 +11,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from trainer import protocol
+from workbench.core.adapters import page_message
 from workbench.core.errors import RequestError
 from workbench.core.ownership import refusal_words
 from workbench.runs import services
@@ -153,7 +154,7 @@ def run_retrain(request, pk: int):
     try:
         again = services.run_retrain(run=run, by=request.user, version=version)
     except RequestError as error:
-        messages.error(request, "; ".join(text for _, text in error.errors))
+        messages.error(request, page_message(error))
         return redirect("run-detail", pk=run.pk)
     messages.success(request, f"Run #{again.pk} trains {run.name!r}'s settings on version {version.number}.")
     return redirect(f"{reverse('run-compare')}?runs={run.pk},{again.pk}")
